@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/*.cpp) with clang-14 and runs each for LOCH_FUZZ_SECONDS (default 60)
+# over its committed regression corpus (fuzz/corpus/<target>). Any crash, leak or timeout fails the run and
+# leaves the reproducer in build-fuzz/findings/.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=${LOCH_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}
+SECONDS_EACH=${LOCH_FUZZ_SECONDS:-60}
+
+printf '\n==> Fuzzing (clang-14 libFuzzer, %s s per target)\n' "$SECONDS_EACH"
+CXX=clang++-14 cmake -S "$ROOT" -B "$OUT" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCH_FUZZ=ON >/dev/null
+cmake --build "$OUT" -j "$(nproc)"
+mkdir -p "$OUT/findings"
+for target in "$OUT"/fuzz/fuzz_*; do
+  [[ -x $target ]] || continue
+  name=$(basename "$target")
+  corpus=$ROOT/fuzz/corpus/$name
+  work=$OUT/corpus-work/$name
+  mkdir -p "$work"
+  echo "    $name: ${SECONDS_EACH}s"
+  "$target" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -timeout=10 -print_final_stats=0 \
+    -artifact_prefix="$OUT/findings/$name-" "$work" "$corpus" 2>"$OUT/$name.log" || {
+    echo "FUZZ FAILURE in $name; last lines of $OUT/$name.log:"; tail -n 40 "$OUT/$name.log"; exit 1; }
+  grep -E "^#[0-9]+ +DONE" "$OUT/$name.log" | tail -n 1 | sed 's/^/      /' || true
+done

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Sets up everything loch needs on a fresh Debian 12 machine (run as root) and is safe to run again:
+#   1. Debian packages for the build, tests, fuzzing and benchmarks;
+#   2. the pinned llama.cpp engine (source from npm node-llama-cpp@3.22.1), built once and cached by commit;
+#   3. loch itself (build/bin/loch, build/bin/loch-synth) with the engine binaries copied beside it;
+#   4. a generated demo model (models/demo.gguf) for `loch serve`'s embedded default.
+# Each step says what it does and skips what is already done.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${LOCH_CACHE_DIR:-/var/cache/loch}
+BUILD=${LOCH_BUILD_DIR:-$ROOT/build}
+ENGINE_NPM=node-llama-cpp@3.22.1
+JOBS=$(nproc)
+
+step() { printf '\n==> %s\n' "$*"; }
+skip() { printf '    (skipped: %s)\n' "$*"; }
+
+# ---------------------------------------------------------------- 1. packages
+PACKAGES=(build-essential g++-12 cmake ninja-build git pkg-config curl ca-certificates
+  libboost1.81-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev clang-14 libclang-rt-14-dev clang-format-14 nginx-light procps)
+step "Debian packages"
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if dpkg-query -W -f='${Status}' libboost1.74-dev 2>/dev/null | grep -q "install ok installed"; then
+  echo "    removing libboost1.74-dev (conflicts with libboost1.81-dev)"
+  DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq libboost1.74-dev
+fi
+# npm (to fetch the engine source) may come from Debian or from a Node.js install already on the machine.
+command -v npm >/dev/null || missing+=(npm)
+if ((${#missing[@]})); then
+  echo "    installing: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  skip "all ${#PACKAGES[@]} present"
+fi
+# nginx is only a benchmark peer: never leave the distribution's default site running.
+if command -v systemctl >/dev/null && systemctl is-active --quiet nginx 2>/dev/null; then systemctl stop nginx || true; fi
+
+# ---------------------------------------------------------------- 2. engine
+step "Pinned engine: llama.cpp from $ENGINE_NPM"
+mkdir -p "$CACHE"
+BUNDLE=$CACHE/llama.cpp.bundle
+if [[ ! -s $BUNDLE ]]; then
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "$ENGINE_NPM" >/dev/null && tar xzf node-llama-cpp-*.tgz package/llama/gitRelease.bundle)
+  mv "$tmp/package/llama/gitRelease.bundle" "$BUNDLE"
+  rm -rf "$tmp"
+  echo "    fetched $(du -h "$BUNDLE" | cut -f1) bundle"
+else
+  skip "bundle cached at $BUNDLE"
+fi
+SRC=$CACHE/llama.cpp-src
+[[ -d $SRC/.git ]] || git clone -q "$BUNDLE" "$SRC"
+COMMIT=$(git -C "$SRC" rev-parse HEAD)
+ENGINE=$CACHE/llama.cpp-$COMMIT
+if [[ ! -x $ENGINE/bin/llama-server || ! -x $ENGINE/bin/llama-fit-params ]]; then
+  echo "    building llama.cpp ${COMMIT:0:7} (static, CPU) with $JOBS jobs; this takes several minutes"
+  start=$SECONDS
+  cmake -S "$SRC" -B "$SRC/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+    -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF >/dev/null
+  cmake --build "$SRC/build" -j "$JOBS" --target llama-server llama-fit-params >/dev/null
+  mkdir -p "$ENGINE/bin.tmp"
+  cp "$SRC/build/bin/llama-server" "$SRC/build/bin/llama-fit-params" "$ENGINE/bin.tmp/"
+  rm -rf "$ENGINE/bin" && mv "$ENGINE/bin.tmp" "$ENGINE/bin"
+  echo "$COMMIT" >"$ENGINE/COMMIT"
+  echo "    built in $((SECONDS - start)) s"
+else
+  skip "llama.cpp ${COMMIT:0:7} cached at $ENGINE"
+fi
+
+# ---------------------------------------------------------------- 3. loch
+step "Building loch"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCH_WERROR=ON >/dev/null
+cmake --build "$BUILD" -j "$JOBS"
+cp -f "$ENGINE/bin/llama-server" "$ENGINE/bin/llama-fit-params" "$BUILD/bin/"
+echo "    $BUILD/bin: $(ls "$BUILD/bin" | tr '\n' ' ')"
+
+# ---------------------------------------------------------------- 4. demo model
+step "Demo model"
+mkdir -p "$ROOT/models"
+if [[ ! -s $ROOT/models/demo.gguf ]]; then
+  "$BUILD/bin/loch-synth" --preset demo --out "$ROOT/models/demo.gguf"
+else
+  skip "models/demo.gguf exists"
+fi
+echo
+echo "loch is set up: $BUILD/bin/loch"
