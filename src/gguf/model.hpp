@@ -17,8 +17,19 @@ namespace loch::gguf {
 
 // GGUF metadata value types, numbered as in the file format.
 enum class ValueType : std::uint32_t {
-    UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
-    STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+    UINT8 = 0,
+    INT8 = 1,
+    UINT16 = 2,
+    INT16 = 3,
+    UINT32 = 4,
+    INT32 = 5,
+    FLOAT32 = 6,
+    BOOL = 7,
+    STRING = 8,
+    ARRAY = 9,
+    UINT64 = 10,
+    INT64 = 11,
+    FLOAT64 = 12,
 };
 std::string_view to_string(ValueType t);
 
@@ -58,15 +69,17 @@ struct KeyValue {
 
 // Metadata in file order with lookup by key.
 class Metadata {
-public:
+  public:
     const Value* find(std::string_view key) const;
     std::optional<std::uint64_t> get_uint(std::string_view key) const;
     std::optional<double> get_float(std::string_view key) const;
     std::optional<std::string> get_string(std::string_view key) const;
     void set(std::string key, Value value);  // replaces an existing key in place
+    // Appends without looking for an existing key: for the reader, which has already rejected duplicates.
+    void append(std::string key, Value value) { entries_.push_back({std::move(key), std::move(value)}); }
     const std::vector<KeyValue>& entries() const { return entries_; }
 
-private:
+  private:
     std::vector<KeyValue> entries_;
 };
 
@@ -74,8 +87,8 @@ struct TensorInfo {
     std::string name;
     std::vector<std::uint64_t> dims;  // ne[0] first, as stored in the file
     GgmlType type = GgmlType::F32;
-    std::uint64_t offset = 0;         // relative to the data section of its file
-    std::uint32_t file_index = 0;     // which split file holds it (0 for single files)
+    std::uint64_t offset = 0;      // relative to the data section of its file
+    std::uint32_t file_index = 0;  // which split file holds it (0 for single files)
 
     std::uint64_t n_elements() const;
     std::uint64_t n_bytes() const;  // from the type table; the reader has already checked it is exact
@@ -88,6 +101,7 @@ struct Model {
     std::uint64_t alignment = 32;  // general.alignment or 32
     std::uint64_t file_size = 0;   // bytes on disk, all split files together
     std::vector<std::string> files;
+    std::vector<std::uint64_t> data_offsets;  // per file: where its (aligned) tensor data section starts
 
     std::string architecture() const;  // general.architecture, "" when absent
     // "<architecture>.<suffix>", e.g. arch_uint("block_count").
