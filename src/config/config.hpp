@@ -1,0 +1,231 @@
+// config/config — one YAML file (loch.yaml) → validated structs, or an error that says file:line:column
+// and what is wrong.
+//
+// Rules (docs/config.md documents every key):
+// - Unknown keys are errors: a typo must never be silently ignored. Duplicate keys in one mapping too.
+// - Every value is type- and range-checked; sizes accept bytes or "512MiB" / "24GiB" / "1.5GB"; durations
+//   accept seconds or "90s" / "5m" / "1h".
+// - Model names and aliases are checked against a safe charset and are never used as paths; names and
+//   aliases share one namespace (no duplicates, not even differing only by case).
+// - Relative paths resolve against the config file's folder (models_dir, state_dir, log_dir, engine_dir),
+//   and a model's `path` against models_dir. Model files are checked to exist (and, for llama-server, to
+//   start with the GGUF magic).
+// - All problems found are reported at once (ConfigError carries a list), each with its position.
+//
+// The embedded default (`loch serve` without --config): every *.gguf in a models folder (default
+// ./models), served by the pinned llama-server found next to the loch executable, then on PATH.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loch::config {
+
+namespace fs = std::filesystem;
+using Seconds = std::chrono::seconds;
+
+// ---------------------------------------------------------------------------------------------------------
+// Errors
+
+// One problem in the configuration. line/column are 1-based; 0 when there is no position (e.g. a problem
+// with the models folder of the embedded default).
+struct Diagnostic {
+    std::string file;
+    int line = 0;
+    int column = 0;
+    std::string key;      // dotted path of the offending key: "models[2].args.ctx" (empty for syntax errors)
+    std::string message;  // what is wrong, with the offending value: "expected a positive integer, got 'abc'"
+
+    // "loch.yaml:12:5: models[2].args.ctx: expected a positive integer, got 'abc'"
+    std::string to_string() const;
+};
+
+// Thrown by the loaders. what() is every diagnostic's to_string(), one per line.
+class ConfigError : public std::runtime_error {
+  public:
+    explicit ConfigError(std::vector<Diagnostic> diagnostics);
+    const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+
+  private:
+    std::vector<Diagnostic> diagnostics_;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Per model
+
+enum class EngineKind {
+    llama_server,  // the pinned llama.cpp server; argv built by engines/llama_server.hpp
+    command,       // any OpenAI-compatible server started from an argv template (no shell)
+};
+std::string_view to_string(EngineKind k);
+
+enum class Priority {
+    interactive,  // served first
+    batch,        // served after interactive, but aging keeps it from starving
+};
+std::string_view to_string(Priority p);
+
+enum class FlashAttn { on, off, auto_ };
+std::string_view to_string(FlashAttn f);  // "on" | "off" | "auto" (llama-server's -fa values)
+
+// Arguments for llama-server (`args:` in the YAML). Unset optionals mean "not passed: the engine's default".
+struct LlamaArgs {
+    std::uint32_t ctx = 4096;                 // -c: context per engine (split over `parallel` slots)
+    std::uint32_t parallel = 1;               // -np: slots (concurrent requests in one engine)
+    std::optional<int> n_gpu_layers;          // -ngl: unset = decided by loch's placement (all on GPU)
+    FlashAttn flash_attn = FlashAttn::auto_;  // -fa
+    std::optional<std::string> cache_type_k;  // -ctk: f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1
+    std::optional<std::string> cache_type_v;  // -ctv
+    std::optional<std::uint32_t> ubatch;      // -ub
+    std::optional<std::uint32_t> batch;       // -b
+    std::optional<std::uint32_t> threads;     // -t
+    std::vector<std::string> extra;           // appended verbatim as separate argv entries (never a shell)
+
+    std::uint32_t slot_ctx() const { return parallel == 0 ? ctx : ctx / parallel; }
+};
+
+// The generic `command` engine (`command:` in the YAML): an argv template. Placeholders, replaced inside
+// each argument: {host} {port} {model_path} {model_name} {ctx} {parallel}. `{{` and `}}` are literal braces.
+// argv[0] is an absolute path or a program name looked up on PATH at spawn time.
+struct CommandEngine {
+    std::vector<std::string> argv;
+    std::string health_path = "/health";     // GET → 200 means ready
+    std::map<std::string, std::string> env;  // added to loch's environment for this engine
+};
+
+struct ModelConfig {
+    std::string name;                  // what clients send as "model"
+    std::vector<std::string> aliases;  // other accepted names
+    EngineKind engine = EngineKind::llama_server;
+    fs::path path;   // absolute after loading; empty only for a `command` engine without one
+    LlamaArgs args;  // llama_server only
+    std::optional<CommandEngine> command;  // set iff engine == command
+
+    std::vector<std::string> devices;  // allowed device ids (as `loch devices` prints them); empty = any
+    bool cpu_fallback = false;         // may run on the CPU when no allowed device fits (default: strict)
+    Priority priority = Priority::interactive;
+    std::optional<Seconds> keep_alive =
+        Seconds{300};               // idle time before it may be stopped; nullopt = forever
+    bool pinned = false;            // never evicted (still stopped on shutdown)
+    std::uint32_t concurrency = 0;  // requests sent to the engine at once; 0 = args.parallel
+    Seconds startup_timeout{3600};  // spawn → healthy; generous: ROCm first runs compile kernels 30+ min
+    std::optional<Seconds> watchdog = Seconds{120};  // abort a request after N s without upstream bytes
+    bool exclusive = false;                          // takes a per-device GPU lock while it runs
+
+    // Source position of this model's entry (for messages that refer back to the file).
+    std::string file;
+    int line = 0;
+
+    std::uint32_t effective_concurrency() const { return concurrency != 0 ? concurrency : args.parallel; }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Per device (`devices:` mapping keyed by device id: cpu, cuda0, rocm0, vulkan0, …)
+
+struct DeviceConfig {
+    std::string id;
+    std::uint64_t reserve = 0;            // bytes always left free for everything outside loch
+    std::optional<std::uint64_t> budget;  // cap on what loch's engines may use on this device
+    std::uint64_t margin = 0;             // added to every engine's planned footprint on this device
+    int line = 0;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Global
+
+struct QueueLimits {
+    std::uint32_t interactive = 64;  // waiting requests per priority class; beyond → 503 + Retry-After
+    std::uint32_t batch = 256;
+};
+
+// Restart/backoff/quarantine policy for crashing engines (engines/restart.hpp applies it).
+struct RestartConfig {
+    std::uint32_t max_crashes = 3;  // crashes within `window` that quarantine a model
+    Seconds window{600};
+    Seconds backoff_initial{1};  // delay before the first restart, doubled per crash up to backoff_max
+    Seconds backoff_max{60};
+    Seconds quarantine{900};  // how long a quarantined model refuses requests
+};
+
+struct Config {
+    std::string source;  // the file name, or "<embedded default>"
+    std::string listen = "127.0.0.1";
+    std::uint16_t port = 8080;
+    std::vector<std::string> api_keys;  // empty = no authentication (fine on localhost only)
+    fs::path models_dir;                // absolute
+    fs::path state_dir;                 // absolute: engine state file (stale cleanup) and lock
+    fs::path log_dir;                   // absolute: one log file per engine
+    fs::path engine_dir;                // absolute: where llama-server is looked for first
+    fs::path llama_server;              // resolved llama-server binary (empty if no model uses it)
+    QueueLimits queue;
+    std::uint64_t max_body_bytes = 16 * 1024 * 1024;  // request body size limit
+    Seconds max_wait{300};                            // longest a request may wait in a queue before 503
+    Seconds stop_grace{10};                           // SIGTERM → SIGKILL
+    RestartConfig restart;
+    std::map<std::string, DeviceConfig> devices;
+    std::vector<ModelConfig> models;
+    std::vector<std::string> notes;  // things worth telling the user that are not errors (skipped files)
+
+    // By name or alias (exact match); nullptr when unknown.
+    const ModelConfig* find_model(std::string_view name_or_alias) const;
+    // Device settings for `id`, or defaults (no reserve, no budget, no margin).
+    DeviceConfig device(std::string_view id) const;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Loading
+
+// Everything the loader would otherwise take from the process: makes loading deterministic in tests.
+struct LoadContext {
+    fs::path cwd;                     // relative paths of the embedded default resolve here
+    fs::path exe_dir;                 // folder of the loch executable (/proc/self/exe)
+    std::vector<fs::path> path_dirs;  // $PATH split
+    fs::path default_state_dir;       // $XDG_STATE_HOME/loch or ~/.local/state/loch or <cwd>/.loch
+    bool check_files = true;          // check model paths and binaries (fuzzing turns it off)
+
+    static LoadContext from_process();
+};
+
+// Parse and validate YAML text; `file_name` is used in diagnostics and relative paths resolve against
+// its parent folder. Throws ConfigError.
+Config parse_config(std::string_view yaml, const fs::path& file_name, const LoadContext& ctx);
+
+// Read and parse a file. Throws ConfigError (also for an unreadable file).
+Config load_config_file(const fs::path& file, const LoadContext& ctx);
+
+// The embedded default: every *.gguf (recursively one level: files directly in models_dir) served by
+// llama-server with default settings; model name = sanitized file stem. Later split parts
+// (name-00002-of-00003.gguf) and mmproj-*.gguf projectors are skipped (listed in notes). `models_dir`
+// empty = <cwd>/models. Throws ConfigError when models_dir does not exist or llama-server is not found.
+Config default_config(const LoadContext& ctx, const fs::path& models_dir = {});
+
+// The embedded default's settings as YAML (what `loch serve` without a file behaves like; for docs and
+// `loch serve --print-default-config`).
+std::string_view embedded_default_yaml();
+
+// ---------------------------------------------------------------------------------------------------------
+// Small parsers, exposed for reuse and tests
+
+// "512MiB", "24GiB", "1.5GB", "4096", "0" → bytes. nullopt (with `why`) on bad input or overflow.
+std::optional<std::uint64_t> parse_size(std::string_view text, std::string* why = nullptr);
+// "90", "90s", "5m", "1h", "1h30m" → seconds.
+std::optional<Seconds> parse_duration(std::string_view text, std::string* why = nullptr);
+
+// Model names: 1–128 chars of [A-Za-z0-9._:+-], starting with a letter or digit. Aliases additionally
+// allow '/' (clients send "org/model"), but not "//", a leading/trailing '/', or ".." segments.
+bool valid_model_name(std::string_view name);
+bool valid_model_alias(std::string_view alias);
+// A file stem → a valid model name (invalid characters become '-'); empty if nothing usable remains.
+std::string sanitize_model_name(std::string_view stem);
+
+// Finds `program` in `dirs` in order (regular, executable file); nullopt if none.
+std::optional<fs::path> find_executable(std::string_view program, const std::vector<fs::path>& dirs);
+
+}  // namespace loch::config

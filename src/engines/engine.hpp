@@ -1,0 +1,135 @@
+// engines/engine — one supervised engine process (llama-server or a generic OpenAI-compatible command):
+// the object the broker holds per running model.
+//
+// Life of an Engine: create() → start() [spawn → poll GET <health_path> until 200 | process exit |
+// startup timeout] → ready, serving on host():port() → stop() [SIGTERM to the process group, SIGKILL after
+// stop_grace] or the process ends by itself (on_exit / wait_exit report why). An Engine runs once; a
+// restart is a new Engine (the broker applies CrashTracker's backoff/quarantine between them).
+//
+// All methods run on the executor given to create() (one io_context, no thread per engine). Destroying an
+// Engine whose process still runs SIGKILLs the process group and reaps it synchronously.
+//
+// This header is the module's front door: it includes the spec/adapters, exit classification, restart
+// policy and state file so that a user needs only `#include "engines/engine.hpp"`.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <nlohmann/json_fwd.hpp>
+
+#include "engines/command.hpp"
+#include "engines/exit.hpp"
+#include "engines/llama_server.hpp"
+#include "engines/log_ring.hpp"
+#include "engines/restart.hpp"
+#include "engines/spec.hpp"
+#include "engines/state_file.hpp"
+
+namespace loch::engines {
+
+class Process;
+
+enum class EngineState {
+    created,   // not started yet
+    starting,  // spawned, waiting for health
+    ready,     // healthy: send requests to host():port()
+    stopping,  // stop() in progress
+    stopped,   // stopped by loch (exit report kind `stopped`)
+    failed,    // ended on its own, or never became ready (exit report says why)
+};
+std::string_view to_string(EngineState s);
+
+struct StartResult {
+    bool ready = false;
+    std::chrono::milliseconds took{0};  // spawn → ready (or → failure)
+    std::optional<ExitReport> failure;  // set when !ready
+};
+
+class Engine {
+  public:
+    // `state` (optional, must outlive the Engine) gets a record while the process runs.
+    static std::shared_ptr<Engine> create(boost::asio::any_io_executor ex, EngineSpec spec,
+                                          StateFile* state = nullptr);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Spawn and wait until healthy. Never throws for engine failures: a spawn error, an exit during
+    // start-up (classified at once, not at the timeout) or the startup timeout (the group is killed) come
+    // back as StartResult::failure. Call once.
+    boost::asio::awaitable<StartResult> start();
+
+    // SIGTERM to the group, SIGKILL after spec().stop_grace; completes when the process is reaped.
+    // Returns the report (kind `stopped` unless it had already failed). Safe to call in any state.
+    boost::asio::awaitable<ExitReport> stop();
+
+    // Completes when the process has ended for any reason (immediately if it already has).
+    boost::asio::awaitable<ExitReport> wait_exit();
+
+    // Called once, on the executor, when the process ends after start() (crash, stop, timeout).
+    void on_exit(std::function<void(const ExitReport&)> cb);
+    // Called for every complete output line (e.g. to parse buffer sizes as they are printed).
+    void on_log_line(std::function<void(const std::string&)> cb);
+
+    EngineState state() const { return state_; }
+    const EngineSpec& spec() const { return spec_; }
+    const std::string& model_name() const { return spec_.model_name; }
+    const std::string& host() const { return spec_.host; }
+    std::uint16_t port() const { return spec_.port; }
+    std::optional<pid_t> pid() const;
+    std::chrono::system_clock::time_point started_at() const { return started_at_; }
+    // spawn → ready; the broker's eviction cost ("cheap to reload") uses it.
+    std::optional<std::chrono::milliseconds> load_time() const { return load_time_; }
+    const std::optional<ExitReport>& exit_report() const { return exit_; }
+
+    // Last `n` output lines, oldest first.
+    std::vector<std::string> log_tail(std::size_t n) const;
+    const std::filesystem::path& log_file() const { return spec_.log_file; }
+    // Every output line from spawn until ready (capped at 20000 lines): where llama-server prints its
+    // buffer sizes, for the measured footprint (plan/engine_log).
+    const std::vector<std::string>& startup_log() const { return startup_log_; }
+
+    // {"model","state","host","port","pid","started_at","load_ms","log_file","argv","exit":{…}|null}
+    nlohmann::json status_json() const;
+
+    struct Private;  // construction key
+
+    Engine(Private, boost::asio::any_io_executor ex, EngineSpec spec, StateFile* state);
+
+  private:
+    boost::asio::awaitable<void> watch_exit(std::weak_ptr<Engine> self);
+    void finish(int wait_status);
+    void on_line(const std::string& line);
+
+    boost::asio::any_io_executor ex_;
+    EngineSpec spec_;
+    StateFile* state_file_ = nullptr;
+    EngineState state_ = EngineState::created;
+    std::unique_ptr<Process> proc_;
+    std::chrono::system_clock::time_point started_at_{};
+    std::optional<std::chrono::milliseconds> load_time_;
+    std::optional<ExitReport> exit_;
+    std::vector<std::string> startup_log_;
+    bool stop_requested_ = false;
+    bool startup_timed_out_ = false;
+    std::function<void(const ExitReport&)> on_exit_;
+    std::function<void(const std::string&)> on_log_line_;
+    std::weak_ptr<Engine> weak_self_;
+};
+
+// GET http://host:port/path once, with a timeout; returns the HTTP status, or 0 when no response
+// (refused, reset, timeout). Beast async client.
+boost::asio::awaitable<unsigned> http_get_status(std::string host, std::uint16_t port, std::string path,
+                                                 std::chrono::milliseconds timeout);
+
+}  // namespace loch::engines

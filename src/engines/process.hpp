@@ -1,0 +1,92 @@
+// engines/process — one child process, supervised on Asio without a thread.
+//
+// spawn(): fork + execve (never a shell); the child gets its own process group (setpgid), dies with loch
+// (prctl PR_SET_PDEATHSIG SIGKILL, checked against a parent that died before the prctl), stdin from
+// /dev/null, stdout+stderr into one pipe, every other descriptor closed. An exec failure is reported back
+// through a close-on-exec pipe, so spawn() throws SpawnError with errno instead of returning a dead child.
+// Output is read asynchronously (posix::stream_descriptor) into a LogRing and appended to a log file;
+// exit is observed through a pidfd (pidfd_open + stream_descriptor), then reaped with waitpid.
+//
+// PR_SET_PDEATHSIG fires when the *thread* that forked exits: spawn from the io_context's own thread.
+// The destructor SIGKILLs the process group if it is still running and reaps it: no orphans, no zombies.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include "engines/log_ring.hpp"
+
+namespace loch::engines {
+
+struct SpawnSpec {
+    std::vector<std::string> argv;               // argv[0]: absolute path, or looked up on PATH
+    std::map<std::string, std::string> env_add;  // on top of loch's own environment
+    std::filesystem::path cwd;                   // empty = loch's
+    std::filesystem::path log_file;              // empty = no file; appended to, created with 0644
+    std::size_t ring_lines = 500;
+};
+
+class SpawnError : public std::runtime_error {
+  public:
+    SpawnError(const std::string& what, int err) : std::runtime_error(what), error(err) {}
+    int error;  // errno
+};
+
+class Process {
+  public:
+    // Throws SpawnError. `on_line` (optional) is called for each complete output line, on `ex`.
+    static std::unique_ptr<Process> spawn(boost::asio::any_io_executor ex, const SpawnSpec& spec,
+                                          std::function<void(const std::string&)> on_line = {});
+    ~Process();
+    Process(const Process&) = delete;
+    Process& operator=(const Process&) = delete;
+
+    pid_t pid() const;
+    pid_t pgid() const;                 // == pid (own group)
+    std::uint64_t start_ticks() const;  // /proc/PID/stat field 22, for PID identity
+    std::chrono::system_clock::time_point started_at() const;
+
+    bool exited() const;                     // reaped, and its output drained (or 500 ms passed)
+    std::optional<int> wait_status() const;  // set once exited()
+
+    // Completes when exited(); returns the wait status. Several coroutines may wait at once.
+    boost::asio::awaitable<int> async_wait();
+    // Completes when exited() or after `timeout`; true if exited.
+    boost::asio::awaitable<bool> async_wait_for(std::chrono::milliseconds timeout);
+
+    // kill(-pgid, sig): the whole group. No-op once exited.
+    void signal_group(int sig);
+
+    const LogRing& log() const;
+    const std::filesystem::path& log_file() const;
+
+    struct Impl;
+
+  private:
+    explicit Process(std::shared_ptr<Impl> impl);
+    std::shared_ptr<Impl> impl_;
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bind port 0, read it back, close). Another program
+// can take it before the engine binds: the engine then exits with `port_in_use` and loch retries.
+std::uint16_t find_free_port();
+
+// Start time of a process in clock ticks since boot (/proc/PID/stat field 22); nullopt if no such PID.
+std::optional<std::uint64_t> proc_start_ticks(pid_t pid, const std::filesystem::path& proc_root = "/proc");
+// The argv of a running process (/proc/PID/cmdline); nullopt if no such PID or unreadable.
+std::optional<std::vector<std::string>> proc_cmdline(pid_t pid,
+                                                     const std::filesystem::path& proc_root = "/proc");
+
+}  // namespace loch::engines
