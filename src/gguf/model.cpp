@@ -65,6 +65,13 @@ const Array* Value::as_array() const {
     return std::get_if<Array>(&data);
 }
 
+bool operator==(const Array& a, const Array& b) {
+    return a.element_type == b.element_type && a.items == b.items;
+}
+bool operator==(const Value& a, const Value& b) {
+    return a.type == b.type && a.data == b.data;
+}
+
 const Value* Metadata::find(std::string_view key) const {
     for (const auto& kv : entries_) {
         if (kv.key == key) return &kv.value;

@@ -62,6 +62,10 @@ struct Value {
     const Array* as_array() const;
 };
 
+// Exact equality (type, value, nested items); used to check round trips and determinism.
+bool operator==(const Array& a, const Array& b);
+bool operator==(const Value& a, const Value& b);
+
 struct KeyValue {
     std::string key;
     Value value;
