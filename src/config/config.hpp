@@ -188,6 +188,7 @@ struct LoadContext {
     fs::path exe_dir;                 // folder of the loch executable (/proc/self/exe)
     std::vector<fs::path> path_dirs;  // $PATH split
     fs::path default_state_dir;       // $XDG_STATE_HOME/loch or ~/.local/state/loch or <cwd>/.loch
+    fs::path home;                    // $HOME, for "~/..." paths in the file (empty: "~" is not expanded)
     bool check_files = true;          // check model paths and binaries (fuzzing turns it off)
 
     static LoadContext from_process();

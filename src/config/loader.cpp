@@ -1,0 +1,1087 @@
+// The YAML loader: walks every mapping key by key (so unknown and duplicate keys are caught with their
+// position), converts and range-checks each value, collects every problem, then validates across models.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <boost/asio/ip/address.hpp>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "config/config.hpp"
+
+namespace loch::config {
+
+// ---------------------------------------------------------------------------------------------------------
+// Diagnostics
+
+std::string Diagnostic::to_string() const {
+    std::string out = file.empty() ? std::string("<config>") : file;
+    if (line > 0) {
+        out += ':' + std::to_string(line);
+        if (column > 0) out += ':' + std::to_string(column);
+    }
+    out += ": ";
+    if (!key.empty()) out += key + ": ";
+    out += message;
+    return out;
+}
+
+namespace {
+std::string join_diagnostics(const std::vector<Diagnostic>& ds) {
+    std::string out;
+    for (const auto& d : ds) {
+        if (!out.empty()) out += '\n';
+        out += d.to_string();
+    }
+    return out.empty() ? std::string("invalid configuration") : out;
+}
+}  // namespace
+
+ConfigError::ConfigError(std::vector<Diagnostic> diagnostics)
+    : std::runtime_error(join_diagnostics(diagnostics)), diagnostics_(std::move(diagnostics)) {}
+
+std::string_view to_string(EngineKind k) {
+    return k == EngineKind::llama_server ? "llama-server" : "command";
+}
+std::string_view to_string(Priority p) {
+    return p == Priority::interactive ? "interactive" : "batch";
+}
+std::string_view to_string(FlashAttn f) {
+    switch (f) {
+        case FlashAttn::on:
+            return "on";
+        case FlashAttn::off:
+            return "off";
+        case FlashAttn::auto_:
+            return "auto";
+    }
+    return "auto";
+}
+
+const ModelConfig* Config::find_model(std::string_view name_or_alias) const {
+    for (const auto& m : models) {
+        if (m.name == name_or_alias) return &m;
+        if (std::find(m.aliases.begin(), m.aliases.end(), name_or_alias) != m.aliases.end()) return &m;
+    }
+    return nullptr;
+}
+
+DeviceConfig Config::device(std::string_view id) const {
+    const auto it = devices.find(std::string(id));
+    if (it != devices.end()) return it->second;
+    DeviceConfig d;
+    d.id = std::string(id);
+    return d;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The walker
+
+namespace {
+
+const std::vector<std::string> kCacheTypes = {"f32",  "f16",    "bf16", "q8_0", "q4_0",
+                                              "q4_1", "iq4_nl", "q5_0", "q5_1"};
+const std::vector<std::string> kPlaceholders = {"host",       "port", "model_path",
+                                                "model_name", "ctx",  "parallel"};
+// Flags loch sets itself; in args.extra they would fight with loch's own.
+const std::vector<std::string> kReservedFlags = {
+    "-m",    "--model",      "--host",         "--port",    "-fit",
+    "--fit", "-c",           "--ctx-size",     "-np",       "--parallel",
+    "-ngl",  "--gpu-layers", "--n-gpu-layers", "--api-key", "--api-key-file"};
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        }
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+std::string quoted_list(const std::vector<std::string>& xs) {
+    std::string out;
+    for (const auto& x : xs) out += (out.empty() ? "" : ", ") + x;
+    return out;
+}
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+// Placeholder names used in a template, or an error text.
+std::optional<std::string> check_template(std::string_view t) {
+    for (std::size_t i = 0; i < t.size(); ++i) {
+        if (t[i] == '{') {
+            if (i + 1 < t.size() && t[i + 1] == '{') {
+                ++i;
+                continue;
+            }
+            const auto close = t.find('}', i);
+            if (close == std::string_view::npos) return "unclosed '{' in '" + std::string(t) + "'";
+            const std::string name(t.substr(i + 1, close - i - 1));
+            if (std::find(kPlaceholders.begin(), kPlaceholders.end(), name) == kPlaceholders.end()) {
+                return "unknown placeholder {" + name + "} (known: {" + quoted_list(kPlaceholders) + "})";
+            }
+            i = close;
+        } else if (t[i] == '}') {
+            if (i + 1 < t.size() && t[i + 1] == '}') {
+                ++i;
+                continue;
+            }
+            return "unmatched '}' in '" + std::string(t) + "' (write '}}' for a literal brace)";
+        }
+    }
+    return std::nullopt;
+}
+
+class Loader {
+  public:
+    Loader(std::string file, fs::path base_dir, const LoadContext& ctx)
+        : file_(std::move(file)), base_dir_(std::move(base_dir)), ctx_(ctx) {}
+
+    std::vector<Diagnostic> diags;
+
+    void error(const YAML::Node& at, const std::string& key, std::string message) {
+        Diagnostic d;
+        d.file = file_;
+        const YAML::Mark m = at.Mark();
+        if (m.line >= 0) {
+            d.line = m.line + 1;
+            d.column = m.column + 1;
+        }
+        d.key = key;
+        d.message = std::move(message);
+        diags.push_back(std::move(d));
+    }
+    void error_at(int line, const std::string& key, std::string message) {
+        diags.push_back(Diagnostic{file_, line, 0, key, std::move(message)});
+    }
+
+    using Handler =
+        std::function<void(const YAML::Node& key, const YAML::Node& value, const std::string& path)>;
+
+    // Walks a mapping: every key must be a known scalar, at most once.
+    void walk(const YAML::Node& map, const std::string& path,
+              const std::vector<std::pair<std::string, Handler>>& handlers) {
+        if (!map.IsMap()) {
+            error(map, path, "expected a mapping (key: value lines), got " + describe(map));
+            return;
+        }
+        std::set<std::string> seen;
+        for (auto it = map.begin(); it != map.end(); ++it) {
+            const YAML::Node k = it->first;
+            const YAML::Node v = it->second;
+            if (!k.IsScalar()) {
+                error(k, path, "keys must be plain words");
+                continue;
+            }
+            const std::string name = k.Scalar();
+            const std::string key_path = path.empty() ? name : path + "." + name;
+            if (!seen.insert(name).second) {
+                error(k, key_path, "duplicate key (each key may appear once)");
+                continue;
+            }
+            const auto h = std::find_if(handlers.begin(), handlers.end(),
+                                        [&](const auto& p) { return p.first == name; });
+            if (h == handlers.end()) {
+                std::vector<std::string> known;
+                std::string best;
+                std::size_t best_d = 3;
+                for (const auto& p : handlers) {
+                    known.push_back(p.first);
+                    const auto d = edit_distance(lower(name), p.first);
+                    if (d < best_d) {
+                        best_d = d;
+                        best = p.first;
+                    }
+                }
+                std::string msg = "unknown key '" + name + "'";
+                if (!best.empty()) msg += " (did you mean '" + best + "'?)";
+                msg += "; known keys here: " + quoted_list(known);
+                error(k, key_path, std::move(msg));
+                continue;
+            }
+            h->second(k, v, key_path);
+        }
+    }
+
+    static std::string describe(const YAML::Node& n) {
+        if (!n.IsDefined() || n.IsNull()) return "nothing";
+        if (n.IsSequence()) return "a list";
+        if (n.IsMap()) return "a mapping";
+        return "'" + n.Scalar() + "'";
+    }
+
+    // --- scalar conversions; each returns nullopt after recording an error ---
+
+    std::optional<std::string> str(const YAML::Node& v, const std::string& key, bool allow_empty = false) {
+        if (!v.IsScalar()) {
+            error(v, key, "expected a text value, got " + describe(v));
+            return std::nullopt;
+        }
+        if (!allow_empty && v.Scalar().empty()) {
+            error(v, key, "must not be empty");
+            return std::nullopt;
+        }
+        return v.Scalar();
+    }
+
+    std::optional<std::int64_t> integer(const YAML::Node& v, const std::string& key, std::int64_t lo,
+                                        std::int64_t hi) {
+        if (!v.IsScalar()) {
+            error(v, key, "expected an integer, got " + describe(v));
+            return std::nullopt;
+        }
+        const std::string& s = v.Scalar();
+        std::int64_t x = 0;
+        const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+        if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) {
+            error(v, key, "expected an integer, got '" + s + "'");
+            return std::nullopt;
+        }
+        if (x < lo || x > hi) {
+            error(v, key,
+                  "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + s);
+            return std::nullopt;
+        }
+        return x;
+    }
+
+    std::optional<bool> boolean(const YAML::Node& v, const std::string& key) {
+        if (v.IsScalar()) {
+            const std::string s = lower(v.Scalar());
+            if (s == "true" || s == "yes" || s == "on") return true;
+            if (s == "false" || s == "no" || s == "off") return false;
+        }
+        error(v, key, "expected true or false, got " + describe(v));
+        return std::nullopt;
+    }
+
+    std::optional<std::uint64_t> size(const YAML::Node& v, const std::string& key, std::uint64_t lo = 0) {
+        if (!v.IsScalar()) {
+            error(v, key, "expected a size (bytes, or 512MiB / 24GiB / 1.5GB), got " + describe(v));
+            return std::nullopt;
+        }
+        std::string why;
+        const auto b = parse_size(v.Scalar(), &why);
+        if (!b) {
+            error(v, key, "bad size '" + v.Scalar() + "': " + why);
+            return std::nullopt;
+        }
+        if (*b < lo) {
+            error(v, key, "must be at least " + std::to_string(lo) + " bytes, got '" + v.Scalar() + "'");
+            return std::nullopt;
+        }
+        return b;
+    }
+
+    std::optional<Seconds> duration(const YAML::Node& v, const std::string& key, Seconds lo = Seconds{0}) {
+        if (!v.IsScalar()) {
+            error(v, key, "expected a duration (seconds, or 90s / 5m / 1h), got " + describe(v));
+            return std::nullopt;
+        }
+        std::string why;
+        const auto d = parse_duration(v.Scalar(), &why);
+        if (!d) {
+            error(v, key, "bad duration '" + v.Scalar() + "': " + why);
+            return std::nullopt;
+        }
+        if (*d < lo) {
+            error(v, key, "must be at least " + std::to_string(lo.count()) + " s, got '" + v.Scalar() + "'");
+            return std::nullopt;
+        }
+        return d;
+    }
+
+    std::optional<std::vector<std::string>> str_list(const YAML::Node& v, const std::string& key) {
+        if (!v.IsSequence()) {
+            error(v, key, "expected a list ([a, b] or '- a' lines), got " + describe(v));
+            return std::nullopt;
+        }
+        std::vector<std::string> out;
+        bool ok = true;
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const auto s = str(v[i], key + "[" + std::to_string(i) + "]");
+            if (s)
+                out.push_back(*s);
+            else
+                ok = false;
+        }
+        if (!ok) return std::nullopt;
+        return out;
+    }
+
+    template <class T>
+    std::optional<T> choice(const YAML::Node& v, const std::string& key,
+                            const std::vector<std::pair<std::string, T>>& options) {
+        if (v.IsScalar()) {
+            const std::string s = lower(v.Scalar());
+            for (const auto& [name, val] : options) {
+                if (s == name) return val;
+            }
+        }
+        std::vector<std::string> names;
+        for (const auto& o : options) names.push_back(o.first);
+        error(v, key, "expected one of " + quoted_list(names) + ", got " + describe(v));
+        return std::nullopt;
+    }
+
+    fs::path resolve(const fs::path& base, const std::string& p) const {
+        fs::path out(p);
+        if (!p.empty() && p[0] == '~') {
+            // "~/x": only the current user's home, never "~other".
+            if (p == "~" || p.rfind("~/", 0) == 0) {
+                const char* home = ctx_.home.empty() ? nullptr : ctx_.home.c_str();
+                if (home != nullptr) out = fs::path(home) / p.substr(p.size() > 1 ? 2 : 1);
+            }
+        }
+        if (out.is_relative()) out = base / out;
+        return out.lexically_normal();
+    }
+
+    // --- sections ---
+
+    void parse_args(const YAML::Node& node, const std::string& path, LlamaArgs& a) {
+        walk(node, path,
+             {
+                 {"ctx",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto x = integer(v, k, 16, 1 << 24)) a.ctx = static_cast<std::uint32_t>(*x);
+                  }},
+                 {"parallel",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto x = integer(v, k, 1, 256)) a.parallel = static_cast<std::uint32_t>(*x);
+                  }},
+                 {"n_gpu_layers",
+                  [&](auto&, auto& v, auto& k) {
+                      if (v.IsScalar() && lower(v.Scalar()) == "all") {
+                          a.n_gpu_layers = 999;
+                      } else if (v.IsScalar() && lower(v.Scalar()) == "auto") {
+                          a.n_gpu_layers.reset();
+                      } else if (auto x = integer(v, k, 0, 100000)) {
+                          a.n_gpu_layers = static_cast<int>(*x);
+                      }
+                  }},
+                 {"flash_attn",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto x = choice<FlashAttn>(v, k,
+                                                     {{"on", FlashAttn::on},
+                                                      {"true", FlashAttn::on},
+                                                      {"off", FlashAttn::off},
+                                                      {"false", FlashAttn::off},
+                                                      {"auto", FlashAttn::auto_}}))
+                          a.flash_attn = *x;
+                  }},
+                 {"cache_type_k", [&](auto&, auto& v, auto& k) { cache_type(v, k, a.cache_type_k); }},
+                 {"cache_type_v", [&](auto&, auto& v, auto& k) { cache_type(v, k, a.cache_type_v); }},
+                 {"ubatch",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto x = integer(v, k, 1, 1 << 16)) a.ubatch = static_cast<std::uint32_t>(*x);
+                  }},
+                 {"batch",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto x = integer(v, k, 1, 1 << 20)) a.batch = static_cast<std::uint32_t>(*x);
+                  }},
+                 {"threads",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto x = integer(v, k, 1, 1024)) a.threads = static_cast<std::uint32_t>(*x);
+                  }},
+                 {"extra",
+                  [&](auto&, auto& v, auto& k) {
+                      auto xs = str_list(v, k);
+                      if (!xs) return;
+                      for (std::size_t i = 0; i < xs->size(); ++i) {
+                          const std::string flag = (*xs)[i].substr(0, (*xs)[i].find('='));
+                          if (std::find(kReservedFlags.begin(), kReservedFlags.end(), flag) !=
+                              kReservedFlags.end()) {
+                              error(v[i], k + "[" + std::to_string(i) + "]",
+                                    "'" + flag +
+                                        "' is set by loch (use the args keys: ctx, parallel, n_gpu_layers; "
+                                        "host/port/model/fit are loch's)");
+                              return;
+                          }
+                      }
+                      a.extra = std::move(*xs);
+                  }},
+             });
+    }
+
+    void cache_type(const YAML::Node& v, const std::string& k, std::optional<std::string>& out) {
+        const auto s = str(v, k);
+        if (!s) return;
+        const std::string t = lower(*s);
+        if (std::find(kCacheTypes.begin(), kCacheTypes.end(), t) == kCacheTypes.end()) {
+            error(v, k,
+                  "unknown cache type '" + *s + "' (llama-server accepts " + quoted_list(kCacheTypes) + ")");
+            return;
+        }
+        out = t;
+    }
+
+    void parse_command(const YAML::Node& node, const std::string& path, CommandEngine& c) {
+        bool have_argv = false;
+        walk(node, path,
+             {
+                 {"argv",
+                  [&](auto&, auto& v, auto& k) {
+                      auto xs = str_list(v, k);
+                      if (!xs) return;
+                      have_argv = true;
+                      if (xs->empty()) {
+                          error(v, k, "must name at least the program");
+                          return;
+                      }
+                      for (std::size_t i = 0; i < xs->size(); ++i) {
+                          if (auto bad = check_template((*xs)[i])) {
+                              error(v[i], k + "[" + std::to_string(i) + "]", *bad);
+                              return;
+                          }
+                      }
+                      c.argv = std::move(*xs);
+                  }},
+                 {"health_path",
+                  [&](auto&, auto& v, auto& k) {
+                      auto s = str(v, k);
+                      if (!s) return;
+                      if (s->front() != '/' || s->find_first_of(" \r\n\t") != std::string::npos) {
+                          error(v, k, "must be a URL path starting with '/', got '" + *s + "'");
+                          return;
+                      }
+                      c.health_path = *s;
+                  }},
+                 {"env",
+                  [&](auto&, auto& v, auto& k) {
+                      if (!v.IsMap()) {
+                          error(v, k, "expected a mapping NAME: value, got " + describe(v));
+                          return;
+                      }
+                      for (auto it = v.begin(); it != v.end(); ++it) {
+                          const YAML::Node kn = it->first;
+                          const std::string name = kn.IsScalar() ? kn.Scalar() : std::string();
+                          const bool ok =
+                              !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                              std::all_of(name.begin(), name.end(), [](char ch) {
+                                  return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+                              });
+                          if (!ok) {
+                              error(kn, k, "'" + name + "' is not a valid environment variable name");
+                              continue;
+                          }
+                          if (auto val = str(it->second, k + "." + name, true)) c.env[name] = *val;
+                      }
+                  }},
+             });
+        if (!have_argv && node.IsMap())
+            error(node, path, "missing 'argv' (the server's command line as a list)");
+    }
+
+    // Keys shared by `defaults:` and a model entry.
+    std::vector<std::pair<std::string, Handler>> model_setting_handlers(ModelConfig& m) {
+        return {
+            {"args", [&](auto&, auto& v, auto& k) { parse_args(v, k, m.args); }},
+            {"devices",
+             [&](auto&, auto& v, auto& k) {
+                 auto xs = str_list(v, k);
+                 if (!xs) return;
+                 for (std::size_t i = 0; i < xs->size(); ++i) {
+                     const auto& id = (*xs)[i];
+                     const bool ok = std::isalpha(static_cast<unsigned char>(id[0])) && id.size() <= 64 &&
+                                     std::all_of(id.begin(), id.end(), [](char ch) {
+                                         return std::islower(static_cast<unsigned char>(ch)) ||
+                                                std::isdigit(static_cast<unsigned char>(ch)) || ch == '_' ||
+                                                ch == '-' || ch == '.' || ch == ':';
+                                     });
+                     if (!ok) {
+                         error(v[i], k + "[" + std::to_string(i) + "]",
+                               "'" + id +
+                                   "' is not a device id (lower-case, as `loch devices` prints them: cpu, "
+                                   "cuda0, rocm0, vulkan0)");
+                         return;
+                     }
+                 }
+                 m.devices = std::move(*xs);
+             }},
+            {"cpu_fallback",
+             [&](auto&, auto& v, auto& k) {
+                 if (auto b = boolean(v, k)) m.cpu_fallback = *b;
+             }},
+            {"priority",
+             [&](auto&, auto& v, auto& k) {
+                 if (auto p = choice<Priority>(
+                         v, k, {{"interactive", Priority::interactive}, {"batch", Priority::batch}}))
+                     m.priority = *p;
+             }},
+            {"keep_alive",
+             [&](auto&, auto& v, auto& k) {
+                 if (v.IsScalar() && lower(v.Scalar()) == "forever")
+                     m.keep_alive.reset();
+                 else if (auto d = duration(v, k))
+                     m.keep_alive = *d;
+             }},
+            {"pinned",
+             [&](auto&, auto& v, auto& k) {
+                 if (auto b = boolean(v, k)) m.pinned = *b;
+             }},
+            {"concurrency",
+             [&](auto&, auto& v, auto& k) {
+                 if (auto x = integer(v, k, 0, 1024)) m.concurrency = static_cast<std::uint32_t>(*x);
+             }},
+            {"startup_timeout",
+             [&](auto&, auto& v, auto& k) {
+                 if (auto d = duration(v, k, Seconds{1})) m.startup_timeout = *d;
+             }},
+            {"watchdog",
+             [&](auto&, auto& v, auto& k) {
+                 if (v.IsScalar() && lower(v.Scalar()) == "off")
+                     m.watchdog.reset();
+                 else if (auto d = duration(v, k)) {
+                     if (d->count() == 0)
+                         m.watchdog.reset();
+                     else
+                         m.watchdog = *d;
+                 }
+             }},
+            {"exclusive",
+             [&](auto&, auto& v, auto& k) {
+                 if (auto b = boolean(v, k)) m.exclusive = *b;
+             }},
+        };
+    }
+
+    ModelConfig parse_model(const YAML::Node& node, const std::string& path, const ModelConfig& defaults,
+                            const fs::path& models_dir) {
+        ModelConfig m = defaults;
+        m.file = file_;
+        m.line = node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
+        YAML::Node name_node, path_node, engine_node, command_node;
+        std::string path_text;
+        auto handlers = model_setting_handlers(m);
+        handlers.push_back({"name", [&](auto&, auto& v, auto& k) {
+                                name_node = v;
+                                if (auto s = str(v, k)) {
+                                    if (!valid_model_name(*s)) {
+                                        error(v, k,
+                                              "'" + *s +
+                                                  "' is not a valid model name (1-128 of A-Z a-z 0-9 . _ : + "
+                                                  "-, starting with a letter or digit)");
+                                    } else {
+                                        m.name = *s;
+                                    }
+                                }
+                            }});
+        handlers.push_back(
+            {"aliases", [&](auto&, auto& v, auto& k) {
+                 auto xs = str_list(v, k);
+                 if (!xs) return;
+                 for (std::size_t i = 0; i < xs->size(); ++i) {
+                     if (!valid_model_alias((*xs)[i])) {
+                         error(v[i], k + "[" + std::to_string(i) + "]",
+                               "'" + (*xs)[i] +
+                                   "' is not a valid alias (a model name, '/' allowed between parts)");
+                         return;
+                     }
+                 }
+                 m.aliases = std::move(*xs);
+             }});
+        handlers.push_back({"engine", [&](auto&, auto& v, auto& k) {
+                                engine_node = v;
+                                if (auto e = choice<EngineKind>(v, k,
+                                                                {{"llama-server", EngineKind::llama_server},
+                                                                 {"command", EngineKind::command}}))
+                                    m.engine = *e;
+                            }});
+        handlers.push_back({"path", [&](auto&, auto& v, auto& k) {
+                                path_node = v;
+                                if (auto s = str(v, k)) path_text = *s;
+                            }});
+        handlers.push_back({"command", [&](auto&, auto& v, auto& k) {
+                                command_node = v;
+                                CommandEngine c;
+                                parse_command(v, k, c);
+                                m.command = std::move(c);
+                            }});
+        walk(node, path, handlers);
+        if (!node.IsMap()) return m;
+
+        if (!name_node) error(node, path, "missing 'name' (what clients send as \"model\")");
+        if (m.engine == EngineKind::command && !command_node) {
+            error(engine_node ? engine_node : node, path + ".command",
+                  "engine 'command' needs a 'command:' section with 'argv'");
+        }
+        if (m.engine == EngineKind::llama_server && command_node) {
+            error(command_node, path + ".command", "only for engine: command (this model uses llama-server)");
+            m.command.reset();
+        }
+        if (m.args.ctx / m.args.parallel < 16) {
+            error(node, path + ".args",
+                  "ctx " + std::to_string(m.args.ctx) + " over parallel " + std::to_string(m.args.parallel) +
+                      " leaves " + std::to_string(m.args.ctx / m.args.parallel) + " tokens per slot");
+        }
+        const auto quantized = [](const std::optional<std::string>& t) {
+            return t && *t != "f32" && *t != "f16" && *t != "bf16";
+        };
+        if (m.args.flash_attn == FlashAttn::off && quantized(m.args.cache_type_v)) {
+            error(node, path + ".args.cache_type_v",
+                  "a quantized V cache (" + *m.args.cache_type_v + ") needs flash_attn on or auto");
+        }
+
+        if (!path_node) {
+            if (m.engine == EngineKind::llama_server)
+                error(node, path, "missing 'path' (the model file; relative paths are under models_dir)");
+        } else if (!path_text.empty()) {
+            m.path = resolve(models_dir, path_text);
+            if (ctx_.check_files) check_model_file(path_node, path + ".path", m);
+        }
+        return m;
+    }
+
+    void check_model_file(const YAML::Node& at, const std::string& key, const ModelConfig& m) {
+        std::error_code ec;
+        const auto st = fs::status(m.path, ec);
+        if (ec || !fs::exists(st)) {
+            error(at, key, "model file not found: " + m.path.string());
+            return;
+        }
+        if (m.engine == EngineKind::command) return;  // other servers may take folders
+        if (!fs::is_regular_file(st)) {
+            error(at, key, m.path.string() + " is not a regular file");
+            return;
+        }
+        std::ifstream in(m.path, std::ios::binary);
+        char magic[4] = {};
+        if (!in || !in.read(magic, 4)) {
+            error(at, key,
+                  "cannot read " + m.path.string() + " (permissions?) or it is shorter than 4 bytes");
+            return;
+        }
+        if (std::string_view(magic, 4) != "GGUF") {
+            error(
+                at, key,
+                m.path.string() + " is not a GGUF file (llama-server needs one; it starts with other bytes)");
+        }
+    }
+
+    void parse_device(const YAML::Node& node, const std::string& path, DeviceConfig& d) {
+        d.line = node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
+        walk(node, path,
+             {
+                 {"reserve",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto b = size(v, k)) d.reserve = *b;
+                  }},
+                 {"budget",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto b = size(v, k, 1)) d.budget = *b;
+                  }},
+                 {"margin",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto b = size(v, k)) d.margin = *b;
+                  }},
+             });
+    }
+
+    Config parse(const YAML::Node& root, Config c) {
+        if (root.IsNull() || !root.IsDefined()) {
+            error_at(1, "", "the file is empty: it needs at least a 'models:' list");
+            return c;
+        }
+        std::string models_dir_text, state_dir_text, log_dir_text, engine_dir_text;
+        YAML::Node defaults_node, models_node;
+        walk(root, "",
+             {
+                 {"listen",
+                  [&](auto&, auto& v, auto& k) {
+                      auto s = str(v, k);
+                      if (!s) return;
+                      boost::system::error_code ec;
+                      const auto addr = boost::asio::ip::make_address(*s, ec);
+                      if (ec) {
+                          error(v, k,
+                                "'" + *s +
+                                    "' is not an IP address (127.0.0.1 for this machine only, 0.0.0.0 for "
+                                    "every interface)");
+                          return;
+                      }
+                      c.listen = *s;
+                      listen_loopback_ = addr.is_loopback();
+                  }},
+                 {"port",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto x = integer(v, k, 0, 65535)) c.port = static_cast<std::uint16_t>(*x);
+                  }},
+                 {"api_keys",
+                  [&](auto&, auto& v, auto& k) {
+                      auto xs = str_list(v, k);
+                      if (!xs) return;
+                      for (std::size_t i = 0; i < xs->size(); ++i) {
+                          if ((*xs)[i].find_first_of(" \t\r\n") != std::string::npos) {
+                              error(v[i], k + "[" + std::to_string(i) + "]",
+                                    "an API key cannot contain whitespace");
+                              return;
+                          }
+                      }
+                      c.api_keys = std::move(*xs);
+                  }},
+                 {"models_dir",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto s = str(v, k)) models_dir_text = *s;
+                  }},
+                 {"state_dir",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto s = str(v, k)) state_dir_text = *s;
+                  }},
+                 {"log_dir",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto s = str(v, k)) log_dir_text = *s;
+                  }},
+                 {"engine_dir",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto s = str(v, k)) engine_dir_text = *s;
+                  }},
+                 {"queue",
+                  [&](auto&, auto& v, auto& k) {
+                      walk(v, k,
+                           {
+                               {"interactive",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto x = integer(v2, k2, 0, 1000000))
+                                        c.queue.interactive = static_cast<std::uint32_t>(*x);
+                                }},
+                               {"batch",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto x = integer(v2, k2, 0, 1000000))
+                                        c.queue.batch = static_cast<std::uint32_t>(*x);
+                                }},
+                           });
+                  }},
+                 {"max_body",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto b = size(v, k, 1024)) c.max_body_bytes = *b;
+                  }},
+                 {"max_wait",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto d = duration(v, k)) c.max_wait = *d;
+                  }},
+                 {"stop_grace",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto d = duration(v, k, Seconds{1})) c.stop_grace = *d;
+                  }},
+                 {"restart",
+                  [&](auto&, auto& v, auto& k) {
+                      auto& r = c.restart;
+                      walk(v, k,
+                           {
+                               {"max_crashes",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto x = integer(v2, k2, 1, 1000))
+                                        r.max_crashes = static_cast<std::uint32_t>(*x);
+                                }},
+                               {"window",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto d = duration(v2, k2, Seconds{1})) r.window = *d;
+                                }},
+                               {"backoff_initial",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto d = duration(v2, k2)) r.backoff_initial = *d;
+                                }},
+                               {"backoff_max",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto d = duration(v2, k2)) r.backoff_max = *d;
+                                }},
+                               {"quarantine",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto d = duration(v2, k2)) r.quarantine = *d;
+                                }},
+                           });
+                      if (r.backoff_max < r.backoff_initial)
+                          error(v, k, "backoff_max is smaller than backoff_initial");
+                  }},
+                 {"devices",
+                  [&](auto&, auto& v, auto& k) {
+                      if (!v.IsMap()) {
+                          error(v, k,
+                                "expected a mapping of device id → settings (cpu:, cuda0:, …), got " +
+                                    describe(v));
+                          return;
+                      }
+                      std::vector<std::pair<std::string, Handler>> hs;
+                      for (auto it = v.begin(); it != v.end(); ++it) {
+                          if (!it->first.IsScalar()) continue;
+                          const std::string id = it->first.Scalar();
+                          hs.push_back({id, [&c, this, id](auto& kn, auto& v2, auto& k2) {
+                                            const bool ok =
+                                                !id.empty() &&
+                                                std::isalpha(static_cast<unsigned char>(id[0])) &&
+                                                std::all_of(id.begin(), id.end(), [](char ch) {
+                                                    return std::islower(static_cast<unsigned char>(ch)) ||
+                                                           std::isdigit(static_cast<unsigned char>(ch)) ||
+                                                           ch == '_' || ch == '-' || ch == '.' || ch == ':';
+                                                });
+                                            if (!ok) {
+                                                error(kn, k2,
+                                                      "'" + id +
+                                                          "' is not a device id (lower-case, as `loch "
+                                                          "devices` prints them: cpu, cuda0, rocm0)");
+                                                return;
+                                            }
+                                            DeviceConfig d;
+                                            d.id = id;
+                                            parse_device(v2, k2, d);
+                                            c.devices[id] = d;
+                                        }});
+                      }
+                      walk(v, k, hs);
+                  }},
+                 {"defaults", [&](auto&, auto& v, auto&) { defaults_node = v; }},
+                 {"models", [&](auto&, auto& v, auto&) { models_node = v; }},
+             });
+        if (!root.IsMap()) return c;
+
+        c.models_dir = models_dir_text.empty() ? (c.models_dir.empty() ? base_dir_ / "models" : c.models_dir)
+                                               : resolve(base_dir_, models_dir_text);
+        c.state_dir = state_dir_text.empty()
+                          ? (ctx_.default_state_dir.empty() ? base_dir_ / ".loch" : ctx_.default_state_dir)
+                          : resolve(base_dir_, state_dir_text);
+        c.log_dir = log_dir_text.empty() ? c.state_dir / "logs" : resolve(base_dir_, log_dir_text);
+        c.engine_dir = engine_dir_text.empty() ? ctx_.exe_dir : resolve(base_dir_, engine_dir_text);
+
+        ModelConfig defaults;
+        if (defaults_node) walk(defaults_node, "defaults", model_setting_handlers(defaults));
+
+        if (models_node) {
+            if (!models_node.IsSequence()) {
+                error(models_node, "models",
+                      "expected a list of models ('- name: …' entries), got " + describe(models_node));
+            } else {
+                for (std::size_t i = 0; i < models_node.size(); ++i) {
+                    c.models.push_back(parse_model(models_node[i], "models[" + std::to_string(i) + "]",
+                                                   defaults, c.models_dir));
+                }
+                model_nodes_ = models_node;
+            }
+        } else if (require_models_) {
+            error(root, "models", "missing 'models:' list (every model loch may serve)");
+        }
+        if (!c.api_keys.empty() || listen_loopback_) return c;
+        c.notes.push_back("listening on " + c.listen +
+                          " without api_keys: anyone who can reach this address can use it");
+        return c;
+    }
+
+    // Cross-model checks: unique names/aliases, the llama-server binary.
+    void finish(Config& c) {
+        struct Seen {
+            std::string name;
+            std::string owner;
+            int line;
+        };
+        std::map<std::string, Seen> seen;  // lower-case → first use
+        for (std::size_t i = 0; i < c.models.size(); ++i) {
+            const auto& m = c.models[i];
+            const YAML::Node node = (model_nodes_ && model_nodes_.IsSequence() && i < model_nodes_.size())
+                                        ? model_nodes_[i]
+                                        : YAML::Node();
+            std::vector<std::string> names;
+            if (!m.name.empty()) names.push_back(m.name);
+            names.insert(names.end(), m.aliases.begin(), m.aliases.end());
+            for (const auto& n : names) {
+                const auto [it, fresh] = seen.emplace(lower(n), Seen{n, m.name, m.line});
+                if (fresh) continue;
+                const std::string where = "models[" + std::to_string(i) + "]";
+                std::string msg = it->second.name == n
+                                      ? "'" + n + "' is already used"
+                                      : "'" + n + "' differs only by case from '" + it->second.name + "'";
+                msg += " by model '" + it->second.owner + "'" +
+                       (it->second.line > 0 ? " (line " + std::to_string(it->second.line) + ")" : "");
+                if (node)
+                    error(node, where, msg);
+                else
+                    error_at(m.line, where, msg);
+            }
+        }
+        const bool need_llama = std::any_of(c.models.begin(), c.models.end(), [](const auto& m) {
+            return m.engine == EngineKind::llama_server;
+        });
+        if (!need_llama) return;
+        std::vector<fs::path> dirs{c.engine_dir};
+        dirs.insert(dirs.end(), ctx_.path_dirs.begin(), ctx_.path_dirs.end());
+        if (auto p = find_executable("llama-server", dirs)) {
+            c.llama_server = *p;
+        } else if (!ctx_.check_files) {
+            c.llama_server = c.engine_dir / "llama-server";
+        } else {
+            const auto first = std::find_if(c.models.begin(), c.models.end(), [](const auto& m) {
+                return m.engine == EngineKind::llama_server;
+            });
+            error_at(first->line, "engine_dir",
+                     "llama-server not found in " + c.engine_dir.string() + " nor on PATH (model '" +
+                         first->name + "' needs it; set engine_dir to the folder that holds it)");
+        }
+    }
+
+    bool require_models_ = true;
+
+  private:
+    std::string file_;
+    fs::path base_dir_;
+    const LoadContext& ctx_;
+    bool listen_loopback_ = true;
+    YAML::Node model_nodes_;
+};
+
+YAML::Node load_yaml(std::string_view text, const std::string& file) {
+    try {
+        return YAML::Load(std::string(text));
+    } catch (const YAML::Exception& e) {
+        Diagnostic d;
+        d.file = file;
+        if (e.mark.line >= 0) {
+            d.line = e.mark.line + 1;
+            d.column = e.mark.column + 1;
+        }
+        d.message = "YAML syntax: " + e.msg;
+        throw ConfigError({d});
+    }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------
+// Entry points
+
+Config parse_config(std::string_view yaml, const fs::path& file_name, const LoadContext& ctx) {
+    const std::string file = file_name.string();
+    const YAML::Node root = load_yaml(yaml, file);
+    fs::path base = file_name.parent_path();
+    if (base.empty())
+        base = ctx.cwd;
+    else if (base.is_relative())
+        base = ctx.cwd / base;
+    Loader loader(file, base.lexically_normal(), ctx);
+    Config c;
+    c.source = file;
+    try {
+        c = loader.parse(root, std::move(c));
+        loader.finish(c);
+    } catch (const YAML::Exception& e) {
+        // yaml-cpp throws for pathological documents (e.g. aliases of odd kinds); never crash on input.
+        Diagnostic d{file, e.mark.line >= 0 ? e.mark.line + 1 : 0, e.mark.column >= 0 ? e.mark.column + 1 : 0,
+                     "", "YAML: " + e.msg};
+        loader.diags.push_back(std::move(d));
+    }
+    if (!loader.diags.empty()) throw ConfigError(std::move(loader.diags));
+    return c;
+}
+
+Config load_config_file(const fs::path& file, const LoadContext& ctx) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+        throw ConfigError({Diagnostic{file.string(), 0, 0, "",
+                                      "cannot open the config file (does it exist? permissions?)"}});
+    }
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return parse_config(ss.str(), file, ctx);
+}
+
+std::string_view embedded_default_yaml() {
+    return R"(# loch's embedded default: what `loch serve` without --config does.
+listen: 127.0.0.1
+port: 8080
+models_dir: ./models          # every *.gguf here is served; model name = file stem
+defaults:
+  args:
+    ctx: 4096
+    parallel: 1
+    flash_attn: auto
+  priority: interactive
+  keep_alive: 5m
+  startup_timeout: 1h
+  watchdog: 2m
+models: []                    # filled from models_dir
+)";
+}
+
+Config default_config(const LoadContext& ctx, const fs::path& models_dir) {
+    const std::string label = "<embedded default>";
+    const YAML::Node root = load_yaml(embedded_default_yaml(), label);
+    Loader loader(label, ctx.cwd, ctx);
+    Config c;
+    c.source = label;
+    if (!models_dir.empty())
+        c.models_dir = models_dir.is_relative() ? (ctx.cwd / models_dir).lexically_normal() : models_dir;
+    // The embedded text sets models_dir: ./models; an explicit folder wins.
+    const fs::path wanted = c.models_dir;
+    c = loader.parse(root, std::move(c));
+    if (!wanted.empty()) c.models_dir = wanted;
+
+    std::error_code ec;
+    if (!fs::is_directory(c.models_dir, ec)) {
+        throw ConfigError({Diagnostic{label, 0, 0, "models_dir",
+                                      "models folder " + c.models_dir.string() +
+                                          " does not exist: create it and put *.gguf files in it, pass "
+                                          "--models-dir, or pass --config"}});
+    }
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(c.models_dir, ec)) {
+        std::error_code ec2;
+        if (e.path().extension() == ".gguf" && e.is_regular_file(ec2)) files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+
+    ModelConfig defaults;
+    loader.walk(root["defaults"], "defaults", loader.model_setting_handlers(defaults));
+    for (const auto& f : files) {
+        std::string stem = f.stem().string();
+        if (stem.rfind("mmproj", 0) == 0) {
+            c.notes.push_back("skipped " + f.filename().string() + ": a multimodal projector, not a model");
+            continue;
+        }
+        // Split models: name-00001-of-00003.gguf is the model; later parts are loaded by llama-server.
+        const auto of = stem.rfind("-of-");
+        if (of != std::string::npos && of >= 6 && stem[of - 6] == '-' && stem.size() == of + 9) {
+            const std::string part = stem.substr(of - 5, 5);
+            if (part != "00001") {
+                c.notes.push_back("skipped " + f.filename().string() + ": part " + part +
+                                  " of a split model");
+                continue;
+            }
+            stem = stem.substr(0, of - 6);
+        }
+        ModelConfig m = defaults;
+        m.name = sanitize_model_name(stem);
+        m.path = f;
+        m.file = label;
+        if (m.name.empty()) {
+            c.notes.push_back("skipped " + f.filename().string() + ": no usable model name in the file name");
+            continue;
+        }
+        if (c.find_model(m.name) != nullptr) {
+            c.notes.push_back("skipped " + f.filename().string() + ": its name '" + m.name +
+                              "' is taken by another file");
+            continue;
+        }
+        c.models.push_back(std::move(m));
+    }
+    if (c.models.empty()) {
+        throw ConfigError(
+            {Diagnostic{label, 0, 0, "models_dir",
+                        "no *.gguf files in " + c.models_dir.string() +
+                            ": put a model there (e.g. `loch-synth` writes one), or pass --config"}});
+    }
+    loader.finish(c);
+    if (!loader.diags.empty()) throw ConfigError(std::move(loader.diags));
+    return c;
+}
+
+}  // namespace loch::config
