@@ -274,6 +274,11 @@ class Parser {
                                     "block size {}",
                                     t.name, tr->name, row, tr->block_size));
             }
+            if (!bytes_for(t.type, n_elements)) {
+                c_.fail(type_at,
+                        fmt::format("tensor '{}' of {} elements of type {}: size in bytes overflows 64 bits",
+                                    t.name, n_elements, tr->name));
+            }
             offset_at_.push_back(c_.pos());
             t.offset = c_.read<std::uint64_t>(fmt::format("data offset of '{}'", t.name));
             m.tensors.push_back(std::move(t));
@@ -305,8 +310,7 @@ class Parser {
                 c_.fail(at, fmt::format("tensor '{}' data offset {} is not aligned to {}", t.name, t.offset,
                                         m.alignment));
             }
-            const auto bytes = bytes_for(t.type, t.n_elements());
-            if (!bytes) c_.fail(at, fmt::format("tensor '{}' size in bytes overflows 64 bits", t.name));
+            const auto bytes = bytes_for(t.type, t.n_elements());  // checked while reading the info
             if (t.offset > data_size || *bytes > data_size - t.offset) {
                 c_.fail(at,
                         fmt::format("tensor '{}' data [{}, +{}) lies past the end of the data section ({} "
