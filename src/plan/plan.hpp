@@ -1,0 +1,100 @@
+// plan — what a llama.cpp model with given settings will take on each device, before anything starts.
+//
+// make_plan() reproduces the pinned llama.cpp's own arithmetic (docs/plan.md names the source lines):
+// which layers land on which device for -ngl / --tensor-split / --n-cpu-moe, the KV cache with n_ctx
+// padding, per-slot streams, per-layer KV heads, cache types, iSWA and MLA, the output buffer, and the
+// compute buffer of the worst-case graph. To that it adds what llama.cpp itself never counts: a fixed
+// per-device overhead (CUDA context and cuBLAS workspace, ~600 MiB measured on an H200) and a margin.
+// Every figure is a MemoryFigure with source `formula` (or `configured` for overhead and margin);
+// the engine's dry run (plan/dry_run.hpp) and the engine's log (plan/engine_log.hpp) give the other sources.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/memory.hpp"
+#include "gguf/model.hpp"
+#include "plan/shape.hpp"
+
+namespace loch::plan {
+
+enum class FlashAttn { off, on, automatic };
+std::optional<FlashAttn> flash_attn_from_string(std::string_view s);  // "on" | "off" | "auto"
+
+struct Settings {
+    std::uint32_t n_ctx = 4096;    // 0 ⇒ the model's training context (llama.cpp -c 0)
+    std::uint32_t n_parallel = 1;  // -np: sequences (slots)
+    bool kv_unified = false;       // --kv-unified: one KV stream shared by all slots
+    int n_gpu_layers = -1;         // -ngl; negative ⇒ all layers (and the output layer)
+    std::vector<float>
+        tensor_split;  // -ts, one weight per GPU; empty ⇒ even split (llama.cpp splits by free memory)
+    std::uint32_t n_cpu_moe = 0;  // --n-cpu-moe: expert tensors of the first N layers stay on the CPU
+    std::vector<std::string>
+        cpu_tensor_patterns;  // -ot PATTERN=CPU: tensor names matching the regex stay on the CPU
+    FlashAttn flash_attn = FlashAttn::automatic;
+    gguf::GgmlType type_k = gguf::GgmlType::F16;
+    gguf::GgmlType type_v = gguf::GgmlType::F16;
+    std::uint32_t n_batch = 2048;
+    std::uint32_t n_ubatch = 512;
+    std::uint32_t n_outputs_max =
+        0;                  // 0 ⇒ as llama-server: n_parallel outputs (llama-fit-params uses n_batch)
+    bool swa_full = false;  // --swa-full
+    // GPUs the engine will use, in order ("cuda0", "cuda1", "rocm0", "vulkan0", ...). Empty ⇒ CPU only.
+    std::vector<std::string> gpus;
+    std::uint64_t gpu_overhead_bytes = 600 * kMiB;  // per GPU process: CUDA context, cuBLAS workspace
+    std::uint64_t cpu_overhead_bytes = 0;           // engine process text and heap outside ggml buffers
+    double margin_fraction = 0.0;                   // added on top of each device's total
+};
+
+struct DevicePlan {
+    std::string device;        // "cuda0", ..., "cpu" (host RAM)
+    std::uint32_t layers = 0;  // repeating layers placed here (+1 for the output layer where it lives)
+    MemoryFigure weights, kv, compute, output, overhead, margin;
+    std::uint64_t total() const {
+        return weights.bytes + kv.bytes + compute.bytes + output.bytes + overhead.bytes + margin.bytes;
+    }
+};
+
+struct Plan {
+    std::string model_name;
+    ModelShape shape;
+    Settings settings;
+    // Derived as llama.cpp derives them.
+    std::uint32_t n_ctx = 0;      // padded to 256, a multiple of the streams
+    std::uint32_t n_ctx_seq = 0;  // cells per stream
+    std::uint32_t n_stream = 1;   // KV streams: 1 when unified, else n_parallel
+    std::uint32_t n_ctx_swa = 0;  // cells per stream of the SWA cache (0 without SWA layers)
+    std::uint32_t n_ubatch = 0;
+    bool flash_attn = true;
+    int layers_offloaded = 0;         // as "offloaded X/Y layers to GPU" prints X
+    int layers_offloadable = 0;       // Y = n_layer + 1
+    std::vector<DevicePlan> devices;  // GPUs first, "cpu" last
+    std::vector<std::string> notes;   // assumptions worth telling the user
+
+    const DevicePlan* find(std::string_view device) const;
+    std::uint64_t gpu_total() const;  // every non-cpu device
+};
+
+// Throws std::runtime_error for settings llama.cpp would reject (n_parallel 0, ubatch 0, ...).
+Plan make_plan(const gguf::Model& model, const Settings& settings);
+
+// The KV cache in bytes for these settings (all devices together); the unit tests pin it.
+std::uint64_t kv_cache_bytes(const ModelShape& shape, const Settings& settings);
+
+// Inverse questions. `budget` is the bytes the device may use in total (overhead and margin included).
+// Largest n_ctx (multiple of 256, at most the training context unless allow_beyond_train) that fits on
+// `device` with all layers there; nullopt when not even 256 fits.
+std::optional<std::uint32_t> max_context(const gguf::Model& model, Settings settings,
+                                         const std::string& device, std::uint64_t budget,
+                                         bool allow_beyond_train = false);
+// Most layers (-ngl) that fit on the first GPU at settings.n_ctx; 0 when none does.
+int max_gpu_layers(const gguf::Model& model, Settings settings, std::uint64_t budget);
+
+void to_json(nlohmann::json& j, const DevicePlan& d);
+void to_json(nlohmann::json& j, const Plan& p);
+
+}  // namespace loch::plan
