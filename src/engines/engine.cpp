@@ -1,0 +1,307 @@
+// Engine: spawn → health polling → ready; stop (TERM → grace → KILL); exit report; state-file record.
+#include "engines/engine.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <csignal>
+#include <nlohmann/json.hpp>
+
+#include "engines/process.hpp"
+
+namespace loch::engines {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using namespace std::chrono_literals;
+
+std::string_view to_string(EngineState s) {
+    switch (s) {
+        case EngineState::created:
+            return "created";
+        case EngineState::starting:
+            return "starting";
+        case EngineState::ready:
+            return "ready";
+        case EngineState::stopping:
+            return "stopping";
+        case EngineState::stopped:
+            return "stopped";
+        case EngineState::failed:
+            return "failed";
+    }
+    return "unknown";
+}
+
+asio::awaitable<unsigned> http_get_status(std::string host, std::uint16_t port, std::string path,
+                                          std::chrono::milliseconds timeout) {
+    boost::system::error_code ec;
+    const auto addr = asio::ip::make_address(host, ec);
+    if (ec) co_return 0;
+    beast::tcp_stream stream(co_await asio::this_coro::executor);
+    stream.expires_after(timeout);
+    co_await stream.async_connect(asio::ip::tcp::endpoint(addr, port),
+                                  asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return 0;
+    http::request<http::empty_body> req{http::verb::get, path, 11};
+    req.set(http::field::host, host + ":" + std::to_string(port));
+    req.set(http::field::user_agent, "loch");
+    co_await http::async_write(stream, req, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return 0;
+    beast::flat_buffer buf;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(1 << 20);
+    co_await http::async_read(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return 0;
+    stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    co_return parser.get().result_int();
+}
+
+struct Engine::Private {};
+
+Engine::Engine(Private, asio::any_io_executor ex, EngineSpec spec, StateFile* state)
+    : ex_(std::move(ex)), spec_(std::move(spec)), state_file_(state) {}
+
+std::shared_ptr<Engine> Engine::create(asio::any_io_executor ex, EngineSpec spec, StateFile* state) {
+    auto e = std::make_shared<Engine>(Private{}, std::move(ex), std::move(spec), state);
+    e->weak_self_ = e;
+    return e;
+}
+
+Engine::~Engine() {
+    if (proc_ && state_file_ != nullptr) {
+        try {
+            state_file_->remove(proc_->pid());
+        } catch (const std::exception&) {
+            // The destructor must not throw; a stale record is verified before any kill anyway.
+        }
+    }
+    // proc_'s destructor SIGKILLs the group if it still runs, and reaps it.
+}
+
+std::optional<pid_t> Engine::pid() const {
+    if (!proc_) return std::nullopt;
+    return proc_->pid();
+}
+
+std::vector<std::string> Engine::log_tail(std::size_t n) const {
+    if (!proc_) return {};
+    return proc_->log().tail(n);
+}
+
+void Engine::on_exit(std::function<void(const ExitReport&)> cb) {
+    on_exit_ = std::move(cb);
+}
+void Engine::on_log_line(std::function<void(const std::string&)> cb) {
+    on_log_line_ = std::move(cb);
+}
+
+void Engine::on_line(const std::string& line) {
+    if ((state_ == EngineState::starting || state_ == EngineState::created) && startup_log_.size() < 20000)
+        startup_log_.push_back(line);
+    if (on_log_line_) on_log_line_(line);
+}
+
+void Engine::finish(int wait_status) {
+    if (exit_) return;
+    ExitFacts facts{wait_status, stop_requested_, startup_timed_out_};
+    const auto lines = proc_->log().lines();
+    exit_ = classify_exit(facts, lines);
+    if (startup_timed_out_) {
+        exit_->summary = "not ready within the startup timeout of " +
+                         std::to_string(spec_.startup_timeout.count()) + " s (GET " + spec_.health_path +
+                         " never answered 200); loch killed it";
+    }
+    state_ = stop_requested_ && !startup_timed_out_ ? EngineState::stopped : EngineState::failed;
+    if (state_file_ != nullptr) {
+        try {
+            state_file_->remove(proc_->pid());
+        } catch (const std::exception&) {
+        }
+    }
+    if (on_exit_) {
+        auto cb = on_exit_;  // the callback may drop the last reference to this engine's owner
+        cb(*exit_);
+    }
+}
+
+asio::awaitable<void> Engine::watch_exit(std::weak_ptr<Engine> weak) {
+    Process* raw = nullptr;
+    {
+        auto self = weak.lock();
+        if (!self || !self->proc_) co_return;
+        raw = self->proc_.get();
+    }
+    // Process::async_wait touches only its shared state after resuming: safe even if the Engine is gone.
+    auto wait = raw->async_wait();
+    const int status = co_await std::move(wait);
+    if (auto self = weak.lock()) self->finish(status);
+}
+
+asio::awaitable<StartResult> Engine::start() {
+    auto self = weak_self_.lock();  // keep alive for the duration of the start
+    StartResult res;
+    if (state_ != EngineState::created) {
+        res.failure = exit_ ? *exit_ : ExitReport{};
+        if (!exit_) {
+            res.failure->kind = ExitKind::spawn_failed;
+            res.failure->summary = "start() called twice on one engine";
+        }
+        co_return res;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto took = [&] {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+    };
+    state_ = EngineState::starting;
+    started_at_ = std::chrono::system_clock::now();
+
+    SpawnSpec ss;
+    ss.argv = spec_.argv;
+    ss.env_add = spec_.env;
+    ss.log_file = spec_.log_file;
+    ss.ring_lines = spec_.ring_lines;
+    try {
+        std::weak_ptr<Engine> weak = weak_self_;
+        proc_ = Process::spawn(ex_, ss, [weak](const std::string& line) {
+            if (auto e = weak.lock()) e->on_line(line);
+        });
+    } catch (const SpawnError& e) {
+        ExitReport r;
+        r.kind = ExitKind::spawn_failed;
+        r.summary = std::string("could not start the engine: ") + e.what();
+        exit_ = r;
+        state_ = EngineState::failed;
+        res.took = took();
+        res.failure = r;
+        if (on_exit_) on_exit_(r);
+        co_return res;
+    } catch (const std::exception& e) {
+        ExitReport r;
+        r.kind = ExitKind::spawn_failed;
+        r.summary = std::string("could not start the engine: ") + e.what();
+        exit_ = r;
+        state_ = EngineState::failed;
+        res.took = took();
+        res.failure = r;
+        if (on_exit_) on_exit_(r);
+        co_return res;
+    }
+    if (state_file_ != nullptr) {
+        EngineRecord rec;
+        rec.model = spec_.model_name;
+        rec.pid = proc_->pid();
+        rec.pgid = proc_->pgid();
+        rec.start_ticks = proc_->start_ticks();
+        rec.argv = spec_.argv;
+        rec.port = spec_.port;
+        rec.started_unix =
+            std::chrono::duration_cast<std::chrono::seconds>(started_at_.time_since_epoch()).count();
+        try {
+            state_file_->add(rec);
+        } catch (const std::exception&) {
+            // Not fatal: PDEATHSIG still covers a crash of loch; the record only helps after SIGKILL of loch.
+        }
+    }
+    asio::co_spawn(ex_, watch_exit(weak_self_), asio::detached);
+
+    const auto deadline = t0 + spec_.startup_timeout;
+    auto interval = 100ms;
+    while (true) {
+        if (proc_->exited() || stop_requested_) break;
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) {
+            startup_timed_out_ = true;
+            proc_->signal_group(SIGKILL);
+            break;
+        }
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+        const unsigned status = co_await http_get_status(spec_.host, spec_.port, spec_.health_path,
+                                                         std::min<std::chrono::milliseconds>(2s, left));
+        if (status == 200 && !proc_->exited() && !stop_requested_) {
+            state_ = EngineState::ready;
+            load_time_ = took();
+            res.ready = true;
+            res.took = *load_time_;
+            co_return res;
+        }
+        // 503 = llama-server still loading; no answer = not listening yet. Wake early if the process ends.
+        const auto rest = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (rest.count() > 0)
+            co_await proc_->async_wait_for(std::min<std::chrono::milliseconds>(interval, rest));
+        interval = std::min<std::chrono::milliseconds>(interval * 2, 500ms);
+    }
+    const int status = co_await proc_->async_wait();
+    finish(status);
+    res.took = took();
+    res.failure = exit_;
+    co_return res;
+}
+
+asio::awaitable<ExitReport> Engine::stop() {
+    auto self = weak_self_.lock();
+    if (exit_) co_return *exit_;
+    if (!proc_) {
+        ExitReport r;
+        r.kind = ExitKind::stopped;
+        r.summary = "never started";
+        exit_ = r;
+        state_ = EngineState::stopped;
+        co_return r;
+    }
+    stop_requested_ = true;
+    state_ = EngineState::stopping;
+    proc_->signal_group(SIGTERM);
+    const std::chrono::milliseconds grace = spec_.stop_grace;
+    if (!co_await proc_->async_wait_for(grace)) {
+        proc_->signal_group(SIGKILL);
+    }
+    const int status = co_await proc_->async_wait();
+    finish(status);
+    co_return *exit_;
+}
+
+asio::awaitable<ExitReport> Engine::wait_exit() {
+    auto self = weak_self_.lock();
+    if (!exit_ && proc_) {
+        const int status = co_await proc_->async_wait();
+        finish(status);
+    }
+    if (!exit_) {
+        ExitReport r;
+        r.kind = ExitKind::stopped;
+        r.summary = "never started";
+        co_return r;
+    }
+    co_return *exit_;
+}
+
+nlohmann::json Engine::status_json() const {
+    using nlohmann::json;
+    json j{
+        {"model", spec_.model_name},
+        {"engine", config::to_string(spec_.kind)},
+        {"state", to_string(state_)},
+        {"host", spec_.host},
+        {"port", spec_.port},
+        {"pid", proc_ ? json(proc_->pid()) : json(nullptr)},
+        {"started_at_unix",
+         proc_
+             ? json(std::chrono::duration_cast<std::chrono::seconds>(started_at_.time_since_epoch()).count())
+             : json(nullptr)},
+        {"load_ms", load_time_ ? json(load_time_->count()) : json(nullptr)},
+        {"log_file", spec_.log_file.string()},
+        {"argv", spec_.argv},
+        {"exit", exit_ ? json(*exit_) : json(nullptr)}};
+    return j;
+}
+
+}  // namespace loch::engines

@@ -1,0 +1,199 @@
+// Exit classification: wait status + log lines → ExitReport (see exit.hpp for the order of rules).
+#include "engines/exit.hpp"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <csignal>
+#include <nlohmann/json.hpp>
+
+namespace loch::engines {
+
+std::string_view to_string(ExitKind k) {
+    switch (k) {
+        case ExitKind::exited:
+            return "exited";
+        case ExitKind::exit_code:
+            return "exit_code";
+        case ExitKind::signal:
+            return "signal";
+        case ExitKind::out_of_memory:
+            return "out_of_memory";
+        case ExitKind::port_in_use:
+            return "port_in_use";
+        case ExitKind::startup_timeout:
+            return "startup_timeout";
+        case ExitKind::spawn_failed:
+            return "spawn_failed";
+        case ExitKind::stopped:
+            return "stopped";
+    }
+    return "unknown";
+}
+
+std::string signal_name(int sig) {
+    static constexpr std::array<std::pair<int, const char*>, 20> names{{
+        {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+        {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+        {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+        {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGSTKFLT, "SIGSTKFLT"},
+        {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},   {SIGSTOP, "SIGSTOP"},
+    }};
+    for (const auto& [n, name] : names) {
+        if (n == sig) return name;
+    }
+    return "signal " + std::to_string(sig);
+}
+
+namespace {
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+bool contains(std::string_view hay, std::string_view needle) {
+    return hay.find(needle) != std::string_view::npos;
+}
+
+// Allocation failures as this llama.cpp (CPU, CUDA, HIP, Vulkan backends) and the C++ runtime print them.
+bool is_oom_line(std::string_view line) {
+    const std::string l = lower(line);
+    if (contains(l, "out of memory") || contains(l, "outofdevicememory") || contains(l, "outofhostmemory"))
+        return true;
+    if (contains(l, "failed to allocate") || contains(l, "unable to allocate")) return true;
+    if (contains(l, "std::bad_alloc") || contains(l, "cannot allocate memory")) return true;
+    if (contains(l, "not enough space in the buffer")) return true;
+    if (contains(l, "hipmalloc") && (contains(l, "fail") || contains(l, "error"))) return true;
+    if (contains(l, "cudamalloc") && (contains(l, "fail") || contains(l, "error"))) return true;
+    // ggml_backend_*alloc* failed
+    const auto g = l.find("ggml_backend_");
+    if (g != std::string::npos) {
+        const auto a = l.find("alloc", g);
+        if (a != std::string::npos && l.find("fail", a) != std::string::npos) return true;
+    }
+    return false;
+}
+
+bool is_bind_line(std::string_view line) {
+    const std::string l = lower(line);
+    return contains(l, "couldn't bind") || contains(l, "address already in use");
+}
+
+// The line that best explains a nonzero exit: the newest that mentions an error or a failure.
+std::optional<std::string> find_error_line(std::span<const std::string> lines) {
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+        const std::string l = lower(*it);
+        if (contains(l, "error") || contains(l, "failed") || contains(l, "exception") || contains(l, "abort"))
+            return *it;
+    }
+    return std::nullopt;
+}
+
+std::string trim_line(std::string s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+    std::size_t b = 0;
+    while (b < s.size() && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+    s.erase(0, b);
+    if (s.size() > 300) s = s.substr(0, 300) + "…";
+    return s;
+}
+
+}  // namespace
+
+std::optional<std::string> find_oom_line(std::span<const std::string> log_lines) {
+    for (auto it = log_lines.rbegin(); it != log_lines.rend(); ++it) {
+        if (is_oom_line(*it)) return *it;
+    }
+    return std::nullopt;
+}
+
+ExitReport classify_exit(const ExitFacts& facts, std::span<const std::string> log_lines,
+                         std::size_t tail_lines) {
+    ExitReport r;
+    const std::size_t n = std::min(tail_lines, log_lines.size());
+    r.log_tail.assign(log_lines.end() - static_cast<std::ptrdiff_t>(n), log_lines.end());
+
+    const int st = facts.wait_status;
+    std::string status_text;
+    if (WIFEXITED(st)) {
+        r.exit_code = WEXITSTATUS(st);
+        status_text = "exit " + std::to_string(*r.exit_code);
+    } else if (WIFSIGNALED(st)) {
+        r.signal = WTERMSIG(st);
+        r.signal_name = signal_name(*r.signal);
+        // The shell's convention (128 + signal) so that "exit 139 / SIGSEGV" reads as people know it.
+        status_text = "exit " + std::to_string(128 + *r.signal) + " / " + r.signal_name;
+    } else {
+        status_text = "wait status " + std::to_string(st);
+    }
+
+    if (facts.startup_timed_out) {
+        r.kind = ExitKind::startup_timeout;
+        r.summary = "not ready before the startup timeout; loch killed it (" + status_text + ")";
+        return r;
+    }
+    if (facts.stop_requested) {
+        r.kind = ExitKind::stopped;
+        r.summary = "stopped by loch (" + status_text + ")";
+        return r;
+    }
+    const bool clean = r.exit_code && *r.exit_code == 0;
+    if (clean) {
+        r.kind = ExitKind::exited;
+        r.summary = "exited on its own with status 0";
+        return r;
+    }
+    if (auto oom = find_oom_line(log_lines)) {
+        r.kind = ExitKind::out_of_memory;
+        r.matched_line = trim_line(*oom);
+        r.summary = "out of memory: " + r.matched_line + " (" + status_text + ")";
+        return r;
+    }
+    for (auto it = log_lines.rbegin(); it != log_lines.rend(); ++it) {
+        if (is_bind_line(*it)) {
+            r.kind = ExitKind::port_in_use;
+            r.matched_line = trim_line(*it);
+            r.summary = "could not bind its port: " + r.matched_line + " (" + status_text + ")";
+            return r;
+        }
+    }
+    if (r.signal) {
+        if (*r.signal == SIGKILL) {
+            r.kind = ExitKind::out_of_memory;
+            r.summary = status_text +
+                        ": killed from outside loch — likely the kernel OOM killer or a cgroup memory limit "
+                        "(see `dmesg` / the cgroup's memory.events)";
+            return r;
+        }
+        r.kind = ExitKind::signal;
+        r.summary = status_text;
+        if (auto e = find_error_line(log_lines)) {
+            r.matched_line = trim_line(*e);
+            r.summary += ": " + r.matched_line;
+        }
+        return r;
+    }
+    r.kind = ExitKind::exit_code;
+    r.summary = status_text;
+    if (auto e = find_error_line(log_lines)) {
+        r.matched_line = trim_line(*e);
+        r.summary += ": " + r.matched_line;
+    }
+    return r;
+}
+
+void to_json(nlohmann::json& j, const ExitReport& r) {
+    j = nlohmann::json{{"kind", to_string(r.kind)},
+                       {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json(nullptr)},
+                       {"signal", r.signal ? nlohmann::json(*r.signal) : nlohmann::json(nullptr)},
+                       {"signal_name", r.signal ? nlohmann::json(r.signal_name) : nlohmann::json(nullptr)},
+                       {"summary", r.summary},
+                       {"log_tail", r.log_tail}};
+    if (!r.matched_line.empty()) j["matched_line"] = r.matched_line;
+}
+
+}  // namespace loch::engines

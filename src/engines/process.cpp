@@ -1,0 +1,434 @@
+// Process: fork+execve with its own group and PDEATHSIG, output pipe and pidfd watched on Asio.
+#include "engines/process.hpp"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <netinet/in.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+extern char** environ;
+
+namespace loch::engines {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// An owned file descriptor.
+class Fd {
+  public:
+    Fd() = default;
+    explicit Fd(int fd) : fd_(fd) {}
+    ~Fd() { reset(); }
+    Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    Fd& operator=(Fd&& o) noexcept {
+        if (this != &o) {
+            reset();
+            fd_ = std::exchange(o.fd_, -1);
+        }
+        return *this;
+    }
+    int get() const { return fd_; }
+    int release() { return std::exchange(fd_, -1); }
+    void reset() {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+    }
+
+  private:
+    int fd_ = -1;
+};
+
+std::string errno_text(int err) {
+    return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+}
+
+std::optional<std::string> resolve_program(const std::string& prog,
+                                           const std::map<std::string, std::string>& env_add) {
+    if (prog.find('/') != std::string::npos) return prog;
+    std::string path;
+    if (auto it = env_add.find("PATH"); it != env_add.end())
+        path = it->second;
+    else if (const char* p = std::getenv("PATH"))
+        path = p;
+    std::string_view rest(path);
+    while (true) {
+        const auto colon = rest.find(':');
+        std::string dir(rest.substr(0, colon));
+        if (!dir.empty()) {
+            const std::string cand = dir + "/" + prog;
+            struct stat st {};
+            if (::stat(cand.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(cand.c_str(), X_OK) == 0)
+                return cand;
+        }
+        if (colon == std::string_view::npos) break;
+        rest.remove_prefix(colon + 1);
+    }
+    return std::nullopt;
+}
+
+std::string now_text() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+void write_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+        const ssize_t n = ::write(fd, data.data(), data.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;  // a full disk must not stop the engine; the ring still has the lines
+        data.remove_prefix(static_cast<std::size_t>(n));
+    }
+}
+
+// In the child between fork and exec: only async-signal-safe calls.
+[[noreturn]] void child_exec(pid_t parent, int devnull, int out_w, int err_w, const char* cwd,
+                             const char* path, char* const argv[], char* const envp[]) {
+    ::setpgid(0, 0);
+    // Die with loch. If loch died before the prctl took effect, the parent is already someone else.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    // Signal state is inherited through exec: loch may ignore SIGPIPE or block signals; the engine must not.
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; ++s) {
+        if (s != SIGKILL && s != SIGSTOP) ::sigaction(s, &dfl, nullptr);
+    }
+    ::dup2(devnull, 0);
+    ::dup2(out_w, 1);
+    ::dup2(out_w, 2);
+    // Every other descriptor closes at exec (the error pipe must stay open until then).
+    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+        for (int fd = 3; fd < 4096; ++fd) {
+            if (fd != err_w) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+        }
+    }
+    if (cwd != nullptr && ::chdir(cwd) != 0) {
+        const int e = errno;
+        [[maybe_unused]] auto r = ::write(err_w, &e, sizeof e);
+        ::_exit(127);
+    }
+    ::execve(path, argv, envp);
+    const int e = errno;
+    [[maybe_unused]] auto r = ::write(err_w, &e, sizeof e);
+    ::_exit(127);
+}
+
+}  // namespace
+
+struct Process::Impl {
+    Impl(asio::any_io_executor ex, std::size_t ring_lines)
+        : out(ex), pidfd(ex), exit_signal(ex), drain_timer(ex), ring(ring_lines) {
+        exit_signal.expires_at(asio::steady_timer::time_point::max());
+    }
+
+    pid_t pid = -1;
+    std::uint64_t start_ticks = 0;
+    std::chrono::system_clock::time_point started_at{};
+    asio::posix::stream_descriptor out;
+    asio::posix::stream_descriptor pidfd;
+    asio::steady_timer exit_signal;  // never expires: cancelled to wake every waiter at exit
+    asio::steady_timer drain_timer;  // bounds the wait for the pipe's EOF after the process ended
+    Fd log_fd;
+    std::filesystem::path log_file;
+    LogRing ring;
+    std::function<void(const std::string&)> on_line;
+    bool eof = false;
+    bool reaped = false;
+    bool exited = false;
+    std::optional<int> status;
+
+    void deliver(const std::vector<std::string>& lines) {
+        if (!on_line) return;
+        for (const auto& l : lines) on_line(l);
+    }
+
+    void mark_exited() {
+        exited = true;
+        exit_signal.cancel();
+    }
+
+    // Reap with the leader still a zombie first, so that killing its leftover group members can never hit a
+    // recycled PID: while the zombie exists its PID (= the group id) cannot be reused.
+    void reap() {
+        if (reaped) return;
+        siginfo_t info{};
+        if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) == 0) ::kill(-pid, SIGKILL);
+        int st = 0;
+        pid_t r;
+        do {
+            r = ::waitpid(pid, &st, 0);
+        } while (r < 0 && errno == EINTR);
+        reaped = true;
+        status = r == pid ? st : 0;
+    }
+};
+
+namespace {
+
+asio::awaitable<void> read_output(std::shared_ptr<Process::Impl> impl) {
+    std::array<char, 16384> buf{};
+    for (;;) {
+        boost::system::error_code ec;
+        const std::size_t n = co_await impl->out.async_read_some(
+            asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+        if (n > 0) {
+            const std::string_view chunk(buf.data(), n);
+            if (impl->log_fd.get() >= 0) write_all(impl->log_fd.get(), chunk);
+            impl->deliver(impl->ring.append(chunk));
+        }
+        if (ec) break;
+    }
+    impl->deliver(impl->ring.finish());
+    impl->eof = true;
+    impl->drain_timer.cancel();
+}
+
+asio::awaitable<void> watch_exit(std::shared_ptr<Process::Impl> impl) {
+    boost::system::error_code ec;
+    co_await impl->pidfd.async_wait(asio::posix::descriptor_base::wait_read,
+                                    asio::redirect_error(asio::use_awaitable, ec));
+    if (impl->exited) co_return;  // the destructor got there first
+    impl->reap();
+    if (!impl->eof) {
+        // Let the reader drain what the engine wrote last (its dying words are the useful ones).
+        impl->drain_timer.expires_after(std::chrono::milliseconds(500));
+        co_await impl->drain_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    impl->mark_exited();
+}
+
+}  // namespace
+
+std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpec& spec,
+                                        std::function<void(const std::string&)> on_line) {
+    if (spec.argv.empty() || spec.argv[0].empty()) throw SpawnError("empty argv: nothing to start", EINVAL);
+    const auto path = resolve_program(spec.argv[0], spec.env_add);
+    if (!path) throw SpawnError("'" + spec.argv[0] + "' not found on PATH", ENOENT);
+
+    // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
+    std::vector<std::string> env_strings;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+        const std::string_view kv(*e);
+        const std::string key(kv.substr(0, kv.find('=')));
+        if (spec.env_add.count(key) == 0) env_strings.emplace_back(kv);
+    }
+    for (const auto& [k, v] : spec.env_add) env_strings.push_back(k + "=" + v);
+    std::vector<char*> argv_c, envp_c;
+    for (const auto& a : spec.argv) argv_c.push_back(const_cast<char*>(a.c_str()));
+    argv_c.push_back(nullptr);
+    for (const auto& e : env_strings) envp_c.push_back(const_cast<char*>(e.c_str()));
+    envp_c.push_back(nullptr);
+    const std::string cwd = spec.cwd.string();
+
+    Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (devnull.get() < 0) throw SpawnError("open /dev/null: " + errno_text(errno), errno);
+    int out_p[2], err_p[2];
+    if (::pipe2(out_p, O_CLOEXEC) != 0) throw SpawnError("pipe: " + errno_text(errno), errno);
+    Fd out_r(out_p[0]), out_w(out_p[1]);
+    if (::pipe2(err_p, O_CLOEXEC) != 0) throw SpawnError("pipe: " + errno_text(errno), errno);
+    Fd err_r(err_p[0]), err_w(err_p[1]);
+
+    auto impl = std::make_shared<Impl>(ex, spec.ring_lines);
+    impl->on_line = std::move(on_line);
+    if (!spec.log_file.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(spec.log_file.parent_path(), ec);
+        impl->log_fd = Fd(::open(spec.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+        if (impl->log_fd.get() < 0) {
+            const int e = errno;
+            throw SpawnError("cannot open engine log " + spec.log_file.string() + ": " + errno_text(e), e);
+        }
+        impl->log_file = spec.log_file;
+        std::string header = "\n---- loch " + now_text() + ": starting";
+        for (const auto& a : spec.argv) header += " " + a;
+        write_all(impl->log_fd.get(), header + " ----\n");
+    }
+
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) throw SpawnError("fork: " + errno_text(errno), errno);
+    if (pid == 0) {
+        child_exec(parent, devnull.get(), out_w.get(), err_w.get(), cwd.empty() ? nullptr : cwd.c_str(),
+                   path->c_str(), argv_c.data(), envp_c.data());
+    }
+    ::setpgid(pid, pid);  // also from here: whichever runs first, the group exists before we signal it
+    out_w.reset();
+    err_w.reset();
+
+    // exec succeeded ⇔ the error pipe closes without data.
+    int child_errno = 0;
+    ssize_t n;
+    do {
+        n = ::read(err_r.get(), &child_errno, sizeof child_errno);
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) {
+        int st = 0;
+        while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        throw SpawnError("cannot start " + *path + ": " + errno_text(child_errno), child_errno);
+    }
+
+    impl->pid = pid;
+    impl->started_at = std::chrono::system_clock::now();
+    impl->start_ticks = proc_start_ticks(pid).value_or(0);
+    Fd pfd(::pidfd_open(pid, 0));
+    if (pfd.get() < 0) {
+        const int e = errno;
+        ::kill(-pid, SIGKILL);
+        int st = 0;
+        ::waitpid(pid, &st, 0);
+        throw SpawnError("pidfd_open: " + errno_text(e) + " (loch needs Linux 5.3 or newer)", e);
+    }
+    impl->pidfd.assign(pfd.release());
+    impl->out.assign(out_r.release());
+
+    asio::co_spawn(ex, read_output(impl), asio::detached);
+    asio::co_spawn(ex, watch_exit(impl), asio::detached);
+    return std::unique_ptr<Process>(new Process(std::move(impl)));
+}
+
+Process::Process(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Process::~Process() {
+    if (!impl_) return;
+    if (!impl_->reaped) {
+        ::kill(-impl_->pid, SIGKILL);
+        impl_->reap();
+    }
+    if (!impl_->exited) impl_->mark_exited();
+    boost::system::error_code ec;
+    impl_->pidfd.close(ec);
+    impl_->drain_timer.cancel();
+    // The output pipe stays open for the reader until EOF: a child that kept it is dead by now.
+}
+
+pid_t Process::pid() const {
+    return impl_->pid;
+}
+pid_t Process::pgid() const {
+    return impl_->pid;
+}
+std::uint64_t Process::start_ticks() const {
+    return impl_->start_ticks;
+}
+std::chrono::system_clock::time_point Process::started_at() const {
+    return impl_->started_at;
+}
+bool Process::exited() const {
+    return impl_->exited;
+}
+std::optional<int> Process::wait_status() const {
+    return impl_->exited ? impl_->status : std::nullopt;
+}
+const LogRing& Process::log() const {
+    return impl_->ring;
+}
+const std::filesystem::path& Process::log_file() const {
+    return impl_->log_file;
+}
+
+void Process::signal_group(int sig) {
+    // Only while the leader is not reaped: its PID (= the group id) cannot have been recycled.
+    if (!impl_->reaped) ::kill(-impl_->pid, sig);
+}
+
+asio::awaitable<int> Process::async_wait() {
+    auto impl = impl_;  // this Process may be destroyed while we wait; only touch impl after resuming
+    while (!impl->exited) {
+        boost::system::error_code ec;
+        co_await impl->exit_signal.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    co_return impl->status.value_or(0);
+}
+
+asio::awaitable<bool> Process::async_wait_for(std::chrono::milliseconds timeout) {
+    using namespace boost::asio::experimental::awaitable_operators;
+    auto impl = impl_;
+    if (impl->exited) co_return true;
+    asio::steady_timer t(co_await asio::this_coro::executor, timeout);
+    boost::system::error_code ec1, ec2;
+    // Whichever completes first cancels the other (per-operation cancellation: other waiters are untouched).
+    co_await (impl->exit_signal.async_wait(asio::redirect_error(asio::use_awaitable, ec1)) ||
+              t.async_wait(asio::redirect_error(asio::use_awaitable, ec2)));
+    co_return impl->exited;
+}
+
+std::uint16_t find_free_port() {
+    Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (s.get() < 0) throw std::runtime_error("socket: " + errno_text(errno));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    if (::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+        throw std::runtime_error("bind 127.0.0.1:0: " + errno_text(errno));
+    socklen_t len = sizeof a;
+    if (::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+        throw std::runtime_error("getsockname: " + errno_text(errno));
+    return ntohs(a.sin_port);
+}
+
+std::optional<std::uint64_t> proc_start_ticks(pid_t pid, const std::filesystem::path& proc_root) {
+    std::ifstream in(proc_root / std::to_string(pid) / "stat");
+    if (!in) return std::nullopt;
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // "pid (comm) state ppid …": comm may contain spaces and ')' — fields restart after the last ')'.
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) return std::nullopt;
+    std::istringstream rest(text.substr(close + 1));
+    std::string field;
+    // Field 3 (state) is the first after ')'; start time is field 22.
+    for (int i = 3; i <= 22; ++i) {
+        if (!(rest >> field)) return std::nullopt;
+    }
+    try {
+        return std::stoull(field);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+}
+
+std::optional<std::vector<std::string>> proc_cmdline(pid_t pid, const std::filesystem::path& proc_root) {
+    std::ifstream in(proc_root / std::to_string(pid) / "cmdline", std::ios::binary);
+    if (!in) return std::nullopt;
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (start < text.size()) {
+        const auto end = text.find('\0', start);
+        out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+        if (end == std::string::npos) break;
+        start = end + 1;
+    }
+    return out;
+}
+
+}  // namespace loch::engines
