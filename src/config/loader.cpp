@@ -563,11 +563,11 @@ class Loader {
         ModelConfig m = defaults;
         m.file = file_;
         m.line = node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
-        YAML::Node name_node, path_node, engine_node, command_node;
+        std::optional<YAML::Node> name_node, path_node, engine_node, command_node;
         std::string path_text;
         auto handlers = model_setting_handlers(m);
         handlers.push_back({"name", [&](auto&, auto& v, auto& k) {
-                                name_node = v;
+                                name_node.emplace(v);
                                 if (auto s = str(v, k)) {
                                     if (!valid_model_name(*s)) {
                                         error(v, k,
@@ -594,18 +594,18 @@ class Loader {
                  m.aliases = std::move(*xs);
              }});
         handlers.push_back({"engine", [&](auto&, auto& v, auto& k) {
-                                engine_node = v;
+                                engine_node.emplace(v);
                                 if (auto e = choice<EngineKind>(v, k,
                                                                 {{"llama-server", EngineKind::llama_server},
                                                                  {"command", EngineKind::command}}))
                                     m.engine = *e;
                             }});
         handlers.push_back({"path", [&](auto&, auto& v, auto& k) {
-                                path_node = v;
+                                path_node.emplace(v);
                                 if (auto s = str(v, k)) path_text = *s;
                             }});
         handlers.push_back({"command", [&](auto&, auto& v, auto& k) {
-                                command_node = v;
+                                command_node.emplace(v);
                                 CommandEngine c;
                                 parse_command(v, k, c);
                                 m.command = std::move(c);
@@ -615,11 +615,12 @@ class Loader {
 
         if (!name_node) error(node, path, "missing 'name' (what clients send as \"model\")");
         if (m.engine == EngineKind::command && !command_node) {
-            error(engine_node ? engine_node : node, path + ".command",
+            error(engine_node ? *engine_node : node, path + ".command",
                   "engine 'command' needs a 'command:' section with 'argv'");
         }
         if (m.engine == EngineKind::llama_server && command_node) {
-            error(command_node, path + ".command", "only for engine: command (this model uses llama-server)");
+            error(*command_node, path + ".command",
+                  "only for engine: command (this model uses llama-server)");
             m.command.reset();
         }
         if (m.args.ctx / m.args.parallel < 16) {
@@ -640,7 +641,7 @@ class Loader {
                 error(node, path, "missing 'path' (the model file; relative paths are under models_dir)");
         } else if (!path_text.empty()) {
             m.path = resolve(models_dir, path_text);
-            if (ctx_.check_files) check_model_file(path_node, path + ".path", m);
+            if (ctx_.check_files) check_model_file(*path_node, path + ".path", m);
         }
         return m;
     }
@@ -696,7 +697,7 @@ class Loader {
             return c;
         }
         std::string models_dir_text, state_dir_text, log_dir_text, engine_dir_text;
-        YAML::Node defaults_node, models_node;
+        std::optional<YAML::Node> defaults_node, models_node;
         walk(root, "",
              {
                  {"listen",
@@ -842,8 +843,8 @@ class Loader {
                       }
                       walk(v, k, hs);
                   }},
-                 {"defaults", [&](auto&, auto& v, auto&) { defaults_node = v; }},
-                 {"models", [&](auto&, auto& v, auto&) { models_node = v; }},
+                 {"defaults", [&](auto&, auto& v, auto&) { defaults_node.emplace(v); }},
+                 {"models", [&](auto&, auto& v, auto&) { models_node.emplace(v); }},
              });
         if (!root.IsMap()) return c;
 
@@ -856,18 +857,17 @@ class Loader {
         c.engine_dir = engine_dir_text.empty() ? ctx_.exe_dir : resolve(base_dir_, engine_dir_text);
 
         ModelConfig defaults;
-        if (defaults_node) walk(defaults_node, "defaults", model_setting_handlers(defaults));
+        if (defaults_node) walk(*defaults_node, "defaults", model_setting_handlers(defaults));
 
         if (models_node) {
-            if (!models_node.IsSequence()) {
-                error(models_node, "models",
-                      "expected a list of models ('- name: …' entries), got " + describe(models_node));
+            if (!models_node->IsSequence()) {
+                error(*models_node, "models",
+                      "expected a list of models ('- name: …' entries), got " + describe(*models_node));
             } else {
-                for (std::size_t i = 0; i < models_node.size(); ++i) {
-                    c.models.push_back(parse_model(models_node[i], "models[" + std::to_string(i) + "]",
+                for (std::size_t i = 0; i < models_node->size(); ++i) {
+                    c.models.push_back(parse_model((*models_node)[i], "models[" + std::to_string(i) + "]",
                                                    defaults, c.models_dir));
                 }
-                model_nodes_ = models_node;
             }
         } else if (require_models_) {
             error(root, "models", "missing 'models:' list (every model loch may serve)");
@@ -888,9 +888,6 @@ class Loader {
         std::map<std::string, Seen> seen;  // lower-case → first use
         for (std::size_t i = 0; i < c.models.size(); ++i) {
             const auto& m = c.models[i];
-            const YAML::Node node = (model_nodes_ && model_nodes_.IsSequence() && i < model_nodes_.size())
-                                        ? model_nodes_[i]
-                                        : YAML::Node();
             std::vector<std::string> names;
             if (!m.name.empty()) names.push_back(m.name);
             names.insert(names.end(), m.aliases.begin(), m.aliases.end());
@@ -903,10 +900,7 @@ class Loader {
                                       : "'" + n + "' differs only by case from '" + it->second.name + "'";
                 msg += " by model '" + it->second.owner + "'" +
                        (it->second.line > 0 ? " (line " + std::to_string(it->second.line) + ")" : "");
-                if (node)
-                    error(node, where, msg);
-                else
-                    error_at(m.line, where, msg);
+                error_at(m.line, where, msg);
             }
         }
         const bool need_llama = std::any_of(c.models.begin(), c.models.end(), [](const auto& m) {
@@ -936,7 +930,6 @@ class Loader {
     fs::path base_dir_;
     const LoadContext& ctx_;
     bool listen_loopback_ = true;
-    YAML::Node model_nodes_;
 };
 
 YAML::Node load_yaml(std::string_view text, const std::string& file) {
@@ -979,7 +972,12 @@ Config parse_config(std::string_view yaml, const fs::path& file_name, const Load
                      "", "YAML: " + e.msg};
         loader.diags.push_back(std::move(d));
     }
-    if (!loader.diags.empty()) throw ConfigError(std::move(loader.diags));
+    if (!loader.diags.empty()) {
+        // In file order (cross-model checks run after the walk).
+        std::stable_sort(loader.diags.begin(), loader.diags.end(),
+                         [](const Diagnostic& a, const Diagnostic& b) { return a.line < b.line; });
+        throw ConfigError(std::move(loader.diags));
+    }
     return c;
 }
 

@@ -1,0 +1,495 @@
+// config: every error class points at the right file:line, defaults are what docs/config.md says, sizes
+// and durations parse, the embedded default picks up GGUFs from a folder.
+#include "config/config.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "support/temp_dir.hpp"
+
+namespace loch::config {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+class ConfigTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        // A fake llama-server (an executable file) so that binary resolution succeeds, and two GGUF files.
+        fs::create_directories(dir.path() / "bin");
+        fs::create_directories(dir.path() / "models");
+        write(dir.path() / "bin" / "llama-server", "#!/bin/false\n");
+        ::chmod((dir.path() / "bin" / "llama-server").c_str(), 0755);
+        write(dir.path() / "models" / "a.gguf", "GGUF\3\0\0\0");
+        write(dir.path() / "models" / "b.gguf", "GGUF\3\0\0\0");
+        ctx.cwd = dir.path();
+        ctx.exe_dir = dir.path() / "bin";
+        ctx.default_state_dir = dir.path() / "state";
+    }
+    static void write(const fs::path& p, const std::string& text) {
+        std::ofstream out(p, std::ios::binary);
+        out << text;
+    }
+    Config parse(const std::string& yaml) { return parse_config(yaml, dir.path() / "loch.yaml", ctx); }
+    // The diagnostics of a config that must fail.
+    std::vector<Diagnostic> errors(const std::string& yaml) {
+        try {
+            parse(yaml);
+        } catch (const ConfigError& e) {
+            return e.diagnostics();
+        }
+        ADD_FAILURE() << "expected a ConfigError for:\n" << yaml;
+        return {};
+    }
+
+    test::TempDir dir{"loch-config"};
+    LoadContext ctx;
+};
+
+const char* kMinimal = R"(models:
+  - name: a
+    path: a.gguf
+)";
+
+TEST_F(ConfigTest, MinimalFileGetsDocumentedDefaults) {
+    const Config c = parse(kMinimal);
+    EXPECT_EQ(c.listen, "127.0.0.1");
+    EXPECT_EQ(c.port, 8080);
+    EXPECT_TRUE(c.api_keys.empty());
+    EXPECT_EQ(c.models_dir, dir.path() / "models");
+    EXPECT_EQ(c.state_dir, dir.path() / "state");
+    EXPECT_EQ(c.log_dir, dir.path() / "state" / "logs");
+    EXPECT_EQ(c.llama_server, dir.path() / "bin" / "llama-server");
+    EXPECT_EQ(c.queue.interactive, 64u);
+    EXPECT_EQ(c.queue.batch, 256u);
+    EXPECT_EQ(c.max_body_bytes, 16u * 1024 * 1024);
+    ASSERT_EQ(c.models.size(), 1u);
+    const ModelConfig& m = c.models[0];
+    EXPECT_EQ(m.path, dir.path() / "models" / "a.gguf");
+    EXPECT_EQ(m.engine, EngineKind::llama_server);
+    EXPECT_EQ(m.args.ctx, 4096u);
+    EXPECT_EQ(m.args.parallel, 1u);
+    EXPECT_FALSE(m.args.n_gpu_layers.has_value());
+    EXPECT_FALSE(m.cpu_fallback);  // strict by default
+    EXPECT_EQ(m.priority, Priority::interactive);
+    EXPECT_EQ(m.keep_alive, Seconds{300});
+    EXPECT_EQ(m.startup_timeout, Seconds{3600});
+    EXPECT_EQ(m.watchdog, Seconds{120});
+    EXPECT_FALSE(m.pinned);
+    EXPECT_FALSE(m.exclusive);
+    EXPECT_EQ(m.effective_concurrency(), 1u);
+    EXPECT_EQ(m.line, 2);
+    EXPECT_TRUE(c.notes.empty());
+}
+
+TEST_F(ConfigTest, FullModelEntryParses) {
+    const Config c = parse(R"(listen: 0.0.0.0
+port: 9000
+api_keys: [secret-one, secret-two]
+queue: {interactive: 8, batch: 2}
+max_body: 1MiB
+max_wait: 2m
+devices:
+  cuda0: {reserve: 512MiB, budget: 24GiB, margin: 600MiB}
+  cpu:
+    budget: 1.5GiB
+models:
+  - name: qwen
+    aliases: [qwen-7b, Qwen/Qwen2.5-7B]
+    path: a.gguf
+    args:
+      ctx: 8192
+      parallel: 4
+      n_gpu_layers: all
+      flash_attn: on
+      cache_type_k: q8_0
+      cache_type_v: q8_0
+      ubatch: 256
+      extra: [--mlock]
+    devices: [cuda0]
+    cpu_fallback: yes
+    priority: batch
+    keep_alive: forever
+    pinned: true
+    concurrency: 2
+    startup_timeout: 45m
+    watchdog: off
+    exclusive: true
+)");
+    EXPECT_EQ(c.listen, "0.0.0.0");
+    EXPECT_EQ(c.port, 9000);
+    EXPECT_EQ(c.api_keys.size(), 2u);
+    EXPECT_EQ(c.queue.interactive, 8u);
+    EXPECT_EQ(c.max_body_bytes, 1024u * 1024);
+    EXPECT_EQ(c.max_wait, Seconds{120});
+    EXPECT_EQ(c.device("cuda0").reserve, 512ull << 20);
+    EXPECT_EQ(c.device("cuda0").budget, 24ull << 30);
+    EXPECT_EQ(c.device("cuda0").margin, 600ull << 20);
+    EXPECT_EQ(c.device("cpu").budget, 3ull << 29);
+    EXPECT_FALSE(c.device("rocm0").budget.has_value());
+    const ModelConfig& m = c.models.at(0);
+    EXPECT_EQ(m.args.slot_ctx(), 2048u);
+    EXPECT_EQ(m.args.n_gpu_layers, 999);
+    EXPECT_EQ(m.args.flash_attn, FlashAttn::on);
+    EXPECT_EQ(m.args.cache_type_k, "q8_0");
+    EXPECT_EQ(m.args.ubatch, 256u);
+    EXPECT_EQ(m.args.extra, std::vector<std::string>{"--mlock"});
+    EXPECT_EQ(m.devices, std::vector<std::string>{"cuda0"});
+    EXPECT_TRUE(m.cpu_fallback);
+    EXPECT_EQ(m.priority, Priority::batch);
+    EXPECT_FALSE(m.keep_alive.has_value());
+    EXPECT_TRUE(m.pinned);
+    EXPECT_EQ(m.effective_concurrency(), 2u);
+    EXPECT_EQ(m.startup_timeout, Seconds{2700});
+    EXPECT_FALSE(m.watchdog.has_value());
+    EXPECT_TRUE(m.exclusive);
+    EXPECT_EQ(c.find_model("Qwen/Qwen2.5-7B"), &m);
+    EXPECT_EQ(c.find_model("qwen-7b"), &m);
+    EXPECT_EQ(c.find_model("nope"), nullptr);
+    // Not loopback and API keys set: no warning.
+    EXPECT_TRUE(c.notes.empty());
+}
+
+TEST_F(ConfigTest, UnknownTopLevelKeyNamesLineColumnAndSuggestion) {
+    const auto d = errors("port: 8080\nlsiten: 127.0.0.1\nmodels: []\n");
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0].file, (dir.path() / "loch.yaml").string());
+    EXPECT_EQ(d[0].line, 2);
+    EXPECT_EQ(d[0].column, 1);
+    EXPECT_THAT(d[0].message, HasSubstr("unknown key 'lsiten'"));
+    EXPECT_THAT(d[0].message, HasSubstr("did you mean 'listen'"));
+    EXPECT_THAT(d[0].to_string(), HasSubstr("loch.yaml:2:1: lsiten: unknown key"));
+}
+
+TEST_F(ConfigTest, UnknownNestedKeyIsAnError) {
+    const auto d =
+        errors("models:\n  - name: a\n    path: a.gguf\n    args:\n      ctx: 2048\n      ctxx: 4096\n");
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0].line, 6);
+    EXPECT_EQ(d[0].column, 7);
+    EXPECT_EQ(d[0].key, "models[0].args.ctxx");
+}
+
+TEST_F(ConfigTest, TypeAndRangeErrorsPointAtTheValue) {
+    const auto d = errors(
+        "port: 70000\nmodels:\n  - name: a\n    path: a.gguf\n    args: {ctx: lots, parallel: 0}\n    "
+        "pinned: "
+        "maybe\n");
+    ASSERT_EQ(d.size(), 4u);
+    EXPECT_EQ(d[0].line, 1);
+    EXPECT_EQ(d[0].column, 7);
+    EXPECT_THAT(d[0].message, HasSubstr("between 0 and 65535, got 70000"));
+    EXPECT_EQ(d[1].line, 5);
+    EXPECT_EQ(d[1].key, "models[0].args.ctx");
+    EXPECT_THAT(d[1].message, HasSubstr("expected an integer, got 'lots'"));
+    EXPECT_EQ(d[2].key, "models[0].args.parallel");
+    EXPECT_THAT(d[2].message, HasSubstr("between 1 and 256, got 0"));
+    EXPECT_EQ(d[3].line, 6);
+    EXPECT_THAT(d[3].message, HasSubstr("expected true or false, got 'maybe'"));
+}
+
+TEST_F(ConfigTest, BadSizeAndDurationStringsAreErrors) {
+    const auto d = errors(
+        "devices:\n  cuda0: {budget: 24GB5}\nmax_wait: 5 minutes\nmodels:\n  - {name: a, path: a.gguf}\n");
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_EQ(d[0].line, 2);
+    EXPECT_THAT(d[0].message, HasSubstr("bad size '24GB5'"));
+    EXPECT_EQ(d[1].line, 3);
+    EXPECT_THAT(d[1].message, HasSubstr("bad duration"));
+}
+
+TEST_F(ConfigTest, DuplicateKeyInOneMapping) {
+    const auto d = errors("port: 1\nport: 2\nmodels:\n  - {name: a, path: a.gguf}\n");
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0].line, 2);
+    EXPECT_THAT(d[0].message, HasSubstr("duplicate key"));
+}
+
+TEST_F(ConfigTest, DuplicateNamesAndAliasesAcrossModels) {
+    const auto d = errors(R"(models:
+  - name: a
+    aliases: [shared]
+    path: a.gguf
+  - name: b
+    path: b.gguf
+  - name: c
+    aliases: [SHARED]
+    path: b.gguf
+  - name: a
+    path: a.gguf
+)");
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_EQ(d[0].line, 8 - 1);  // the entry of model c starts on line 7
+    EXPECT_THAT(d[0].message, HasSubstr("'SHARED' differs only by case from 'shared'"));
+    EXPECT_THAT(d[0].message, HasSubstr("model 'a' (line 2)"));
+    EXPECT_EQ(d[1].line, 10);
+    EXPECT_THAT(d[1].message, HasSubstr("'a' is already used"));
+}
+
+TEST_F(ConfigTest, UnsafeNamesAreRejected) {
+    const auto d = errors(R"(models:
+  - name: ../etc/passwd
+    path: a.gguf
+  - name: ok
+    aliases: [org/../x]
+    path: a.gguf
+)");
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_EQ(d[0].line, 2);
+    EXPECT_THAT(d[0].message, HasSubstr("not a valid model name"));
+    EXPECT_EQ(d[1].line, 5);
+    EXPECT_THAT(d[1].message, HasSubstr("not a valid alias"));
+}
+
+TEST_F(ConfigTest, ModelFileChecks) {
+    write(dir.path() / "models" / "not-gguf.bin", "PK\3\4 zip");
+    const auto d = errors(R"(models:
+  - name: missing
+    path: nope.gguf
+  - name: wrong
+    path: not-gguf.bin
+  - name: nopath
+)");
+    ASSERT_EQ(d.size(), 3u);
+    EXPECT_EQ(d[0].line, 3);
+    EXPECT_THAT(d[0].message,
+                HasSubstr("model file not found: " + (dir.path() / "models" / "nope.gguf").string()));
+    EXPECT_EQ(d[1].line, 5);
+    EXPECT_THAT(d[1].message, HasSubstr("is not a GGUF file"));
+    EXPECT_EQ(d[2].line, 6);
+    EXPECT_THAT(d[2].message, HasSubstr("missing 'path'"));
+}
+
+TEST_F(ConfigTest, YamlSyntaxErrorHasPosition) {
+    const auto d = errors("models:\n  - name: a\n    path: [unclosed\n");
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_GE(d[0].line, 3);
+    EXPECT_THAT(d[0].message, HasSubstr("YAML syntax"));
+}
+
+TEST_F(ConfigTest, MissingModelsAndEmptyFile) {
+    EXPECT_THAT(errors("port: 1\n").at(0).message, HasSubstr("missing 'models:'"));
+    EXPECT_THAT(errors("").at(0).message, HasSubstr("empty"));
+    EXPECT_THAT(errors("- just\n- a list\n").at(0).message, HasSubstr("expected a mapping"));
+}
+
+TEST_F(ConfigTest, CommandEngineTemplate) {
+    const Config c = parse(R"(models:
+  - name: vllm
+    engine: command
+    command:
+      argv: [/opt/vllm/bin/vllm, serve, "{model_path}", --port, "{port}", --host, "{host}", "--json={{x}}"]
+      health_path: /v1/models
+      env: {HF_HUB_OFFLINE: "1"}
+)");
+    const auto& m = c.models.at(0);
+    ASSERT_TRUE(m.command.has_value());
+    EXPECT_EQ(m.command->argv.size(), 8u);
+    EXPECT_EQ(m.command->health_path, "/v1/models");
+    EXPECT_EQ(m.command->env.at("HF_HUB_OFFLINE"), "1");
+    EXPECT_TRUE(m.path.empty());
+    EXPECT_TRUE(c.llama_server.empty());  // no model needs it
+
+    const auto d = errors(R"(models:
+  - name: x
+    engine: command
+    command:
+      argv:
+        - /bin/server
+        - "--port={prot}"
+  - name: y
+    engine: command
+)");
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_EQ(d[0].line, 7);
+    EXPECT_THAT(d[0].message, HasSubstr("unknown placeholder {prot}"));
+    EXPECT_EQ(d[1].line, 9);
+    EXPECT_THAT(d[1].message, HasSubstr("needs a 'command:' section"));
+}
+
+TEST_F(ConfigTest, ReservedFlagsInExtraAreRejected) {
+    const auto d =
+        errors("models:\n  - name: a\n    path: a.gguf\n    args:\n      extra: [--mlock, --port=9]\n");
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0].line, 5);
+    EXPECT_THAT(d[0].message, HasSubstr("'--port' is set by loch"));
+}
+
+TEST_F(ConfigTest, QuantizedVCacheNeedsFlashAttention) {
+    const auto d =
+        errors("models:\n  - name: a\n    path: a.gguf\n    args: {flash_attn: off, cache_type_v: q4_0}\n");
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_THAT(d[0].message, HasSubstr("needs flash_attn"));
+}
+
+TEST_F(ConfigTest, MissingLlamaServerIsAnError) {
+    ctx.exe_dir = dir.path() / "nowhere";
+    const auto d = errors(kMinimal);
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0].line, 2);
+    EXPECT_THAT(d[0].message, HasSubstr("llama-server not found"));
+    // engine_dir in the file points at it.
+    EXPECT_NO_THROW(parse(std::string("engine_dir: bin\n") + kMinimal));
+}
+
+TEST_F(ConfigTest, RelativePathsResolveAgainstTheConfigFolder) {
+    const Config c =
+        parse(std::string("models_dir: models\nstate_dir: st\nlog_dir: /var/tmp/l\n") + kMinimal);
+    EXPECT_EQ(c.models_dir, dir.path() / "models");
+    EXPECT_EQ(c.state_dir, dir.path() / "st");
+    EXPECT_EQ(c.log_dir, fs::path("/var/tmp/l"));
+}
+
+TEST_F(ConfigTest, DefaultsApplyAndModelsOverride) {
+    const Config c = parse(R"(defaults:
+  args: {ctx: 1024, parallel: 2}
+  keep_alive: 10m
+  priority: batch
+models:
+  - name: a
+    path: a.gguf
+  - name: b
+    path: b.gguf
+    args: {ctx: 8192}
+    priority: interactive
+)");
+    EXPECT_EQ(c.models[0].args.ctx, 1024u);
+    EXPECT_EQ(c.models[0].keep_alive, Seconds{600});
+    EXPECT_EQ(c.models[0].priority, Priority::batch);
+    EXPECT_EQ(c.models[1].args.ctx, 8192u);
+    EXPECT_EQ(c.models[1].args.parallel, 2u);  // kept from defaults: per-key override
+    EXPECT_EQ(c.models[1].priority, Priority::interactive);
+}
+
+TEST_F(ConfigTest, OpenListenWithoutKeysIsNoted) {
+    const Config c = parse(std::string("listen: 0.0.0.0\n") + kMinimal);
+    ASSERT_EQ(c.notes.size(), 1u);
+    EXPECT_THAT(c.notes[0], HasSubstr("without api_keys"));
+    EXPECT_THAT(errors(std::string("listen: localhost\n") + kMinimal).at(0).message,
+                HasSubstr("not an IP address"));
+}
+
+TEST_F(ConfigTest, LoadFileReportsUnreadableFile) {
+    try {
+        load_config_file(dir.path() / "absent.yaml", ctx);
+        FAIL();
+    } catch (const ConfigError& e) {
+        EXPECT_THAT(e.what(), HasSubstr("absent.yaml: cannot open"));
+    }
+    write(dir.path() / "real.yaml", kMinimal);
+    EXPECT_EQ(load_config_file(dir.path() / "real.yaml", ctx).models.size(), 1u);
+}
+
+// ---- sizes, durations, names
+
+TEST(ConfigValues, Sizes) {
+    EXPECT_EQ(parse_size("0"), 0u);
+    EXPECT_EQ(parse_size("4096"), 4096u);
+    EXPECT_EQ(parse_size("512MiB"), 512ull << 20);
+    EXPECT_EQ(parse_size("24GiB"), 24ull << 30);
+    EXPECT_EQ(parse_size("24 gib"), 24ull << 30);
+    EXPECT_EQ(parse_size("1.5GiB"), 3ull << 29);
+    EXPECT_EQ(parse_size("2GB"), 2000000000u);
+    EXPECT_EQ(parse_size("1k"), 1024u);
+    EXPECT_EQ(parse_size("1TiB"), 1ull << 40);
+    std::string why;
+    EXPECT_FALSE(parse_size("-1", &why));
+    EXPECT_FALSE(parse_size("GiB", &why));
+    EXPECT_FALSE(parse_size("12 parsecs", &why));
+    EXPECT_THAT(why, HasSubstr("unknown size unit"));
+    EXPECT_FALSE(parse_size("99999999999999999999", &why));
+    EXPECT_FALSE(parse_size("20000000TiB", &why));
+    EXPECT_FALSE(parse_size("", &why));
+}
+
+TEST(ConfigValues, Durations) {
+    EXPECT_EQ(parse_duration("90"), Seconds{90});
+    EXPECT_EQ(parse_duration("90s"), Seconds{90});
+    EXPECT_EQ(parse_duration("5m"), Seconds{300});
+    EXPECT_EQ(parse_duration("1h30m"), Seconds{5400});
+    EXPECT_EQ(parse_duration("2d"), Seconds{172800});
+    EXPECT_FALSE(parse_duration("1h30"));
+    EXPECT_FALSE(parse_duration("-5"));
+    EXPECT_FALSE(parse_duration("5 minutes"));
+    EXPECT_FALSE(parse_duration("9999999999999h"));
+}
+
+TEST(ConfigValues, Names) {
+    EXPECT_TRUE(valid_model_name("qwen2.5-7b-instruct:q4_k_m"));
+    EXPECT_FALSE(valid_model_name("org/model"));
+    EXPECT_FALSE(valid_model_name(".hidden"));
+    EXPECT_FALSE(valid_model_name(""));
+    EXPECT_FALSE(valid_model_name(std::string(129, 'a')));
+    EXPECT_FALSE(valid_model_name("a b"));
+    EXPECT_TRUE(valid_model_alias("meta-llama/Llama-3.1-8B"));
+    EXPECT_FALSE(valid_model_alias("a//b"));
+    EXPECT_FALSE(valid_model_alias("a/../b"));
+    EXPECT_FALSE(valid_model_alias("/abs"));
+    EXPECT_FALSE(valid_model_alias("a/"));
+    EXPECT_EQ(sanitize_model_name("Qwen2.5 7B (instruct)"), "Qwen2.5-7B-instruct");
+    EXPECT_EQ(sanitize_model_name("..weird"), "weird");
+    EXPECT_EQ(sanitize_model_name("***"), "");
+    EXPECT_TRUE(valid_model_name(sanitize_model_name("Qwen2.5 7B (instruct)")));
+}
+
+// ---- the embedded default
+
+TEST_F(ConfigTest, EmbeddedDefaultServesEveryGgufInTheFolder) {
+    write(dir.path() / "models" / "My Model Q4.gguf", "GGUF");
+    write(dir.path() / "models" / "big-00001-of-00002.gguf", "GGUF");
+    write(dir.path() / "models" / "big-00002-of-00002.gguf", "GGUF");
+    write(dir.path() / "models" / "mmproj-vision.gguf", "GGUF");
+    write(dir.path() / "models" / "readme.txt", "not a model");
+    const Config c = default_config(ctx);
+    EXPECT_EQ(c.source, "<embedded default>");
+    EXPECT_EQ(c.listen, "127.0.0.1");
+    EXPECT_EQ(c.port, 8080);
+    EXPECT_EQ(c.models_dir, dir.path() / "models");
+    EXPECT_EQ(c.llama_server, dir.path() / "bin" / "llama-server");
+    std::vector<std::string> names;
+    for (const auto& m : c.models) names.push_back(m.name);
+    EXPECT_THAT(names, ::testing::ElementsAre("My-Model-Q4", "a", "b", "big"));
+    EXPECT_EQ(c.find_model("big")->path, dir.path() / "models" / "big-00001-of-00002.gguf");
+    EXPECT_EQ(c.models[1].args.ctx, 4096u);
+    EXPECT_EQ(c.models[1].keep_alive, Seconds{300});
+    EXPECT_EQ(c.models[1].startup_timeout, Seconds{3600});
+    EXPECT_EQ(c.notes.size(), 2u);  // the second split part, the projector
+}
+
+TEST_F(ConfigTest, EmbeddedDefaultWithAnotherFolderAndErrors) {
+    fs::create_directories(dir.path() / "other");
+    write(dir.path() / "other" / "z.gguf", "GGUF");
+    const Config c = default_config(ctx, "other");
+    ASSERT_EQ(c.models.size(), 1u);
+    EXPECT_EQ(c.models[0].path, dir.path() / "other" / "z.gguf");
+
+    fs::create_directories(dir.path() / "empty");
+    try {
+        default_config(ctx, dir.path() / "empty");
+        FAIL();
+    } catch (const ConfigError& e) {
+        EXPECT_THAT(e.what(), HasSubstr("no *.gguf files in " + (dir.path() / "empty").string()));
+    }
+    try {
+        default_config(ctx, dir.path() / "absent");
+        FAIL();
+    } catch (const ConfigError& e) {
+        EXPECT_THAT(e.what(), HasSubstr("does not exist"));
+    }
+}
+
+TEST(ConfigEmbedded, DefaultYamlIsAValidConfigText) {
+    LoadContext ctx;
+    ctx.check_files = false;
+    ctx.cwd = "/tmp";
+    const Config c = parse_config(embedded_default_yaml(), "embedded.yaml", ctx);
+    EXPECT_TRUE(c.models.empty());
+    EXPECT_EQ(c.port, 8080);
+}
+
+}  // namespace
+}  // namespace loch::config
