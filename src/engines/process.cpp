@@ -4,10 +4,10 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <netinet/in.h>
-#include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -299,7 +299,8 @@ std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpe
     impl->pid = pid;
     impl->started_at = std::chrono::system_clock::now();
     impl->start_ticks = proc_start_ticks(pid).value_or(0);
-    Fd pfd(::pidfd_open(pid, 0));
+    // The syscall directly: glibc 2.36's <sys/pidfd.h> lacks extern "C" for C++.
+    Fd pfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
     if (pfd.get() < 0) {
         const int e = errno;
         ::kill(-pid, SIGKILL);

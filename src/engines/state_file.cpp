@@ -43,9 +43,15 @@ EngineRecord from_json_record(const json& j) {
     return r;
 }
 
+// Gone: no such PID, a different process under it, or a zombie (dead, waiting for its parent to reap it).
 bool gone(const EngineRecord& r) {
     const auto t = proc_start_ticks(r.pid);
-    return !t || *t != r.start_ticks;
+    if (!t || *t != r.start_ticks) return true;
+    std::ifstream in("/proc/" + std::to_string(r.pid) + "/stat");
+    std::string text;
+    std::getline(in, text);
+    const auto close = text.rfind(')');
+    return close == std::string::npos || close + 2 >= text.size() || text[close + 2] == 'Z';
 }
 
 // Same process as recorded: same start time (the strong check) and same argv.
