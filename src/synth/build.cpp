@@ -207,8 +207,11 @@ gguf::Model build_model(const Shape& shape, std::string_view quant) {
     detail::assign_types(tl.tensors(), tl.quantizable(), shape, *spec);
     model.tensors = std::move(tl.tensors());
     try {
-        gguf::assign_offsets(model);
-        model.file_size = gguf::layout(model).file_size;
+        // One layout pass (it serializes the header, vocabulary included): offsets and size together.
+        const auto layout = gguf::layout(model);
+        for (std::size_t i = 0; i < model.tensors.size(); ++i)
+            model.tensors[i].offset = layout.tensor_offsets[i];
+        model.file_size = layout.file_size;
     } catch (const std::invalid_argument& e) {
         throw SynthError(fmt::format("cannot lay out the model: {}", e.what()));
     }

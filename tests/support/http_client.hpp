@@ -1,0 +1,123 @@
+// support/http_client — a tiny synchronous HTTP/1.1 client for tests (Boost.Beast): one request per
+// connection, a deadline on the whole exchange, status + headers + body back. Not for product code.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace loch::test {
+
+struct HttpResponse {
+    int status = 0;
+    std::string body;
+    std::map<std::string, std::string> headers;  // lower-case names
+
+    std::optional<std::string> header(const std::string& lower_name) const {
+        const auto it = headers.find(lower_name);
+        if (it == headers.end()) return std::nullopt;
+        return it->second;
+    }
+};
+
+struct HttpRequest {
+    boost::beast::http::verb method = boost::beast::http::verb::get;
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 0;
+    std::string target = "/";
+    std::string body;
+    std::string content_type;
+    std::map<std::string, std::string> headers;
+    std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+};
+
+namespace detail {
+
+inline boost::asio::awaitable<HttpResponse> do_request(HttpRequest r) {
+    namespace asio = boost::asio;
+    namespace beast = boost::beast;
+    namespace http = beast::http;
+    auto ex = co_await asio::this_coro::executor;
+    asio::ip::tcp::resolver resolver(ex);
+    beast::tcp_stream stream(ex);
+    stream.expires_after(r.timeout);
+    const auto endpoints =
+        co_await resolver.async_resolve(r.host, std::to_string(r.port), asio::use_awaitable);
+    co_await stream.async_connect(endpoints, asio::use_awaitable);
+
+    http::request<http::string_body> req{r.method, r.target, 11};
+    req.set(http::field::host, r.host + ":" + std::to_string(r.port));
+    req.set(http::field::user_agent, "loch-test");
+    if (!r.content_type.empty()) req.set(http::field::content_type, r.content_type);
+    for (const auto& [k, v] : r.headers) req.set(k, v);
+    req.body() = r.body;
+    req.prepare_payload();
+    co_await http::async_write(stream, req, asio::use_awaitable);
+
+    beast::flat_buffer buffer;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(std::uint64_t{256} << 20);
+    co_await http::async_read(stream, buffer, parser, asio::use_awaitable);
+    const auto& res = parser.get();
+
+    HttpResponse out;
+    out.status = static_cast<int>(res.result_int());
+    out.body = res.body();
+    for (const auto& f : res) {
+        std::string name(f.name_string());
+        for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        out.headers[name] = std::string(f.value());
+    }
+    beast::error_code ec;
+    stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    co_return out;
+}
+
+}  // namespace detail
+
+// Throws boost::system::system_error on connection errors and timeouts.
+inline HttpResponse http_request(HttpRequest req) {
+    boost::asio::io_context ioc;
+    HttpResponse result;
+    std::exception_ptr error;
+    boost::asio::co_spawn(ioc, detail::do_request(std::move(req)), [&](std::exception_ptr e, HttpResponse r) {
+        error = e;
+        result = std::move(r);
+    });
+    ioc.run();
+    if (error) std::rethrow_exception(error);
+    return result;
+}
+
+inline HttpResponse http_get(std::uint16_t port, const std::string& target,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    HttpRequest r;
+    r.port = port;
+    r.target = target;
+    r.timeout = timeout;
+    return http_request(std::move(r));
+}
+
+inline HttpResponse http_post_json(std::uint16_t port, const std::string& target, const std::string& json,
+                                   std::chrono::milliseconds timeout = std::chrono::seconds(120)) {
+    HttpRequest r;
+    r.method = boost::beast::http::verb::post;
+    r.port = port;
+    r.target = target;
+    r.body = json;
+    r.content_type = "application/json";
+    r.timeout = timeout;
+    return http_request(std::move(r));
+}
+
+}  // namespace loch::test
