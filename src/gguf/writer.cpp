@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -111,6 +112,9 @@ void put_value_body(ByteSink& s, const Value& v, std::string_view key) {
         case ValueType::FLOAT32: {
             const auto f = v.as_float();
             if (!f) invalid("value of '" + std::string(key) + "' is not a number");
+            if (std::isfinite(*f) && std::fabs(*f) > std::numeric_limits<float>::max()) {
+                invalid("value of '" + std::string(key) + "' is out of float32 range");
+            }
             s.put(static_cast<float>(*f));
             return;
         }
