@@ -284,6 +284,15 @@ asio::awaitable<ExitReport> Engine::wait_exit() {
     co_return *exit_;
 }
 
+plan::EngineFootprint Engine::footprint() const {
+    std::string text;
+    for (const auto& l : startup_log_) {
+        text += l;
+        text += '\n';
+    }
+    return plan::parse_engine_log(text);
+}
+
 nlohmann::json Engine::status_json() const {
     using nlohmann::json;
     json j{
@@ -301,6 +310,8 @@ nlohmann::json Engine::status_json() const {
         {"log_file", spec_.log_file.string()},
         {"argv", spec_.argv},
         {"exit", exit_ ? json(*exit_) : json(nullptr)}};
+    const auto fp = footprint();
+    j["footprint"] = fp.any() ? json(fp) : json(nullptr);
     return j;
 }
 

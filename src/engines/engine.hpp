@@ -34,6 +34,7 @@
 #include "engines/restart.hpp"
 #include "engines/spec.hpp"
 #include "engines/state_file.hpp"
+#include "plan/engine_log.hpp"
 
 namespace loch::engines {
 
@@ -98,6 +99,10 @@ class Engine {
     // Every output line from spawn until ready (capped at 20000 lines): where llama-server prints its
     // buffer sizes, for the measured footprint (plan/engine_log).
     const std::vector<std::string>& startup_log() const { return startup_log_; }
+    // What the engine really allocated (model / KV / compute per device), parsed from startup_log() by
+    // plan/engine_log: measured figures for the broker's ledger. Empty (any() == false) for engines that
+    // do not print buffer sizes (generic commands) or before they did.
+    plan::EngineFootprint footprint() const;
 
     // {"model","state","host","port","pid","started_at","load_ms","log_file","argv","exit":{…}|null}
     nlohmann::json status_json() const;

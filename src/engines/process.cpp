@@ -158,12 +158,32 @@ struct Process::Impl {
     asio::steady_timer drain_timer;  // bounds the wait for the pipe's EOF after the process ended
     Fd log_fd;
     std::filesystem::path log_file;
+    std::uint64_t log_bytes = 0;
+    std::uint64_t log_max_bytes = 0;
     LogRing ring;
     std::function<void(const std::string&)> on_line;
     bool eof = false;
     bool reaped = false;
     bool exited = false;
     std::optional<int> status;
+
+    void open_log() {
+        log_fd = Fd(::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+        struct stat st {};
+        log_bytes = (log_fd.get() >= 0 && ::fstat(log_fd.get(), &st) == 0)
+                        ? static_cast<std::uint64_t>(st.st_size)
+                        : 0;
+    }
+
+    void write_log(std::string_view data) {
+        if (log_fd.get() < 0) return;
+        write_all(log_fd.get(), data);
+        log_bytes += data.size();
+        if (log_max_bytes == 0 || log_bytes < log_max_bytes) return;
+        std::error_code ec;
+        std::filesystem::rename(log_file, log_file.string() + ".1", ec);
+        open_log();
+    }
 
     void deliver(const std::vector<std::string>& lines) {
         if (!on_line) return;
@@ -201,7 +221,7 @@ asio::awaitable<void> read_output(std::shared_ptr<Process::Impl> impl) {
             asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
         if (n > 0) {
             const std::string_view chunk(buf.data(), n);
-            if (impl->log_fd.get() >= 0) write_all(impl->log_fd.get(), chunk);
+            impl->write_log(chunk);
             impl->deliver(impl->ring.append(chunk));
         }
         if (ec) break;
@@ -261,15 +281,16 @@ std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpe
     if (!spec.log_file.empty()) {
         std::error_code ec;
         std::filesystem::create_directories(spec.log_file.parent_path(), ec);
-        impl->log_fd = Fd(::open(spec.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+        impl->log_file = spec.log_file;
+        impl->log_max_bytes = spec.log_max_bytes;
+        impl->open_log();
         if (impl->log_fd.get() < 0) {
             const int e = errno;
             throw SpawnError("cannot open engine log " + spec.log_file.string() + ": " + errno_text(e), e);
         }
-        impl->log_file = spec.log_file;
         std::string header = "\n---- loch " + now_text() + ": starting";
         for (const auto& a : spec.argv) header += " " + a;
-        write_all(impl->log_fd.get(), header + " ----\n");
+        impl->write_log(header + " ----\n");
     }
 
     const pid_t parent = ::getpid();

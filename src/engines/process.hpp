@@ -36,6 +36,9 @@ struct SpawnSpec {
     std::filesystem::path cwd;                   // empty = loch's
     std::filesystem::path log_file;              // empty = no file; appended to, created with 0644
     std::size_t ring_lines = 500;
+    // The log file is rotated (to <log_file>.1, replacing an older one) when it grows past this: llama-server
+    // at -lv 4 writes ~30 lines per request.
+    std::uint64_t log_max_bytes = 64ull << 20;
 };
 
 class SpawnError : public std::runtime_error {

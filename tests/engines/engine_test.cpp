@@ -270,6 +270,21 @@ TEST_F(EngineTest, EngineDiesWithItsParent) {
     EXPECT_FALSE(alive(engine));
 }
 
+TEST(ProcessLog, FileIsRotatedPastItsLimit) {
+    asio::io_context ioc;
+    test::TempDir dir("loch-rotate");
+    SpawnSpec spec;
+    spec.argv = {"/bin/sh", "-c", "i=0; while [ $i -lt 200 ]; do echo line-$i; i=$((i+1)); done"};
+    spec.log_file = dir / "e.log";
+    spec.log_max_bytes = 1000;
+    auto p = Process::spawn(ioc.get_executor(), spec);
+    EXPECT_EQ(run(ioc, p->async_wait()), 0);
+    EXPECT_TRUE(std::filesystem::exists(dir / "e.log.1"));
+    EXPECT_LE(std::filesystem::file_size(dir / "e.log"), 1000u + 16384u);
+    EXPECT_EQ(p->log().tail(1), std::vector<std::string>{"line-199"});
+    EXPECT_EQ(p->log().total_lines(), 200u);
+}
+
 TEST(FreePort, IsBindable) {
     const auto p = find_free_port();
     EXPECT_GT(p, 1023);
