@@ -1,11 +1,245 @@
+// `loch plan MODEL.gguf | --preset NAME [--quant Q] [settings] [--json] [--fit BYTES] [--dry-run]`:
+// what the model takes on each device with these settings, every figure with its source.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.hpp"
+#include "gguf/reader.hpp"
+#include "plan/dry_run.hpp"
+#include "plan/plan.hpp"
+#include "synth/synth.hpp"
 
 namespace loch::cli {
+namespace {
+
+struct PlanOptions {
+    std::string file, preset, quant;
+    std::uint32_t ctx = 4096, parallel = 1, ubatch = 512, batch = 2048, n_cpu_moe = 0;
+    int ngl = -1;
+    bool kv_unified = false, json = false, dry_run = false, swa_full = false;
+    std::string flash_attn = "auto", type_k = "f16", type_v = "f16", device = "cpu", fit, fit_params_bin;
+    std::vector<float> tensor_split;
+    std::vector<std::string> override_tensor;
+    double overhead_mib = 600, margin_pct = 0;
+};
+
+std::string dump(const nlohmann::json& j) {
+    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+gguf::GgmlType cache_type(const std::string& name, const char* flag) {
+    auto t = gguf::type_from_name(name);
+    if (!t)
+        throw std::runtime_error(
+            fmt::format("{} '{}' is not a ggml type (f16, bf16, q8_0, q4_0, ...)", flag, name));
+    return *t;
+}
+
+plan::Settings settings_from(const PlanOptions& o) {
+    plan::Settings s;
+    s.n_ctx = o.ctx;
+    s.n_parallel = o.parallel;
+    s.kv_unified = o.kv_unified;
+    s.n_gpu_layers = o.ngl;
+    s.tensor_split = o.tensor_split;
+    s.n_cpu_moe = o.n_cpu_moe;
+    for (const auto& p : o.override_tensor) {
+        auto eq = p.rfind('=');
+        if (eq == std::string::npos || p.substr(eq + 1) != "CPU")
+            throw std::runtime_error(fmt::format("-ot '{}': only PATTERN=CPU is supported", p));
+        s.cpu_tensor_patterns.push_back(p.substr(0, eq));
+    }
+    auto fa = plan::flash_attn_from_string(o.flash_attn);
+    if (!fa) throw std::runtime_error(fmt::format("--flash-attn '{}': use on, off or auto", o.flash_attn));
+    s.flash_attn = *fa;
+    s.type_k = cache_type(o.type_k, "--cache-type-k");
+    s.type_v = cache_type(o.type_v, "--cache-type-v");
+    s.n_ubatch = o.ubatch;
+    s.n_batch = o.batch;
+    s.swa_full = o.swa_full;
+    if (o.device != "cpu") {
+        std::string rest = o.device;
+        while (!rest.empty()) {
+            auto c = rest.find(',');
+            std::string d = rest.substr(0, c);
+            if (d.empty() || d == "cpu" || d.size() > 32)
+                throw std::runtime_error(
+                    fmt::format("--device '{}': give cpu, or GPUs like cuda0,cuda1", o.device));
+            s.gpus.push_back(d);
+            rest = c == std::string::npos ? "" : rest.substr(c + 1);
+        }
+    }
+    if (o.overhead_mib < 0 || o.margin_pct < 0 || o.margin_pct > 100)
+        throw std::runtime_error("--overhead-mib must be >= 0 and --margin-pct within 0..100");
+    s.gpu_overhead_bytes = static_cast<std::uint64_t>(o.overhead_mib * static_cast<double>(kMiB));
+    s.margin_fraction = o.margin_pct / 100.0;
+    return s;
+}
+
+std::string mib(std::uint64_t b) {
+    return fmt::format("{:.1f}", static_cast<double>(b) / static_cast<double>(kMiB));
+}
+
+void print_table(const plan::Plan& p) {
+    std::printf("model: %s (%s), %u layers, vocab %u\n", p.model_name.c_str(), p.shape.arch.c_str(),
+                p.shape.n_layer, p.shape.n_vocab);
+    std::printf("context: n_ctx %u = %u stream(s) x %u cells%s, ubatch %u, flash attention %s, KV %s/%s\n",
+                p.n_ctx, p.n_stream, p.n_ctx_seq,
+                p.n_ctx_swa ? fmt::format(" (SWA layers: {} cells)", p.n_ctx_swa).c_str() : "", p.n_ubatch,
+                p.flash_attn ? "on" : "off", std::string(gguf::traits(p.settings.type_k).name).c_str(),
+                std::string(gguf::traits(p.settings.type_v).name).c_str());
+    if (!p.settings.gpus.empty())
+        std::printf("offloaded %d/%d layers\n", p.layers_offloaded, p.layers_offloadable);
+    std::printf("\n%-8s %6s %11s %11s %11s %11s %11s %11s %11s\n", "device", "layers", "weights", "kv cache",
+                "compute", "output", "overhead", "margin", "total");
+    for (const auto& d : p.devices) {
+        std::printf("%-8s %6u %11s %11s %11s %11s %11s %11s %11s\n", d.device.c_str(), d.layers,
+                    mib(d.weights.bytes).c_str(), mib(d.kv.bytes).c_str(), mib(d.compute.bytes).c_str(),
+                    mib(d.output.bytes).c_str(), mib(d.overhead.bytes).c_str(), mib(d.margin.bytes).c_str(),
+                    mib(d.total()).c_str());
+    }
+    std::printf(
+        "(MiB; source: formula for weights, kv cache, compute, output; configured for overhead and "
+        "margin)\n");
+    for (const auto& n : p.notes) std::printf("note: %s\n", n.c_str());
+}
+
+std::string default_fit_params_bin() {
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        auto next = self.parent_path() / "llama-fit-params";
+        if (std::filesystem::exists(next, ec)) return next.string();
+    }
+    return "llama-fit-params";  // looked up in PATH
+}
+
+void run_plan(const PlanOptions& o) {
+    if (o.file.empty() == o.preset.empty())
+        throw std::runtime_error("give a MODEL.gguf or --preset NAME (one of them)");
+    gguf::Model model;
+    if (!o.preset.empty()) {
+        const synth::Preset* pr = synth::find_preset(o.preset);
+        if (!pr) {
+            std::string names;
+            for (const auto& x : synth::list_presets()) names += (names.empty() ? "" : ", ") + x.name;
+            throw std::runtime_error(fmt::format("unknown preset '{}' (known: {})", o.preset, names));
+        }
+        model = synth::build_model(pr->shape, o.quant.empty() ? pr->default_quant : o.quant);
+    } else {
+        model = gguf::read_model(o.file);
+    }
+    const plan::Settings st = settings_from(o);
+    const plan::Plan p = plan::make_plan(model, st);
+
+    nlohmann::json out = p;
+    // Engine dry run: needs a file; a preset is written as a sparse file (zeros cost no disk) to a temp dir.
+    if (o.dry_run) {
+        std::string path = o.file;
+        std::filesystem::path tmp;
+        if (path.empty()) {
+            tmp = std::filesystem::temp_directory_path() /
+                  fmt::format("loch-plan-{}-{}.gguf", o.preset, ::getpid());
+            synth::write_model(tmp, model, synth::Weights::zeros);
+            path = tmp.string();
+        }
+        try {
+            auto args = plan::engine_args(st);
+            const auto dr = plan::run_fit_params(
+                o.fit_params_bin.empty() ? default_fit_params_bin() : o.fit_params_bin, path, args);
+            nlohmann::json jd = nlohmann::json::array();
+            for (const auto& d : dr.devices)
+                jd.push_back({{"device", d.device},
+                              {"name", d.name},
+                              {"model", d.model},
+                              {"context", d.context},
+                              {"compute", d.compute},
+                              {"total_bytes", d.total()}});
+            out["engine_dry_run"] = jd;
+            out["trusted"] = "formula";
+            out["trusted_why"] =
+                "the dry run leaves out the GPU context and the output buffer and reserves n_batch rows of "
+                "logits";
+            if (!o.json) {
+                std::printf("\nengine dry run (llama-fit-params, whole MiB):\n");
+                for (const auto& d : dr.devices)
+                    std::printf("%-8s model %s  context %s  compute %s  total %s\n", d.device.c_str(),
+                                mib(d.model.bytes).c_str(), mib(d.context.bytes).c_str(),
+                                mib(d.compute.bytes).c_str(), mib(d.total()).c_str());
+            }
+        } catch (...) {
+            if (!tmp.empty()) std::filesystem::remove(tmp);
+            throw;
+        }
+        if (!tmp.empty()) std::filesystem::remove(tmp);
+    }
+    if (!o.fit.empty()) {
+        auto budget = plan::parse_bytes(o.fit);
+        if (!budget)
+            throw std::runtime_error(
+                fmt::format("--fit '{}' is not a size (24GiB, 512MiB, 8000000000)", o.fit));
+        const std::string dev = st.gpus.empty() ? "cpu" : st.gpus.front();
+        auto ctx = plan::max_context(model, st, dev, *budget);
+        nlohmann::json f = {{"device", dev}, {"budget_bytes", *budget}};
+        f["max_context_full_offload"] = ctx ? nlohmann::json(*ctx) : nlohmann::json(nullptr);
+        if (!st.gpus.empty()) f["max_gpu_layers_at_ctx"] = plan::max_gpu_layers(model, st, *budget);
+        out["fit"] = f;
+        if (!o.json) {
+            std::printf("\nfit in %s MiB on %s:\n", mib(*budget).c_str(), dev.c_str());
+            if (ctx)
+                std::printf("  largest context with every layer there: %u\n", *ctx);
+            else
+                std::printf("  not even a 256-token context fits with every layer there\n");
+            if (!st.gpus.empty())
+                std::printf("  most layers there at -c %u: %d of %u (-ngl)\n", st.n_ctx,
+                            f["max_gpu_layers_at_ctx"].get<int>(), p.shape.n_layer + 1);
+        }
+    }
+    if (o.json)
+        std::printf("%s\n", dump(out).c_str());
+    else
+        print_table(p);
+}
+
+}  // namespace
 
 void add_plan_command(CLI::App& app) {
-    // Placeholder until the module behind it lands.
-    auto* cmd = app.add_subcommand("plan", "not implemented yet");
-    cmd->callback([] { throw std::runtime_error("'plan' is not implemented yet"); });
+    auto o = std::make_shared<PlanOptions>();
+    auto* cmd = app.add_subcommand(
+        "plan", "Memory plan per device for a model and settings, before starting anything");
+    cmd->add_option("model", o->file, "GGUF file");
+    cmd->add_option("--preset", o->preset,
+                    "plan a loch-synth preset shape instead of a file (e.g. llama-3.1-70b)");
+    cmd->add_option("--quant", o->quant, "quantization for --preset (q4_k_m, q8_0, f16, ...)");
+    cmd->add_option("-c,--ctx", o->ctx, "context size (0 = the model's training context)");
+    cmd->add_option("--parallel", o->parallel, "parallel slots (sequences)");
+    cmd->add_flag("--kv-unified", o->kv_unified, "one KV stream shared by all slots");
+    cmd->add_option("--ngl", o->ngl, "layers on the GPU(s); negative = all");
+    cmd->add_option("--tensor-split", o->tensor_split, "split weights between GPUs")->delimiter(',');
+    cmd->add_option("--n-cpu-moe", o->n_cpu_moe, "keep the experts of the first N layers on the CPU");
+    cmd->add_option("--override-tensor", o->override_tensor, "PATTERN=CPU: keep matching tensors on the CPU");
+    cmd->add_option("--flash-attn", o->flash_attn, "on | off | auto");
+    cmd->add_option("--cache-type-k", o->type_k, "K cache type (f16, bf16, q8_0, q4_0, ...)");
+    cmd->add_option("--cache-type-v", o->type_v, "V cache type");
+    cmd->add_option("--ubatch", o->ubatch, "physical batch size");
+    cmd->add_option("-b,--batch", o->batch, "logical batch size");
+    cmd->add_flag("--swa-full", o->swa_full, "full-size cache for sliding-window layers");
+    cmd->add_option("--device", o->device, "cpu, or GPUs: cuda0[,cuda1...]");
+    cmd->add_option("--overhead-mib", o->overhead_mib, "fixed per-GPU overhead (CUDA context), MiB");
+    cmd->add_option("--margin-pct", o->margin_pct, "margin on top of each device, percent");
+    cmd->add_option("--fit", o->fit, "what fits in this much (24GiB, 512MiB, bytes)");
+    cmd->add_flag("--dry-run", o->dry_run, "also run the engine's dry run (llama-fit-params)");
+    cmd->add_option("--fit-params-bin", o->fit_params_bin,
+                    "llama-fit-params binary (default: next to loch, then PATH)");
+    cmd->add_flag("--json", o->json, "machine-readable output");
+    cmd->callback([o] { run_plan(*o); });
 }
 
 }  // namespace loch::cli

@@ -34,45 +34,46 @@ Dims dims(const ComputeInputs& in) {
     return d;
 }
 
-// Graph inputs alive for the whole graph: token ids, positions, output ids, the KQ mask(s).
+// Graph inputs alive for the whole graph: token ids, positions, output ids (about 5 rows of n_ubatch
+// floats, measured) and the KQ mask(s): n_kv x n_ubatch, f16 with flash attention (llama-graph.cpp).
 std::uint64_t inputs(const Dims& d, bool flash_attn) {
-    const std::uint64_t mask_elem = flash_attn ? 2 : 4;  // llama-graph.cpp: f16 mask for flash attention
-    return d.n * 4 * 2 + d.n_out * 4 + d.kv * d.n * mask_elem + d.kv_swa * d.n * mask_elem;
+    const std::uint64_t mask_elem = flash_attn ? 2 : 4;
+    return 5 * d.n * kF32 + d.kv * d.n * mask_elem + d.kv_swa * d.n * mask_elem;
 }
 
-// Largest set of activations alive at once inside one layer or the output head (f32, n_ubatch rows).
-std::uint64_t activations(const Dims& d, const ComputeInputs& in) {
+// Largest set of activations alive at once inside one layer or the output head, in f32 rows of n_ubatch.
+// The coefficients are the allocator's measured peaks (docs/plan.md: they match CPU runs to the byte and the
+// H200 baseline to 1 MiB); ggml-alloc fragments, so they exceed the naive count of live tensors by one
+// or two residual-sized blocks.
+std::uint64_t activations(const Dims& d, const ComputeInputs& in, ComputeBackend backend) {
     const std::uint64_t n = d.n;
-    // Attention: residual + normed input + Q, K, V + attention output (+ the KQ matrix without flash
-    // attention).
-    std::uint64_t attn = n * kF32 * (2 * d.E + d.Q + d.K + d.V + d.Q);
-    if (!in.flash_attn) {
-        const std::uint64_t widest = std::max(d.kv, d.kv_swa);
-        attn += widest * n * d.heads * kF32;  // KQ (soft_max runs in place)
-    }
-    // Dense FFN: residual + gate + up + the gated product.
-    std::uint64_t ffn = n * kF32 * (d.E + 3 * d.F);
+    const bool gemma = in.shape.arch.starts_with("gemma");
+    // Attention: residual, normed input, Q (twice: projection and roped/permuted), K, V (+ post-norm in
+    // gemma).
+    std::uint64_t attn = 3 * d.E + 2 * d.Q + d.K + d.V + (gemma ? d.E : 0);
+    if (!in.flash_attn) attn += std::max(d.kv, d.kv_swa) * d.heads;  // KQ scores; soft_max runs in place
+    // Dense FFN: gate, up and the gated product plus residual blocks (one fewer on a GPU, where the token
+    // embedding lookup lives in the host buffer, and in gemma).
+    const bool has_dense = d.X == 0 || in.shape.n_layer_dense_lead > 0;
+    std::uint64_t ffn = 0;
+    if (has_dense) ffn = (backend == ComputeBackend::gpu || gemma ? 3 : 4) * d.E + 3 * d.F;
     if (d.X > 0 && d.used > 0) {
-        // Router logits and probabilities, then per selected expert: gate, up, product, down, weighted down.
-        const std::uint64_t per_tok =
-            2 * d.X + d.used * std::max(3 * d.Fe, d.Fe + 2 * d.E) + 3 * d.shared * d.Fe;
-        ffn = std::max(ffn, n * kF32 * (d.E + per_tok));
+        // Per selected expert: gate, up, product (ggml_mul_mat_id outputs [F_e, used, n]), or down and its
+        // weighted copy ([E, used, n]) — whichever is larger — plus shared experts.
+        const std::uint64_t moe =
+            std::max(d.used * 3 * d.Fe + 3 * d.E, d.used * (d.Fe + 2 * d.E)) + 3 * d.shared * d.Fe;
+        ffn = std::max(ffn, moe);
     }
-    // Output head: residual of the output rows, norm, logits.
-    std::uint64_t out = n * kF32 * d.E + d.n_out * kF32 * (d.E + d.vocab);
-    return std::max({attn, ffn, out});
+    // Output head: the last hidden rows, then logits for n_outputs rows.
+    const std::uint64_t out_bytes = n * kF32 * d.E + d.n_out * kF32 * (d.E + d.vocab);
+    return std::max(n * kF32 * std::max(attn, ffn), out_bytes);
 }
 
 }  // namespace
 
 std::uint64_t compute_buffer_bytes(const ComputeInputs& in, ComputeBackend backend) {
     const Dims d = dims(in);
-    std::uint64_t bytes = activations(d, in) + inputs(d, in.flash_attn);
-    if (backend == ComputeBackend::gpu) {
-        // The token-embedding lookup runs on the host; its rows are copied in once.
-        bytes += d.n * kF32 * d.E;
-    }
-    return bytes;
+    return activations(d, in, backend) + inputs(d, in.flash_attn);
 }
 
 std::uint64_t host_input_bytes(const ComputeInputs& in) {

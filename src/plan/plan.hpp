@@ -94,6 +94,12 @@ std::optional<std::uint32_t> max_context(const gguf::Model& model, Settings sett
 // Most layers (-ngl) that fit on the first GPU at settings.n_ctx; 0 when none does.
 int max_gpu_layers(const gguf::Model& model, Settings settings, std::uint64_t budget);
 
+// The llama-server / llama-fit-params flags that give these settings ("-c 8192 -np 1 -ngl 999 -fa on ...").
+std::vector<std::string> engine_args(const Settings& settings);
+
+// "24GiB", "24G", "512 MiB", "1.5GB" (decimal), "123456" (bytes) → bytes; nullopt on anything else.
+std::optional<std::uint64_t> parse_bytes(std::string_view text);
+
 void to_json(nlohmann::json& j, const DevicePlan& d);
 void to_json(nlohmann::json& j, const Plan& p);
 

@@ -1,0 +1,518 @@
+// bench/plan-accuracy — how close loch's memory plan comes to what the real llama-server allocates.
+//
+// For a matrix of synthetic models (loch-synth shapes, zero weights) x contexts x parallel slots x flash
+// attention it records three sources side by side:
+//   formula   loch::plan::make_plan
+//   dry run   llama-fit-params --fit-print on (the engine's own estimate)
+//   measured  the started llama-server's buffer lines (-lv 4) and, on a GPU, nvidia-smi's per-process memory
+// and prints a markdown table plus error statistics (median and worst, signed: negative = plan too low).
+//
+//   plan-accuracy --mode cpu [--bin-dir DIR] [--work DIR] [--cases a,b] [--markdown F] [--jsonl F]
+//   plan-accuracy --mode gpu --server PATH --fit-params PATH [--deadline-s N] ...
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "gguf/reader.hpp"
+#include "plan/dry_run.hpp"
+#include "plan/engine_log.hpp"
+#include "plan/plan.hpp"
+#include "support/engine_process.hpp"
+#include "synth/synth.hpp"
+
+namespace fs = std::filesystem;
+using namespace loch;
+
+namespace {
+
+struct ModelSpec {
+    std::string name;
+    std::optional<std::string> preset;  // a loch-synth preset, or
+    synth::Shape shape;                 // a shape defined here
+    std::string quant;
+};
+
+struct Case {
+    std::string id;
+    const ModelSpec* model;
+    std::uint32_t ctx, parallel;
+    plan::FlashAttn fa;
+};
+
+synth::Shape small(std::string arch, std::uint32_t layers, std::uint32_t embd, std::uint32_t heads,
+                   std::uint32_t kv, std::uint32_t ff, std::uint32_t vocab) {
+    synth::Shape s;
+    s.arch = std::move(arch);
+    s.name = "bench-" + s.arch;
+    s.n_layer = layers;
+    s.n_embd = embd;
+    s.n_head = heads;
+    s.n_head_kv = {kv};
+    s.n_ff = ff;
+    s.n_vocab = vocab;
+    s.n_ctx_train = 32768;
+    return s;
+}
+
+std::vector<ModelSpec> cpu_models() {
+    std::vector<ModelSpec> m;
+    m.push_back({"llama-s", std::nullopt, small("llama", 4, 512, 8, 2, 1408, 8192), "f16"});
+    {
+        auto s = small("qwen3moe", 4, 512, 8, 4, 1024, 8192);
+        s.head_dim = 64;
+        s.n_expert = 16;
+        s.n_expert_used = 4;
+        s.n_ff_expert = 256;
+        m.push_back({"qwen3moe-s", std::nullopt, s, "f16"});
+    }
+    {
+        auto s = small("gemma3", 6, 512, 8, 4, 1024, 8192);
+        s.head_dim = 64;
+        s.sliding_window = 256;
+        s.swa_pattern = 3;
+        s.tied_embeddings = true;
+        m.push_back({"gemma3-s", std::nullopt, s, "f16"});
+    }
+    {
+        auto s = small("qwen2", 3, 768, 12, 2, 2048, 16384);
+        s.attn_bias = true;
+        m.push_back({"qwen2-s", std::nullopt, s, "f16"});
+    }
+    return m;
+}
+
+std::vector<ModelSpec> gpu_models() {
+    std::vector<ModelSpec> m;
+    for (const char* p : {"llama-3.1-8b", "qwen2.5-14b", "mistral-small-24b", "qwen2.5-32b", "qwen3-30b-a3b",
+                          "gemma-3-12b", "deepseek-v2-lite", "llama-3.1-70b"})
+        m.push_back({p, std::string(p), {}, "q4_k_m"});
+    return m;
+}
+
+std::vector<Case> cases_for(const std::vector<ModelSpec>& models, bool gpu) {
+    std::vector<Case> c;
+    for (const auto& m : models) {
+        auto add = [&](std::uint32_t ctx, std::uint32_t np, plan::FlashAttn fa) {
+            std::string id = fmt::format("{}/c{}/np{}/fa-{}", m.name, ctx, np,
+                                         fa == plan::FlashAttn::on    ? "on"
+                                         : fa == plan::FlashAttn::off ? "off"
+                                                                      : "auto");
+            c.push_back({id, &m, ctx, np, fa});
+        };
+        if (gpu) {
+            continue;  // below: contexts outer, so that a deadline still covers every shape
+        } else {
+            for (std::uint32_t ctx : {1024u, 4096u, 16384u})
+                for (std::uint32_t np : {1u, 4u}) add(ctx, np, plan::FlashAttn::on);
+            add(4096, 1, plan::FlashAttn::off);
+            add(4096, 2, plan::FlashAttn::off);
+        }
+    }
+    if (gpu)
+        for (std::uint32_t ctx : {4096u, 32768u, 131072u})
+            for (const auto& m : models)
+                c.push_back(
+                    {fmt::format("{}/c{}/np1/fa-auto", m.name, ctx), &m, ctx, 1, plan::FlashAttn::automatic});
+    return c;
+}
+
+struct Row {
+    std::string id;
+    std::string device;  // the device compared ("cpu" or "cuda0")
+    // formula (bytes)
+    std::uint64_t f_weights = 0, f_kv = 0, f_compute = 0, f_output = 0, f_overhead = 0;
+    // measured from the log, same device
+    std::uint64_t m_weights = 0, m_kv = 0, m_compute = 0, m_output = 0;
+    // dry run, same device
+    std::optional<std::uint64_t> d_total;
+    std::optional<std::uint64_t> smi_bytes;  // nvidia-smi per-process
+    std::string error;
+    std::uint64_t f_total_buffers() const { return f_weights + f_kv + f_compute + f_output; }
+    std::uint64_t m_total_buffers() const { return m_weights + m_kv + m_compute + m_output; }
+};
+
+// llama.cpp prints buffer sizes as "%8.2f MiB": a difference below that precision is no error.
+constexpr double kLogPrecision = 0.0051 * 1024 * 1024;
+double rel(double plan, double truth) {
+    if (std::fabs(plan - truth) <= kLogPrecision) return 0;
+    return truth == 0 ? 1 : (plan - truth) / truth;
+}
+std::string pct(double r) {
+    return fmt::format("{:+.2f}%", r * 100);
+}
+std::string mib(std::uint64_t b) {
+    return fmt::format("{:.1f}", static_cast<double>(b) / (1024.0 * 1024.0));
+}
+
+std::optional<std::uint64_t> nvidia_smi_process_bytes(int pid) {
+    auto r = plan::run_capture(
+        {"nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"},
+        std::chrono::seconds(20));
+    if (r.exit_status != 0) return std::nullopt;
+    std::vector<std::pair<int, std::uint64_t>> rows;
+    std::string_view t = r.out;
+    while (!t.empty()) {
+        auto nl = t.find('\n');
+        std::string line(t.substr(0, nl));
+        t = nl == std::string_view::npos ? std::string_view{} : t.substr(nl + 1);
+        int p = 0;
+        unsigned long long mibv = 0;
+        if (std::sscanf(line.c_str(), "%d, %llu", &p, &mibv) == 2)
+            rows.push_back({p, mibv * 1024ull * 1024ull});
+    }
+    for (auto& [p, b] : rows)
+        if (p == pid) return b;
+    if (rows.size() == 1) return rows.front().second;  // another pid namespace: the only process is ours
+    return std::nullopt;
+}
+
+// Rebuilds a table row from a recorded case (live run or --from-jsonl).
+Row row_from_record(const nlohmann::json& rec, const std::string& device) {
+    Row r;
+    r.id = rec.value("case", "?");
+    r.device = device;
+    if (rec.contains("error")) {
+        r.error = rec["error"].get<std::string>();
+        return r;
+    }
+    for (const auto& d : rec["formula"]["devices"]) {
+        if (d["device"] != device) continue;
+        r.f_weights = d["weights"]["bytes"];
+        r.f_kv = d["kv_cache"]["bytes"];
+        r.f_compute = d["compute"]["bytes"];
+        r.f_output = d["output"]["bytes"];
+        r.f_overhead = d["overhead"]["bytes"];
+    }
+    for (const auto& b : rec["measured"]["buffers"]) {
+        if (b["device"] != device) continue;
+        r.m_weights += b["model"].get<std::uint64_t>();
+        r.m_kv += b["kv"].get<std::uint64_t>() + b["recurrent"].get<std::uint64_t>();
+        r.m_compute += b["compute"].get<std::uint64_t>();
+        r.m_output += b["output"].get<std::uint64_t>();
+    }
+    if (rec.contains("dry_run"))
+        for (const auto& d : rec["dry_run"])
+            if (d["device"] == device)
+                r.d_total = d["model"].get<std::uint64_t>() + d["context"].get<std::uint64_t>() +
+                            d["compute"].get<std::uint64_t>();
+    if (rec.contains("nvidia_smi_bytes")) r.smi_bytes = rec["nvidia_smi_bytes"].get<std::uint64_t>();
+    return r;
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read " + path);
+    std::string line;
+    while (std::getline(in, line))
+        if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+    return out;
+}
+
+// Whole-GPU used memory (first GPU), for the delta fallback when per-process rows are not visible.
+std::optional<std::uint64_t> nvidia_smi_used_bytes() {
+    auto r = plan::run_capture(
+        {"nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"},
+        std::chrono::seconds(20));
+    unsigned long long v = 0;
+    if (r.exit_status != 0 || std::sscanf(r.out.c_str(), "%llu", &v) != 1) return std::nullopt;
+    return v * 1024ull * 1024ull;
+}
+
+struct Stats {
+    double median_abs = 0, worst = 0, median_signed = 0;
+    std::size_t n = 0;
+};
+Stats stats(std::vector<double> v) {
+    Stats s;
+    s.n = v.size();
+    if (v.empty()) return s;
+    std::vector<double> a;
+    for (double x : v) a.push_back(std::fabs(x));
+    std::sort(a.begin(), a.end());
+    std::sort(v.begin(), v.end());
+    auto med = [](const std::vector<double>& x) {
+        return x.size() % 2 ? x[x.size() / 2] : (x[x.size() / 2 - 1] + x[x.size() / 2]) / 2;
+    };
+    s.median_abs = med(a);
+    s.median_signed = med(v);
+    s.worst = std::fabs(v.front()) > std::fabs(v.back()) ? v.front() : v.back();
+    return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"plan-accuracy: loch's memory plan vs llama-fit-params vs the real llama-server"};
+    std::string mode = "cpu", bin_dir, server, fit_params, work = "/tmp/loch-plan-accuracy", cases_filter,
+                md_out, jsonl_out;
+    double overhead_mib = 600, deadline_s = 0;
+    int threads = 2;
+    std::vector<std::string> from_jsonl, skip_done;
+    app.add_option("--mode", mode, "cpu | gpu")->check(CLI::IsMember({"cpu", "gpu"}));
+    app.add_option("--bin-dir", bin_dir,
+                   "directory of llama-server and llama-fit-params (default: next to this program)");
+    app.add_option("--server", server, "llama-server binary");
+    app.add_option("--fit-params", fit_params, "llama-fit-params binary");
+    app.add_option("--work", work, "where the synthetic models are written (sparse files)");
+    app.add_option("--cases", cases_filter, "comma-separated substrings: run only matching case ids");
+    app.add_option("--markdown", md_out, "also write the markdown report here");
+    app.add_option("--jsonl", jsonl_out, "append one JSON object per case here");
+    app.add_option("--overhead-mib", overhead_mib, "per-GPU overhead the plan adds (CUDA context)");
+    app.add_option("--deadline-s", deadline_s, "start no new case after this many seconds (0 = no limit)");
+    app.add_option("--threads", threads, "llama-server -t");
+    app.add_option("--from-jsonl", from_jsonl, "make the report from recorded cases instead of running any");
+    app.add_option("--skip-done", skip_done,
+                   "skip the case ids recorded (without error) in these jsonl files");
+    CLI11_PARSE(app, argc, argv);
+
+    const bool gpu = mode == "gpu";
+    if (bin_dir.empty()) bin_dir = fs::read_symlink("/proc/self/exe").parent_path().string();
+    if (server.empty()) server = (fs::path(bin_dir) / "llama-server").string();
+    if (fit_params.empty()) fit_params = (fs::path(bin_dir) / "llama-fit-params").string();
+    fs::create_directories(work);
+    const auto t0 = std::chrono::steady_clock::now();
+
+    const auto models = gpu ? gpu_models() : cpu_models();
+    auto all_cases = cases_for(models, gpu);
+    std::vector<Case> cases;
+    for (const auto& c : all_cases) {
+        if (cases_filter.empty()) {
+            cases.push_back(c);
+            continue;
+        }
+        std::string rest = cases_filter;
+        while (!rest.empty()) {
+            auto k = rest.find(',');
+            std::string f = rest.substr(0, k);
+            if (!f.empty() && c.id.find(f) != std::string::npos) {
+                cases.push_back(c);
+                break;
+            }
+            rest = k == std::string::npos ? "" : rest.substr(k + 1);
+        }
+    }
+
+    if (!skip_done.empty()) {
+        std::vector<std::string> done;
+        for (const auto& f : skip_done)
+            for (const auto& rec : read_jsonl(f))
+                if (!rec.contains("error")) done.push_back(rec.value("case", ""));
+        std::erase_if(cases,
+                      [&](const Case& c) { return std::find(done.begin(), done.end(), c.id) != done.end(); });
+    }
+    if (!from_jsonl.empty()) cases.clear();
+
+    std::ofstream jsonl;
+    if (!jsonl_out.empty()) jsonl.open(jsonl_out, std::ios::app);
+    std::map<std::string, gguf::Model> loaded;
+    std::vector<Row> rows;
+    for (const auto& c : cases) {
+        if (deadline_s > 0 &&
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > deadline_s) {
+            std::fprintf(stderr, "deadline reached: %s and later cases not run\n", c.id.c_str());
+            break;
+        }
+        Row row;
+        row.id = c.id;
+        row.device = gpu ? "cuda0" : "cpu";
+        nlohmann::json rec = {{"case", c.id}};
+        try {
+            // The model file (written once per model: zero weights, sparse).
+            const fs::path path = fs::path(work) / (c.model->name + ".gguf");
+            if (!loaded.count(c.model->name)) {
+                synth::Shape shape = c.model->shape;
+                std::string quant = c.model->quant;
+                if (c.model->preset) {
+                    const auto* p = synth::find_preset(*c.model->preset);
+                    if (!p) throw std::runtime_error("unknown preset " + *c.model->preset);
+                    shape = p->shape;
+                }
+                auto m = synth::build_model(shape, quant);
+                if (!fs::exists(path)) synth::write_model(path, m, synth::Weights::zeros);
+                loaded.emplace(c.model->name, gguf::read_model(path));
+            }
+            const gguf::Model& model = loaded.at(c.model->name);
+
+            plan::Settings st;
+            st.n_ctx = c.ctx;
+            st.n_parallel = c.parallel;
+            st.flash_attn = c.fa;
+            st.gpu_overhead_bytes = static_cast<std::uint64_t>(overhead_mib * 1024 * 1024);
+            if (gpu) st.gpus = {"cuda0"};
+            const plan::Plan p = plan::make_plan(model, st);
+            const plan::DevicePlan* dp = p.find(row.device);
+            const plan::DevicePlan* host = p.find("cpu");
+            row.f_weights = dp->weights.bytes;
+            row.f_kv = dp->kv.bytes;
+            row.f_compute = dp->compute.bytes;
+            row.f_output = dp->output.bytes;
+            row.f_overhead = dp->overhead.bytes;
+            rec["formula"] = p;
+
+            auto args = plan::engine_args(st);
+            try {
+                auto dr = plan::run_fit_params(fit_params, path.string(), args, std::chrono::seconds(300));
+                if (const auto* d = dr.find(gpu ? "cuda0" : "cpu")) row.d_total = d->total();
+                nlohmann::json jd = nlohmann::json::array();
+                for (const auto& d : dr.devices)
+                    jd.push_back({{"device", d.device},
+                                  {"model", d.model.bytes},
+                                  {"context", d.context.bytes},
+                                  {"compute", d.compute.bytes}});
+                rec["dry_run"] = jd;
+            } catch (const std::exception& e) {
+                rec["dry_run_error"] = e.what();
+            }
+
+            std::vector<std::string> sargs = args;
+            sargs.insert(sargs.end(),
+                         {"-lv", "4", "--fit", "off", "-t", std::to_string(threads), "--no-warmup"});
+            test::EngineProcess::Options opt;
+            opt.exe = server;
+            opt.startup_timeout = std::chrono::seconds(gpu ? 300 : 120);
+            opt.log_file = fs::path(work) / "server.log";
+            const auto used_before = gpu ? nvidia_smi_used_bytes() : std::nullopt;
+            {
+                test::EngineProcess eng(path, sargs, opt);
+                // One completion so that lazily allocated memory (cuBLAS workspace, pools) exists when
+                // measured.
+                try {
+                    eng.post_json("/completion", R"({"prompt":"Hello world, this is a test","n_predict":4})");
+                } catch (const std::exception& e) {
+                    rec["completion_error"] = e.what();
+                }
+                if (gpu) {
+                    row.smi_bytes = nvidia_smi_process_bytes(eng.process().pid());
+                    auto used_after = nvidia_smi_used_bytes();
+                    if (used_before && used_after && *used_after > *used_before) {
+                        rec["nvidia_smi_used_delta_bytes"] = *used_after - *used_before;
+                        if (!row.smi_bytes) {
+                            row.smi_bytes = *used_after - *used_before;
+                            rec["nvidia_smi_source"] = "memory.used delta";
+                        }
+                    }
+                }
+                eng.stop(std::chrono::seconds(20));
+                const auto fp = plan::parse_engine_log(eng.log());
+                rec["measured"] = fp;
+                for (const auto& b : fp.buffers) {
+                    if (b.device != row.device) continue;
+                    row.m_weights += b.model;
+                    row.m_kv += b.kv + b.recurrent;
+                    row.m_compute += b.compute;
+                    row.m_output += b.output;
+                }
+                if (!fp.any())
+                    throw std::runtime_error("no buffer lines in the llama-server log (need -lv 4)");
+                if (gpu && host) {
+                    // Host side on a GPU run: compare too, but report separately.
+                    std::uint64_t hm = 0;
+                    for (const auto& b : fp.buffers)
+                        if (b.device == "cpu") hm += b.total();
+                    rec["host_formula_bytes"] = host->total();
+                    rec["host_measured_bytes"] = hm;
+                }
+            }
+            if (row.smi_bytes) rec["nvidia_smi_bytes"] = *row.smi_bytes;
+        } catch (const std::exception& e) {
+            row.error = e.what();
+            rec["error"] = e.what();
+            std::fprintf(stderr, "%s: %s\n", c.id.c_str(), e.what());
+        }
+        if (jsonl.is_open())
+            jsonl << rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n" << std::flush;
+        std::fprintf(stderr, "done %s (%.0f s)\n", c.id.c_str(),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        rows.push_back(row_from_record(rec, row.device));
+    }
+    for (const auto& f : from_jsonl)
+        for (const auto& rec : read_jsonl(f)) rows.push_back(row_from_record(rec, gpu ? "cuda0" : "cpu"));
+
+    // ---- report
+    std::string md;
+    md += fmt::format(
+        "Mode: {}. Figures in MiB; error = (plan - measured) / measured, negative = plan too low.\n\n", mode);
+    if (gpu) {
+        md +=
+            "| case | weights plan/log | KV plan/log | compute plan/log | buffers err | dry run | plan total "
+            "(+overhead) "
+            "| nvidia-smi | total err |\n|---|---|---|---|---|---|---|---|---|\n";
+    } else {
+        md +=
+            "| case | weights plan/log | KV plan/log | compute plan/log | output plan/log | weights err | KV "
+            "err | compute "
+            "err | output err | total err | dry run err "
+            "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    }
+    std::vector<double> e_w, e_kv, e_c, e_o, e_t, e_dry, e_smi;
+    for (const auto& r : rows) {
+        if (!r.error.empty()) {
+            md += fmt::format("| {} | error: {} |\n", r.id, r.error.substr(0, 200));
+            continue;
+        }
+        const double ew = rel(r.f_weights, r.m_weights), ek = rel(r.f_kv, r.m_kv),
+                     ec = rel(r.f_compute, r.m_compute), eo = rel(r.f_output, r.m_output),
+                     et = rel(r.f_total_buffers(), r.m_total_buffers());
+        e_w.push_back(ew);
+        e_kv.push_back(ek);
+        e_c.push_back(ec);
+        e_t.push_back(et);
+        std::string dry = "-";
+        if (r.d_total) {
+            double ed = rel(static_cast<double>(*r.d_total), r.m_total_buffers());
+            e_dry.push_back(ed);
+            dry = gpu ? fmt::format("{} ({})", mib(*r.d_total), pct(ed)) : pct(ed);
+        }
+        if (gpu) {
+            std::string smi = "-", es = "-";
+            const std::uint64_t plan_total = r.f_total_buffers() + r.f_overhead;
+            if (r.smi_bytes) {
+                double e = rel(plan_total, *r.smi_bytes);
+                e_smi.push_back(e);
+                smi = mib(*r.smi_bytes);
+                es = pct(e);
+            }
+            md += fmt::format("| {} | {} / {} | {} / {} | {} / {} | {} | {} | {} | {} | {} |\n", r.id,
+                              mib(r.f_weights), mib(r.m_weights), mib(r.f_kv), mib(r.m_kv), mib(r.f_compute),
+                              mib(r.m_compute), pct(et), dry, mib(plan_total), smi, es);
+        } else {
+            e_o.push_back(eo);
+            md +=
+                fmt::format("| {} | {} / {} | {} / {} | {} / {} | {} / {} | {} | {} | {} | {} | {} | {} |\n",
+                            r.id, mib(r.f_weights), mib(r.m_weights), mib(r.f_kv), mib(r.m_kv),
+                            mib(r.f_compute), mib(r.m_compute), mib(r.f_output), mib(r.m_output), pct(ew),
+                            pct(ek), pct(ec), pct(eo), pct(et), dry);
+        }
+    }
+    md += "\n| figure | cases | median abs error | median signed | worst (signed) |\n|---|---|---|---|---|\n";
+    auto line = [&](const char* name, const std::vector<double>& v) {
+        auto s = stats(v);
+        if (s.n)
+            md += fmt::format("| {} | {} | {:.2f}% | {} | {} |\n", name, s.n, s.median_abs * 100,
+                              pct(s.median_signed), pct(s.worst));
+    };
+    line("weights", e_w);
+    line("KV cache", e_kv);
+    line("compute", e_c);
+    if (!gpu) line("output", e_o);
+    line(gpu ? "device buffers (model+KV+compute)" : "all buffers", e_t);
+    line("dry run vs buffers", e_dry);
+    if (gpu) line("plan total (+overhead) vs nvidia-smi", e_smi);
+    std::printf("%s", md.c_str());
+    if (!md_out.empty()) std::ofstream(md_out) << md;
+    std::size_t failed = 0;
+    for (const auto& r : rows) failed += !r.error.empty();
+    return failed ? 1 : 0;
+}

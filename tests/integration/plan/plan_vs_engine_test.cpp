@@ -1,0 +1,117 @@
+// The plan against the real pinned llama-server on CPU: every component (weights, KV cache, compute,
+// output) within ±3% of the buffers the engine logs, for llama, qwen3moe and gemma3 synthetic models.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gguf/reader.hpp"
+#include "plan/dry_run.hpp"
+#include "plan/engine_log.hpp"
+#include "plan/plan.hpp"
+#include "support/engine_process.hpp"
+#include "support/synth_model.hpp"
+
+namespace loch::plan {
+namespace {
+
+struct Case {
+    const char* name;
+    std::vector<std::string> synth_args;
+    std::uint32_t ctx, parallel;
+    FlashAttn fa;
+};
+
+// llama.cpp prints "%8.2f MiB": a difference under that precision is no error.
+void expect_close(const char* what, std::uint64_t plan, std::uint64_t measured, const std::string& where) {
+    const double diff = std::fabs(static_cast<double>(plan) - static_cast<double>(measured));
+    if (diff <= 0.0051 * kMiB) return;
+    EXPECT_LE(diff / static_cast<double>(measured), 0.03)
+        << where << ": " << what << " plan " << plan << " vs log " << measured;
+}
+
+class PlanVsEngine : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PlanVsEngine, Every_component_within_3_percent) {
+    const Case& c = GetParam();
+    test::SynthModel model(c.synth_args);
+    const gguf::Model m = gguf::read_model(model.path());
+    Settings st;
+    st.n_ctx = c.ctx;
+    st.n_parallel = c.parallel;
+    st.flash_attn = c.fa;
+    const Plan p = make_plan(m, st);
+    const DevicePlan* cpu = p.find("cpu");
+    ASSERT_NE(cpu, nullptr);
+
+    std::vector<std::string> args = engine_args(st);
+    for (const char* a : {"-lv", "4", "--fit", "off", "-t", "2", "--no-warmup"}) args.push_back(a);
+    test::EngineProcess eng(model.path(), args);
+    eng.stop();
+    const EngineFootprint fp = parse_engine_log(eng.log());
+    ASSERT_TRUE(fp.any()) << eng.log();
+    std::uint64_t w = 0, kv = 0, comp = 0, out = 0;
+    for (const auto& b : fp.buffers) {
+        ASSERT_EQ(b.device, "cpu") << b.buffer;
+        w += b.model;
+        kv += b.kv;
+        comp += b.compute;
+        out += b.output;
+    }
+    const std::string where =
+        std::string(c.name) + " ctx " + std::to_string(c.ctx) + " np " + std::to_string(c.parallel);
+    expect_close("weights", cpu->weights.bytes, w, where);
+    expect_close("kv", cpu->kv.bytes, kv, where);
+    expect_close("compute", cpu->compute.bytes, comp, where);
+    expect_close("output", cpu->output.bytes, out, where);
+    // The KV summary line agrees with the per-device buffers.
+    std::uint64_t kv_lines = 0;
+    for (const auto& k : fp.kv_caches) kv_lines += k.bytes;
+    EXPECT_EQ(kv_lines, kv);
+}
+
+std::vector<std::string> llama_args() {
+    return {"--arch", "llama", "--layers", "3",       "--embd", "512",   "--heads", "8",       "--kv-heads",
+            "2",      "--ff",  "1408",     "--vocab", "8192",   "--ctx", "8192",    "--quant", "f16"};
+}
+std::vector<std::string> qwen3moe_args() {
+    return {"--arch",  "qwen3moe",    "--layers", "2",          "--embd",    "512",  "--heads",
+            "8",       "--kv-heads",  "4",        "--head-dim", "64",        "--ff", "1024",
+            "--vocab", "8192",        "--ctx",    "8192",       "--experts", "32",   "--experts-used",
+            "8",       "--expert-ff", "128",      "--quant",    "f16"};
+}
+std::vector<std::string> gemma3_args() {
+    return {"--arch",     "gemma3", "--layers",         "6",   "--embd",        "512",  "--heads", "8",
+            "--kv-heads", "4",      "--head-dim",       "64",  "--ff",          "1024", "--vocab", "8192",
+            "--ctx",      "8192",   "--sliding-window", "256", "--swa-pattern", "3",    "--tied",  "--quant",
+            "f16"};
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, PlanVsEngine,
+                         ::testing::Values(Case{"llama", llama_args(), 4096, 1, FlashAttn::on},
+                                           Case{"llama", llama_args(), 2048, 2, FlashAttn::off},
+                                           Case{"qwen3moe", qwen3moe_args(), 4096, 1, FlashAttn::on},
+                                           Case{"qwen3moe", qwen3moe_args(), 1024, 4, FlashAttn::on},
+                                           Case{"gemma3", gemma3_args(), 4096, 1, FlashAttn::on},
+                                           Case{"gemma3", gemma3_args(), 2048, 2, FlashAttn::off}),
+                         [](const auto& info) {
+                             return std::string(info.param.name) + "_" + std::to_string(info.index);
+                         });
+
+TEST(DryRun, Fit_params_agrees_with_the_plan_on_weights_and_kv) {
+    test::SynthModel model(llama_args());
+    const gguf::Model m = gguf::read_model(model.path());
+    Settings st;
+    st.n_ctx = 4096;
+    const Plan p = make_plan(m, st);
+    const auto dr = run_fit_params((test::bin_dir() / "llama-fit-params").string(), model.path().string(),
+                                   engine_args(st));
+    const auto* host = dr.find("cpu");
+    ASSERT_NE(host, nullptr);
+    // Whole MiB, floored.
+    EXPECT_NEAR(static_cast<double>(host->model.bytes), static_cast<double>(p.find("cpu")->weights.bytes),
+                kMiB);
+    EXPECT_NEAR(static_cast<double>(host->context.bytes), static_cast<double>(p.find("cpu")->kv.bytes), kMiB);
+}
+
+}  // namespace
+}  // namespace loch::plan

@@ -1,0 +1,284 @@
+// Pins the planner's arithmetic to hand-worked values from the pinned llama.cpp's rules.
+#include <gtest/gtest.h>
+
+#include "plan/plan.hpp"
+#include "synth/synth.hpp"
+
+namespace loch::plan {
+namespace {
+
+gguf::Model preset(const char* name, const char* quant = "q4_k_m") {
+    const auto* p = synth::find_preset(name);
+    if (!p) throw std::runtime_error(std::string("preset missing: ") + name);
+    return synth::build_model(p->shape, quant);
+}
+
+Settings ctx(std::uint32_t n_ctx, std::uint32_t np = 1) {
+    Settings s;
+    s.n_ctx = n_ctx;
+    s.n_parallel = np;
+    return s;
+}
+
+TEST(KvCache, Llama31_8B_8192_f16_one_slot_is_1024_MiB) {
+    // 32 layers x 8192 cells x (K + V) 8 KV heads x 128 x 2 bytes = 32 * 8192 * 4096 = 1 GiB.
+    const auto shape = shape_of(preset("llama-3.1-8b"));
+    EXPECT_EQ(kv_cache_bytes(shape, ctx(8192)), 1024 * kMiB);
+}
+
+TEST(KvCache, Q8_0_rows_use_the_real_block_size) {
+    // A 1024-wide row is 32 q8_0 blocks of 34 bytes = 1088 bytes instead of 2048 (f16).
+    const auto shape = shape_of(preset("llama-3.1-8b"));
+    Settings s = ctx(8192);
+    s.type_k = s.type_v = gguf::GgmlType::Q8_0;
+    s.flash_attn = FlashAttn::on;
+    EXPECT_EQ(kv_cache_bytes(shape, s), 32ull * 8192 * 1088 * 2);
+    EXPECT_EQ(kv_cache_bytes(shape, s), 544 * kMiB);
+}
+
+TEST(KvCache, Quantized_V_without_flash_attention_is_refused_like_llama_cpp) {
+    const auto shape = shape_of(preset("llama-3.1-8b"));
+    Settings s = ctx(4096);
+    s.type_v = gguf::GgmlType::Q4_0;
+    s.flash_attn = FlashAttn::off;
+    EXPECT_THROW(kv_cache_bytes(shape, s), std::runtime_error);
+}
+
+TEST(KvCache, Context_is_padded_to_256_and_per_slot_streams_rounded) {
+    const auto model = preset("llama-3.1-8b");
+    Plan p = make_plan(model, ctx(5000));
+    EXPECT_EQ(p.n_ctx, 5120u);
+    EXPECT_EQ(p.n_stream, 1u);
+    // 5120 / 3 = 1706 → 1792 per stream, n_ctx becomes 3 * 1792 = 5376 (llama-context.cpp).
+    p = make_plan(model, ctx(5000, 3));
+    EXPECT_EQ(p.n_ctx_seq, 1792u);
+    EXPECT_EQ(p.n_ctx, 5376u);
+    EXPECT_EQ(p.n_stream, 3u);
+    Settings u = ctx(5000, 3);
+    u.kv_unified = true;
+    p = make_plan(model, u);
+    EXPECT_EQ(p.n_ctx_seq, 5120u);
+    EXPECT_EQ(p.n_stream, 1u);
+}
+
+TEST(KvCache, Gemma3_sliding_window_layers_keep_window_plus_ubatch) {
+    // 48 layers, every 6th global: 8 global, 40 sliding (window 1024). SWA cells = pad(1024 + 512, 256) =
+    // 1536. Per layer and cell: K + V = 2 * 8 heads * 256 * 2 bytes = 8192 bytes.
+    const auto shape = shape_of(preset("gemma-3-12b"));
+    ASSERT_EQ(shape.n_swa, 1024u);
+    std::uint32_t swa_layers = 0;
+    for (bool b : shape.is_swa) swa_layers += b;
+    ASSERT_EQ(swa_layers, 40u);
+    const std::uint64_t expect = 8ull * 32768 * 8192 + 40ull * 1536 * 8192;  // 2048 + 480 MiB
+    EXPECT_EQ(kv_cache_bytes(shape, ctx(32768)), expect);
+    EXPECT_EQ(expect, 2528 * kMiB);
+    Settings full = ctx(32768);
+    full.swa_full = true;
+    EXPECT_EQ(kv_cache_bytes(shape, full), 48ull * 32768 * 8192);
+}
+
+TEST(KvCache, Mla_caches_one_latent_row_and_no_V) {
+    // DeepSeek-V2-Lite: kv_lora_rank 512 + rope 64 = 576 elements per token and layer, f16, no V cache.
+    const auto shape = shape_of(preset("deepseek-v2-lite"));
+    ASSERT_TRUE(shape.mla);
+    EXPECT_EQ(kv_cache_bytes(shape, ctx(4096)), 27ull * 4096 * 576 * 2);
+}
+
+TEST(KvCache, Per_layer_kv_head_arrays_are_summed_per_layer) {
+    synth::Shape s;
+    s.arch = "llama";
+    s.n_layer = 4;
+    s.n_embd = 256;
+    s.n_head = 4;
+    s.n_head_kv = {4, 2, 1, 2};
+    s.n_ff = 512;
+    s.n_vocab = 512;
+    s.n_ctx_train = 2048;
+    const auto shape = shape_of(synth::build_model(s, "f16"));
+    // head 64: rows of (4+2+1+2) * 64 elements, K and V, f16, 1024 cells.
+    Settings st = ctx(1024);
+    st.flash_attn = FlashAttn::on;
+    EXPECT_EQ(kv_cache_bytes(shape, st), 9ull * 64 * 2 * 2 * 1024);
+    // Without flash attention V is transposed and padded to the widest layer (4 heads).
+    st.flash_attn = FlashAttn::off;
+    EXPECT_EQ(kv_cache_bytes(shape, st), 9ull * 64 * 2 * 1024 + 4ull * 4 * 64 * 2 * 1024);
+}
+
+TEST(Weights, Full_offload_keeps_only_the_token_embedding_on_the_host) {
+    const auto model = preset("llama-3.1-8b");
+    Settings s = ctx(4096);
+    s.gpus = {"cuda0"};
+    Plan p = make_plan(model, s);
+    const auto* te = model.find_tensor("token_embd.weight");
+    ASSERT_NE(te, nullptr);
+    EXPECT_EQ(p.find("cpu")->weights.bytes, te->n_bytes());
+    EXPECT_EQ(p.layers_offloaded, 33);
+    EXPECT_EQ(p.find("cuda0")->layers, 33u);
+    // Everything else is on the GPU (plus CUDA's row padding and 128-byte alignment: < 0.1 %).
+    const double rest = static_cast<double>(model.tensor_bytes() - te->n_bytes());
+    EXPECT_NEAR(static_cast<double>(p.find("cuda0")->weights.bytes), rest, rest * 0.001);
+    // H200 baseline: CUDA0 model buffer 4026 MiB for this shape at Q4_K_M.
+    EXPECT_NEAR(static_cast<double>(p.find("cuda0")->weights.bytes) / kMiB, 4026.0, 4026 * 0.01);
+}
+
+TEST(Weights, Ngl_counts_the_output_layer_first) {
+    const auto model = preset("llama-3.1-8b");
+    Settings s = ctx(4096);
+    s.gpus = {"cuda0"};
+    s.n_gpu_layers = 10;  // i_gpu_start = 33 - 10 = 23: layers 23..31 and the output layer
+    Plan p = make_plan(model, s);
+    EXPECT_EQ(p.find("cuda0")->layers, 10u);
+    EXPECT_EQ(p.find("cpu")->layers, 23u);
+    EXPECT_EQ(p.layers_offloaded, 10);
+    // KV follows the layers: 9 of 32 layers on the GPU.
+    EXPECT_EQ(p.find("cuda0")->kv.bytes, 9ull * 4096 * 4096);
+    EXPECT_EQ(p.find("cpu")->kv.bytes, 23ull * 4096 * 4096);
+}
+
+TEST(Weights, Tied_embedding_is_copied_to_the_output_device) {
+    const auto model = preset("gemma-3-12b");
+    ASSERT_EQ(model.find_tensor("output.weight"), nullptr);
+    const auto* te = model.find_tensor("token_embd.weight");
+    Settings s = ctx(4096);
+    s.gpus = {"cuda0"};
+    Plan p = make_plan(model, s);
+    const double expect =
+        static_cast<double>(model.tensor_bytes());  // all tensors + the duplicated embedding
+    EXPECT_NEAR(static_cast<double>(p.find("cuda0")->weights.bytes), expect, expect * 0.002);
+    EXPECT_EQ(p.find("cpu")->weights.bytes, te->n_bytes());
+}
+
+TEST(Weights, N_cpu_moe_moves_expert_tensors_of_the_first_layers) {
+    const auto model = preset("qwen3-30b-a3b");
+    Settings s = ctx(4096);
+    s.gpus = {"cuda0"};
+    const Plan all = make_plan(model, s);
+    s.n_cpu_moe = 2;
+    const Plan two = make_plan(model, s);
+    std::uint64_t experts = 0;
+    for (const auto& t : model.tensors)
+        if ((t.name.starts_with("blk.0.") || t.name.starts_with("blk.1.")) &&
+            t.name.find("_exps") != std::string::npos)
+            experts += t.n_bytes();
+    ASSERT_GT(experts, 0u);
+    const double moved =
+        static_cast<double>(all.find("cuda0")->weights.bytes - two.find("cuda0")->weights.bytes);
+    EXPECT_NEAR(moved, static_cast<double>(experts), static_cast<double>(experts) * 0.001);
+    // The host side is an mmapped range from token_embd (first in the file) to the last expert tensor moved.
+    EXPECT_GT(two.find("cpu")->weights.bytes, all.find("cpu")->weights.bytes + experts - 1);
+}
+
+TEST(Output, Logits_of_one_row_per_slot) {
+    const auto model = preset("llama-3.1-8b");
+    Plan p = make_plan(model, ctx(4096, 4));
+    EXPECT_EQ(p.find("cpu")->output.bytes, 128256ull * 4 * 4);
+}
+
+TEST(Compute, Matches_the_H200_baseline_within_one_percent) {
+    // docs reference: CUDA0 compute 112 MiB (8B, 4096), 140 (8B, 32768), 236 (8B, 131072), 220 (70B, 4096).
+    struct Row {
+        const char* preset;
+        std::uint32_t ctx;
+        double mib;
+    };
+    for (const Row r : {Row{"llama-3.1-8b", 4096, 112}, Row{"llama-3.1-8b", 32768, 140},
+                        Row{"llama-3.1-8b", 131072, 236}, Row{"llama-3.1-70b", 4096, 220}}) {
+        Settings s = ctx(r.ctx);
+        s.gpus = {"cuda0"};
+        Plan p = make_plan(preset(r.preset), s);
+        EXPECT_NEAR(static_cast<double>(p.find("cuda0")->compute.bytes) / kMiB, r.mib, r.mib * 0.01)
+            << r.preset << " ctx " << r.ctx;
+    }
+}
+
+TEST(Compute, Without_flash_attention_the_KQ_matrix_dominates) {
+    const auto model = preset("llama-3.1-8b");
+    Settings s = ctx(8192);
+    s.flash_attn = FlashAttn::off;
+    Plan p = make_plan(model, s);
+    // KQ: 8192 cells x 512 tokens x 32 heads x 4 bytes = 512 MiB, plus an f32 mask of 16 MiB.
+    EXPECT_GT(p.find("cpu")->compute.bytes, 528 * kMiB);
+    EXPECT_LT(p.find("cpu")->compute.bytes, 600 * kMiB);
+}
+
+TEST(Overhead, Gpu_overhead_and_margin_are_configured_figures) {
+    Settings s = ctx(4096);
+    s.gpus = {"cuda0"};
+    s.margin_fraction = 0.05;
+    Plan p = make_plan(preset("llama-3.1-8b"), s);
+    const auto* g = p.find("cuda0");
+    EXPECT_EQ(g->overhead.bytes, 600 * kMiB);
+    EXPECT_EQ(g->overhead.source, Source::configured);
+    EXPECT_EQ(g->weights.source, Source::formula);
+    const std::uint64_t base = g->total() - g->margin.bytes;
+    EXPECT_NEAR(static_cast<double>(g->margin.bytes), base * 0.05, 1.0);
+}
+
+TEST(Inverse, Max_context_is_the_largest_that_fits) {
+    const auto model = preset("llama-3.1-8b");
+    Settings s;
+    const std::uint64_t budget = 12 * kGiB;
+    auto c = max_context(model, s, "cuda0", budget);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(*c % 256, 0u);
+    s.gpus = {"cuda0"};
+    s.n_ctx = *c;
+    EXPECT_LE(make_plan(model, s).find("cuda0")->total(), budget);
+    s.n_ctx = *c + 256;
+    EXPECT_GT(make_plan(model, s).find("cuda0")->total(), budget);
+    // 12 GiB - 4 GiB weights - 0.6 GiB overhead leaves ~7 GiB of KV at 128 KiB per token: about 56k tokens.
+    EXPECT_GT(*c, 50000u);
+    EXPECT_LT(*c, 60000u);
+    EXPECT_FALSE(max_context(model, Settings{}, "cuda0", 2 * kGiB).has_value());
+}
+
+TEST(Inverse, Max_gpu_layers_at_a_context) {
+    const auto model = preset("llama-3.1-70b");
+    Settings s = ctx(8192);
+    s.gpus = {"cuda0"};
+    const int ngl = max_gpu_layers(model, s, 24 * kGiB);
+    EXPECT_GT(ngl, 20);
+    EXPECT_LT(ngl, 81);
+    s.n_gpu_layers = ngl;
+    EXPECT_LE(make_plan(model, s).find("cuda0")->total(), 24 * kGiB);
+    s.n_gpu_layers = ngl + 1;
+    EXPECT_GT(make_plan(model, s).find("cuda0")->total(), 24 * kGiB);
+}
+
+TEST(EngineArgs, Carry_every_setting_to_llama_server) {
+    Settings s = ctx(8192, 2);
+    s.gpus = {"cuda0", "cuda1"};
+    s.tensor_split = {3, 1};
+    s.flash_attn = FlashAttn::on;
+    s.type_k = gguf::GgmlType::Q8_0;
+    s.n_cpu_moe = 4;
+    const auto a = engine_args(s);
+    auto has = [&](std::string k, std::string v) {
+        for (std::size_t i = 0; i + 1 < a.size(); ++i)
+            if (a[i] == k && a[i + 1] == v) return true;
+        return false;
+    };
+    EXPECT_TRUE(has("-c", "8192"));
+    EXPECT_TRUE(has("-np", "2"));
+    EXPECT_TRUE(has("-fa", "on"));
+    EXPECT_TRUE(has("-ctk", "q8_0"));
+    EXPECT_TRUE(has("-ngl", "999"));
+    EXPECT_TRUE(has("--device", "CUDA0,CUDA1"));
+    EXPECT_TRUE(has("-ts", "3,1"));
+    EXPECT_TRUE(has("--n-cpu-moe", "4"));
+}
+
+TEST(ParseBytes, Units) {
+    EXPECT_EQ(parse_bytes("24GiB"), 24 * kGiB);
+    EXPECT_EQ(parse_bytes("24G"), 24 * kGiB);
+    EXPECT_EQ(parse_bytes("512 MiB"), 512 * kMiB);
+    EXPECT_EQ(parse_bytes("1.5GB"), 1500000000ull);
+    EXPECT_EQ(parse_bytes("123"), 123ull);
+    EXPECT_FALSE(parse_bytes("").has_value());
+    EXPECT_FALSE(parse_bytes("lots").has_value());
+    EXPECT_FALSE(parse_bytes("-5G").has_value());
+    EXPECT_FALSE(parse_bytes("1e99TB").has_value());
+}
+
+}  // namespace
+}  // namespace loch::plan
