@@ -2,7 +2,6 @@
 // hang or allocate without bound. What parses must also summarize, print, and survive a write/read round
 // trip unchanged (writer and reader agree on every file the reader accepts).
 // fuzz-module: gguf
-// fuzz-module: gguf
 #include <cstddef>
 #include <cstdint>
 #include <span>
