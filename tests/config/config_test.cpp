@@ -493,3 +493,23 @@ TEST(ConfigEmbedded, DefaultYamlIsAValidConfigText) {
 
 }  // namespace
 }  // namespace loch::config
+
+namespace loch::config {
+namespace {
+
+// The shipped example must stay a valid config (its model files do not exist here: files unchecked).
+TEST(ConfigExample, ExamplesLochYamlIsValid) {
+    LoadContext ctx;
+    ctx.check_files = false;
+    ctx.cwd = LOCH_SOURCE_DIR;
+    const Config c = load_config_file(std::filesystem::path(LOCH_SOURCE_DIR) / "examples" / "loch.yaml", ctx);
+    EXPECT_EQ(c.models.size(), 4u);
+    EXPECT_EQ(c.models_dir, std::filesystem::path(LOCH_SOURCE_DIR) / "models");
+    EXPECT_EQ(c.find_model("qwen")->args.slot_ctx(), 4096u);
+    EXPECT_EQ(c.find_model("llama-70b")->keep_alive, Seconds{0});
+    EXPECT_EQ(c.find_model("qwen-vllm")->engine, EngineKind::command);
+    EXPECT_EQ(c.device("cpu").budget, 16ull << 30);
+}
+
+}  // namespace
+}  // namespace loch::config
