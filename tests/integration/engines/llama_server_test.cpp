@@ -11,6 +11,7 @@
 #include <boost/asio/use_future.hpp>
 #include <csignal>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "config/config.hpp"
@@ -110,6 +111,8 @@ TEST_F(LlamaServer, StartsReadyReportsFootprintAndStops) {
 
     const ExitReport stopped = run(ioc, e->stop());
     EXPECT_EQ(stopped.kind, ExitKind::stopped);
+    std::cout << "ready after " << r.took.count() << " ms; cpu footprint " << cpu.bytes << " B ("
+              << cpu.detail << "); stop: " << stopped.summary << "\n";
     EXPECT_TRUE(wait_gone(pid));
     EXPECT_TRUE(state.records().empty());
     const std::string log = read_file(e->log_file());
@@ -171,6 +174,7 @@ TEST_F(LlamaServer, BadModelFileExitsWithTheEnginesOwnWords) {
         return l.find("failed to load model") != std::string::npos;
     })) << ::testing::PrintToString(tail);
     EXPECT_LT(r.took, 60s);
+    std::cout << "bad model: " << r.failure->summary << "\n";
 }
 
 TEST_F(LlamaServer, DiesWithItsParent) {
