@@ -83,17 +83,51 @@ bool is_bind_line(std::string_view line) {
     return contains(l, "couldn't bind") || contains(l, "address already in use");
 }
 
-// The line that best explains a nonzero exit: the newest that mentions an error or a failure.
+// llama.cpp at -lv 4 prefixes lines with "<m>.<ss>.<mmm>.<uuu> <level> " (level I W E D T).
+std::size_t llama_prefix_len(std::string_view l) {
+    std::size_t i = 0;
+    int dots = 0;
+    while (i < l.size() && (std::isdigit(static_cast<unsigned char>(l[i])) || l[i] == '.'))
+        dots += l[i++] == '.';
+    if (dots != 3 || i + 2 >= l.size() || l[i] != ' ' ||
+        !std::isupper(static_cast<unsigned char>(l[i + 1])) || l[i + 2] != ' ')
+        return 0;
+    return i + 3;
+}
+
+bool is_error_line(std::string_view line) {
+    const auto p = llama_prefix_len(line);
+    if (p > 0 && line[p - 2] == 'E') return true;
+    const std::string l = lower(line);
+    return contains(l, "error") || contains(l, "failed") || contains(l, "exception") || contains(l, "abort");
+}
+
+// The line that best explains a nonzero exit: the first error of the last burst of errors (the root cause
+// comes first: "failed to read header", then "failed to load model", then "exiting due to …").
 std::optional<std::string> find_error_line(std::span<const std::string> lines) {
-    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-        const std::string l = lower(*it);
-        if (contains(l, "error") || contains(l, "failed") || contains(l, "exception") || contains(l, "abort"))
-            return *it;
+    std::ptrdiff_t newest = -1;
+    for (std::ptrdiff_t i = static_cast<std::ptrdiff_t>(lines.size()) - 1; i >= 0; --i) {
+        if (is_error_line(lines[static_cast<std::size_t>(i)])) {
+            newest = i;
+            break;
+        }
     }
-    return std::nullopt;
+    if (newest < 0) return std::nullopt;
+    std::ptrdiff_t first = newest;
+    int gap = 0;
+    for (std::ptrdiff_t i = newest - 1; i >= 0 && gap <= 2; --i) {
+        if (is_error_line(lines[static_cast<std::size_t>(i)])) {
+            first = i;
+            gap = 0;
+        } else {
+            ++gap;
+        }
+    }
+    return lines[static_cast<std::size_t>(first)];
 }
 
 std::string trim_line(std::string s) {
+    s.erase(0, llama_prefix_len(s));
     while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
     std::size_t b = 0;
     while (b < s.size() && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
@@ -105,10 +139,30 @@ std::string trim_line(std::string s) {
 }  // namespace
 
 std::optional<std::string> find_oom_line(std::span<const std::string> log_lines) {
-    for (auto it = log_lines.rbegin(); it != log_lines.rend(); ++it) {
-        if (is_oom_line(*it)) return *it;
+    // The first allocation failure of the last burst: "allocating 163840.00 MiB on device 0: cudaMalloc
+    // failed" (with the numbers) comes before "failed to allocate buffer for kv cache".
+    std::ptrdiff_t newest = -1;
+    for (std::ptrdiff_t i = static_cast<std::ptrdiff_t>(log_lines.size()) - 1; i >= 0; --i) {
+        if (is_oom_line(log_lines[static_cast<std::size_t>(i)])) {
+            newest = i;
+            break;
+        }
     }
-    return std::nullopt;
+    if (newest < 0) return std::nullopt;
+    std::ptrdiff_t first = newest;
+    int gap = 0;
+    for (std::ptrdiff_t i = newest - 1; i >= 0 && gap <= 2; --i) {
+        const auto& l = log_lines[static_cast<std::size_t>(i)];
+        if (is_oom_line(l)) {
+            first = i;
+            gap = 0;
+        } else if (is_error_line(l)) {
+            gap = 0;
+        } else {
+            ++gap;
+        }
+    }
+    return log_lines[static_cast<std::size_t>(first)];
 }
 
 ExitReport classify_exit(const ExitFacts& facts, std::span<const std::string> log_lines,

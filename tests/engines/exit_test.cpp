@@ -46,7 +46,9 @@ TEST(ClassifyExit, CudaOutOfMemoryFromTheBaselineLog) {
     const auto r = classify_exit({exited_with(1)}, log);
     EXPECT_EQ(r.kind, ExitKind::out_of_memory);
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_THAT(r.matched_line, HasSubstr("failed to allocate buffer for kv cache"));
+    // The first failure of the burst, the one with the numbers.
+    EXPECT_THAT(r.matched_line,
+                HasSubstr("allocating 163840.00 MiB on device 0: cudaMalloc failed: out of memory"));
     EXPECT_THAT(r.summary, HasSubstr("out of memory: "));
     EXPECT_THAT(r.summary, HasSubstr("(exit 1)"));
 }
@@ -94,19 +96,28 @@ TEST(ClassifyExit, StopAndTimeoutAreNotCrashes) {
     EXPECT_TRUE(timeout.is_failure());
 }
 
-TEST(ClassifyExit, BadModelFileNamesTheErrorLine) {
+TEST(ClassifyExit, BadModelFileNamesTheRootCause) {
+    // The pinned llama-server at -lv 4 on a truncated GGUF: the first error of the last burst is the cause.
     const std::vector<std::string> log{
-        "gguf_init_from_file_impl: invalid magic characters: 'PK\x03\x04', expected 'GGUF'",
-        "llama_model_load: error loading model: llama_model_loader: failed to load model from /m/x.gguf",
-        "srv    load_model: failed to load model, '/m/x.gguf'",
-        "srv   operator(): operator(): cleaning up before exit...",
-        "main: exiting due to model loading error",
+        "0.00.040.598 W srv  llama_server: security: no API key is set",
+        "0.00.042.558 I srv    load_model: loading model 'bad.gguf'",
+        "0.00.042.699 E gguf_init_from_reader: failed to read header",
+        "0.00.042.864 E llama_model_load: error loading model: llama_model_loader: failed to load model from "
+        "bad.gguf",
+        "0.00.042.917 E llama_model_load_from_file_impl: failed to load model",
+        "0.00.043.001 E srv    load_model: failed to load model, 'bad.gguf'",
+        "0.00.043.045 I srv    operator(): operator(): cleaning up before exit...",
+        "0.00.060.481 E srv  llama_server: exiting due to model loading error",
     };
     const auto r = classify_exit({exited_with(1)}, log);
     EXPECT_EQ(r.kind, ExitKind::exit_code);
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_EQ(r.matched_line, "main: exiting due to model loading error");
-    EXPECT_EQ(r.summary, "exit 1: main: exiting due to model loading error");
+    EXPECT_EQ(r.matched_line, "gguf_init_from_reader: failed to read header");
+    EXPECT_EQ(r.summary, "exit 1: gguf_init_from_reader: failed to read header");
+    // Without llama.cpp's prefixes, words decide.
+    const auto plain = classify_exit(
+        {exited_with(2)}, std::vector<std::string>{"starting", "fatal error: bad flag", "usage: x"});
+    EXPECT_EQ(plain.matched_line, "fatal error: bad flag");
 }
 
 TEST(ClassifyExit, PortInUseAndCleanExit) {

@@ -167,7 +167,7 @@ TEST_F(LlamaServer, BadModelFileExitsWithTheEnginesOwnWords) {
     ASSERT_FALSE(r.ready);
     EXPECT_EQ(r.failure->kind, ExitKind::exit_code) << r.failure->summary;
     EXPECT_EQ(r.failure->exit_code, 1);
-    EXPECT_THAT(r.failure->summary, HasSubstr("exit 1: "));
+    EXPECT_THAT(r.failure->summary, HasSubstr("exit 1: gguf_init_from_reader: failed to read header"));
     EXPECT_FALSE(r.failure->matched_line.empty());
     const auto& tail = r.failure->log_tail;
     EXPECT_TRUE(std::any_of(tail.begin(), tail.end(), [](const std::string& l) {
