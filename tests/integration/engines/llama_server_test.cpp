@@ -17,6 +17,7 @@
 #include "config/config.hpp"
 #include "engines/engine.hpp"
 #include "engines/process.hpp"
+#include "support/process.hpp"
 #include "support/synth_model.hpp"
 #include "support/temp_dir.hpp"
 
@@ -199,6 +200,24 @@ TEST_F(LlamaServer, DiesWithItsParent) {
     int st = 0;
     ::waitpid(child, &st, 0);
     EXPECT_TRUE(wait_gone(engine)) << "llama-server " << engine << " survived its parent";
+}
+
+TEST_F(LlamaServer, StaleEngineOfACrashedLochIsCleanedUp) {
+    // A llama-server whose loch died without PDEATHSIG reaching it (spawned here without one), recorded in
+    // the state file the way loch records its engines.
+    const auto cfg = make_config(model_->path());
+    const auto spec = make_engine_spec(cfg, cfg.models.at(0));
+    test::Process orphan(spec.argv[0], std::vector<std::string>(spec.argv.begin() + 1, spec.argv.end()),
+                         dir / "orphan.log");
+    const pid_t pid = orphan.pid();
+    for (int i = 0; i < 100 && proc_cmdline(pid).value_or(std::vector<std::string>{}) != spec.argv; ++i)
+        std::this_thread::sleep_for(10ms);
+    EngineRecord rec{"tiny", pid, pid, proc_start_ticks(pid).value(), spec.argv, spec.port, 0};
+    std::filesystem::create_directories(dir / "state");
+    write_state(dir / "state" / "engines.json", StateSnapshot{999999, 1, {rec}});
+    const auto res = cleanup_stale(dir / "state");
+    ASSERT_EQ(res.killed.size(), 1u) << (res.skipped.empty() ? "" : res.skipped[0]);
+    EXPECT_TRUE(orphan.wait_for(10s).has_value()) << "the stale llama-server is still running";
 }
 
 }  // namespace
