@@ -75,6 +75,16 @@ void validate(const Shape& s) {
                 fail(fmt::format("n_head_kv {} (layer {}) must divide n_head {}", kv, il, s.n_head));
             }
         }
+        // The loaders of these architectures size every layer's K/V projections from layer 0
+        // (LLAMA_LOAD_LOCALS: n_embd_k_gqa()), so a file with differing layers would not load.
+        for (std::uint32_t il = 1; il < s.n_layer; ++il) {
+            if (s.kv_heads(il) != s.kv_heads(0)) {
+                fail(fmt::format(
+                    "n_head_kv differs per layer (layer 0: {}, layer {}: {}): llama.cpp's {} loader sizes "
+                    "every layer from layer 0",
+                    s.kv_heads(0), il, s.kv_heads(il), s.arch));
+            }
+        }
     } else if (!s.n_head_kv.empty() && !(s.n_head_kv.size() == 1 && s.n_head_kv[0] == 1)) {
         fail("deepseek2 uses latent attention: n_head_kv is implied (1), do not set it");
     }

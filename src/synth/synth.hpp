@@ -37,7 +37,8 @@ struct Shape {
     std::uint32_t n_layer = 0;
     std::uint32_t n_embd = 0;
     std::uint32_t n_head = 0;
-    // KV heads: empty ⇒ n_head; one value ⇒ every layer; n_layer values ⇒ per layer (written as an array).
+    // KV heads: empty ⇒ n_head; one value ⇒ every layer; n_layer values ⇒ per layer (written as an array;
+    // the pinned llama.cpp loads such arrays for these architectures only when all values are equal).
     std::vector<std::uint32_t> n_head_kv;
     std::uint32_t head_dim = 0;  // 0 ⇒ n_embd / n_head. For deepseek2: the K head size (qk_nope + qk_rope).
     std::uint32_t n_ff = 0;      // dense FFN width (deepseek2: the leading dense layers)

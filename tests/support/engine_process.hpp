@@ -33,18 +33,21 @@ inline std::uint16_t free_port() {
     return acc.local_endpoint().port();
 }
 
+// How to start the engine (defaults fit the tiny synth models).
+struct EngineOptions {
+    std::chrono::milliseconds startup_timeout{std::chrono::seconds(120)};
+    std::filesystem::path exe;       // default: bin_dir()/llama-server
+    std::filesystem::path log_file;  // default: next to the model, "<model>.<port>.log"
+};
+
 class EngineProcess {
   public:
-    struct Options {
-        std::vector<std::string> extra_args;  // e.g. {"-c", "512"}
-        std::chrono::milliseconds startup_timeout{std::chrono::seconds(120)};
-        std::filesystem::path exe;       // default: bin_dir()/llama-server
-        std::filesystem::path log_file;  // default: next to the model, "<model>.<port>.log"
-    };
+    using Options = EngineOptions;
 
-    // Starts llama-server for `model` and waits for /health == 200. Retries on another port if the chosen
-    // one was taken in between.
-    EngineProcess(const std::filesystem::path& model, Options opts) {
+    // Starts llama-server for `model` with `extra_args` (e.g. {"-c", "512"}; -m/--host/--port are added)
+    // and waits for /health == 200. Retries on another port if the chosen one was taken in between.
+    EngineProcess(const std::filesystem::path& model, const std::vector<std::string>& extra_args,
+                  const Options& opts = Options{}) {
         std::filesystem::path exe = opts.exe;
 #ifdef LOCH_BIN_DIR
         if (exe.empty()) exe = bin_dir() / "llama-server";
@@ -55,7 +58,7 @@ class EngineProcess {
             port_ = free_port();
             std::vector<std::string> args = {"-m",        model.string(), "--host",
                                              "127.0.0.1", "--port",       std::to_string(port_)};
-            args.insert(args.end(), opts.extra_args.begin(), opts.extra_args.end());
+            args.insert(args.end(), extra_args.begin(), extra_args.end());
             const auto log =
                 opts.log_file.empty()
                     ? std::filesystem::path(model.string() + "." + std::to_string(port_) + ".log")
@@ -74,7 +77,7 @@ class EngineProcess {
             }
         }
     }
-    explicit EngineProcess(const std::filesystem::path& model) : EngineProcess(model, Options{}) {}
+    explicit EngineProcess(const std::filesystem::path& model) : EngineProcess(model, {}) {}
 
     EngineProcess(const EngineProcess&) = delete;
     EngineProcess& operator=(const EngineProcess&) = delete;

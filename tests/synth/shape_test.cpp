@@ -38,7 +38,9 @@ TEST(Shape, KvHeadsMustDivideHeads) {
     EXPECT_NE(error_of(s).find("n_head_kv 3"), std::string::npos) << error_of(s);
     s.n_head_kv = {1, 2, 4};  // 3 values for 2 layers
     EXPECT_NE(error_of(s).find("3 values"), std::string::npos) << error_of(s);
-    s.n_head_kv = {1, 2};  // per layer is fine
+    s.n_head_kv = {1, 2};  // llama.cpp sizes every layer from layer 0 for these architectures
+    EXPECT_NE(error_of(s).find("layer 0: 1, layer 1: 2"), std::string::npos) << error_of(s);
+    s.n_head_kv = {2, 2};  // the per-layer form itself is fine
     EXPECT_EQ(error_of(s), "");
 }
 
@@ -108,10 +110,12 @@ TEST(Shape, KvHeadsForms) {
     EXPECT_EQ(s.kv_heads(1), 2u);
     s.n_head_kv = {1, 4};
     EXPECT_EQ(s.kv_heads(1), 4u);
+    s.n_head_kv = {4, 4};
     const auto m = build_model(s, "f16");
     const auto* kv = m.arch_value("attention.head_count_kv");
     ASSERT_NE(kv, nullptr);
     ASSERT_NE(kv->as_array(), nullptr) << "per-layer KV heads are written as an array";
+    EXPECT_EQ(kv->as_array()->items.size(), 2u);
     EXPECT_EQ(m.find_tensor("blk.1.attn_k.weight")->dims[1], 4u * 64u);
 }
 
