@@ -1,11 +1,104 @@
+// `loch serve` — the broker behind an OpenAI-compatible HTTP API. Loads the config (or the embedded
+// default), cleans up engines a crashed loch left behind, then runs everything on one io_context until
+// SIGINT/SIGTERM, when every engine is stopped before loch exits.
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "broker/broker.hpp"
 #include "cli/commands.hpp"
+#include "config/config.hpp"
+#include "engines/engine.hpp"
+#include "http/server.hpp"
 
 namespace loch::cli {
 
+namespace {
+
+namespace asio = boost::asio;
+
+struct ServeOptions {
+    std::string config_file;
+    std::string models_dir;
+    std::string listen;
+    int port = -1;
+    bool print_default = false;
+};
+
+void run_serve(const ServeOptions& o) {
+    if (o.print_default) {
+        std::cout << config::embedded_default_yaml();
+        return;
+    }
+    const auto ctx = config::LoadContext::from_process();
+    config::Config cfg = o.config_file.empty() ? config::default_config(ctx, o.models_dir)
+                                               : config::load_config_file(o.config_file, ctx);
+    if (!o.listen.empty()) cfg.listen = o.listen;
+    if (o.port >= 0) cfg.port = static_cast<std::uint16_t>(o.port);
+    for (const auto& n : cfg.notes) spdlog::info("config: {}", n);
+    if (cfg.models.empty()) spdlog::warn("config {} names no model: nothing to serve", cfg.source);
+
+    // One loch per state dir; engines of a crashed predecessor are killed (verified by PID start time).
+    engines::StateFile state(cfg.state_dir);
+    const auto cleaned = state.cleanup_stale();
+    for (const auto& r : cleaned.killed)
+        spdlog::warn("stopped a stale engine of a previous loch: model '{}' pid {}", r.model, r.pid);
+    for (const auto& s : cleaned.skipped) spdlog::info("state file: {}", s);
+
+    asio::io_context ioc(1);
+    const auto ex = ioc.get_executor();
+    std::filesystem::path fit_params;
+    if (!cfg.llama_server.empty()) fit_params = cfg.llama_server.parent_path() / "llama-fit-params";
+    broker::Broker broker(ex, cfg, std::make_unique<broker::ProbedDevices>(),
+                          std::make_unique<broker::EngineDryRunFootprint>(ex, fit_params), &state);
+    http::ServerOptions so;
+    so.listen = cfg.listen;
+    so.port = cfg.port;
+    so.api_keys = cfg.api_keys;
+    so.max_body_bytes = cfg.max_body_bytes;
+    http::Server server(ex, broker, so);
+    const auto port = server.listen();
+    broker.start();
+    server.start();
+    std::printf("loch: serving %zu model(s) on http://%s:%u (config: %s)\n", cfg.models.size(),
+                cfg.listen.c_str(), static_cast<unsigned>(port), cfg.source.c_str());
+    std::fflush(stdout);
+
+    asio::signal_set signals(ioc, SIGINT, SIGTERM);
+    signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        spdlog::info("signal {}: stopping every engine", sig);
+        server.stop();
+        asio::co_spawn(
+            ex,
+            [&]() -> asio::awaitable<void> {
+                co_await broker.shutdown();
+                ioc.stop();
+            },
+            asio::detached);
+    });
+    ioc.run();
+}
+
+}  // namespace
+
 void add_serve_command(CLI::App& app) {
-    // Placeholder until the module behind it lands.
-    auto* cmd = app.add_subcommand("serve", "not implemented yet");
-    cmd->callback([] { throw std::runtime_error("'serve' is not implemented yet"); });
+    auto o = std::make_shared<ServeOptions>();
+    auto* cmd = app.add_subcommand("serve", "serve models over an OpenAI-compatible HTTP API (the broker)");
+    cmd->add_option("-c,--config", o->config_file, "loch.yaml (default: the embedded default over --models)");
+    cmd->add_option("--models", o->models_dir, "models folder for the embedded default (default ./models)");
+    cmd->add_option("--listen", o->listen, "listen address (overrides the config; default 127.0.0.1)");
+    cmd->add_option("--port", o->port, "port (overrides the config; 0 = any free port)");
+    cmd->add_flag("--print-default-config", o->print_default, "print the embedded default config and exit");
+    cmd->callback([o] { run_serve(*o); });
 }
 
 }  // namespace loch::cli

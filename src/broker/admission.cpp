@@ -1,0 +1,206 @@
+#include "broker/admission.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace loch::broker {
+
+double victim_score(const EngineView& e) {
+    const double load = std::max(e.load_s, 0.001);
+    const double weight = std::max(e.weight, 0.001);
+    return e.idle_s / (load * weight);
+}
+
+std::string_view to_string(Decision::Kind k) {
+    switch (k) {
+        case Decision::Kind::start:
+            return "start";
+        case Decision::Kind::evict_then_start:
+            return "evict_then_start";
+        case Decision::Kind::wait:
+            return "wait";
+        case Decision::Kind::refuse:
+            return "refuse";
+    }
+    return "?";
+}
+
+void to_json(nlohmann::json& j, const Decision& d) {
+    j = {{"decision", to_string(d.kind)}, {"reason", d.reason}};
+    if (!d.device.empty()) j["device"] = d.device;
+    if (d.kind == Decision::Kind::evict_then_start) {
+        j["victims"] = d.victims;
+        j["freed_bytes"] = d.freed_bytes;
+    }
+    if (d.kind == Decision::Kind::refuse) {
+        j["need_bytes"] = d.refusal.need;
+        j["capacity_bytes"] = d.refusal.capacity;
+        j["largest_free_bytes"] = d.refusal.largest_free;
+        j["would_help"] = d.refusal.would_help;
+    }
+}
+
+namespace {
+
+bool loading_on(const AdmissionInput& in, const std::string& device) {
+    return std::find(in.devices_loading.begin(), in.devices_loading.end(), device) !=
+           in.devices_loading.end();
+}
+
+struct EvictionPlan {
+    std::vector<std::string> victims;
+    std::uint64_t freed = 0;
+    double cost = 0;  // Σ 1/score: what the victims are worth keeping
+};
+
+// The smallest prefix of the best victims (by score) that makes `need` fit on its device.
+std::optional<EvictionPlan> plan_eviction(const AdmissionInput& in, const Ledger& ledger, const Need& need) {
+    std::vector<const EngineView*> candidates;
+    for (const auto& e : in.engines)
+        if (e.device == need.device && e.evictable && e.priority <= in.priority) candidates.push_back(&e);
+    std::stable_sort(candidates.begin(), candidates.end(), [](const EngineView* a, const EngineView* b) {
+        return victim_score(*a) > victim_score(*b);
+    });
+    EvictionPlan plan;
+    const std::uint64_t free = ledger.free(need.device);
+    for (const auto* e : candidates) {
+        if (free + plan.freed >= need.bytes) break;
+        plan.victims.push_back(e->name);
+        plan.freed += e->bytes;
+        plan.cost += 1.0 / std::max(victim_score(*e), 1e-9);
+    }
+    if (free + plan.freed >= need.bytes) return plan;
+    return std::nullopt;
+}
+
+}  // namespace
+
+Decision decide(const AdmissionInput& in, const Ledger& ledger) {
+    Decision d;
+    if (in.needs.empty()) {
+        d.kind = Decision::Kind::refuse;
+        d.reason = "no allowed device is known to loch";
+        return d;
+    }
+    // 1. Fits now.
+    bool fits_but_busy = false;
+    for (const auto& n : in.needs) {
+        if (!ledger.has_device(n.device)) continue;
+        if (n.bytes <= ledger.free(n.device)) {
+            if (loading_on(in, n.device)) {
+                fits_but_busy = true;
+                continue;
+            }
+            d.kind = Decision::Kind::start;
+            d.device = n.device;
+            d.reason = fmt::format("fits on {}: needs {}, {} free", n.device, human_bytes(n.bytes),
+                                   human_bytes(ledger.free(n.device)));
+            return d;
+        }
+    }
+    // 2. Fits after evicting idle engines; of several devices, the one whose victims are cheapest to lose.
+    std::optional<EvictionPlan> best;
+    const Need* best_need = nullptr;
+    for (const auto& n : in.needs) {
+        if (!ledger.has_device(n.device) || n.bytes > ledger.capacity(n.device)) continue;
+        if (loading_on(in, n.device)) {
+            // A load in flight holds its reservation; evicting for it now would race with it.
+            continue;
+        }
+        auto plan = plan_eviction(in, ledger, n);
+        if (plan && (!best || plan->cost < best->cost)) {
+            best = std::move(plan);
+            best_need = &n;
+        }
+    }
+    if (best) {
+        d.kind = Decision::Kind::evict_then_start;
+        d.device = best_need->device;
+        d.victims = best->victims;
+        d.freed_bytes = best->freed;
+        d.reason = fmt::format("fits on {} after stopping {} idle engine(s) freeing {}: needs {}, {} free",
+                               d.device, d.victims.size(), human_bytes(best->freed),
+                               human_bytes(best_need->bytes), human_bytes(ledger.free(d.device)));
+        return d;
+    }
+    // 3. Never fits: larger than every allowed device even with nothing of loch running.
+    bool could_ever = false;
+    const Need* closest = nullptr;
+    std::uint64_t largest_free = 0;
+    for (const auto& n : in.needs) {
+        if (!ledger.has_device(n.device)) continue;
+        largest_free = std::max(largest_free, ledger.free(n.device));
+        const auto cap = ledger.capacity(n.device);
+        if (n.bytes <= cap) could_ever = true;
+        if (!closest ||
+            (n.bytes > cap ? n.bytes - cap : 0) < (closest->bytes > ledger.capacity(closest->device)
+                                                       ? closest->bytes - ledger.capacity(closest->device)
+                                                       : 0))
+            closest = &n;
+    }
+    if (!could_ever) {
+        d.kind = Decision::Kind::refuse;
+        if (!closest) {
+            d.reason = "none of the model's allowed devices is known to loch";
+            return d;
+        }
+        const auto cap = ledger.capacity(closest->device);
+        d.device = closest->device;
+        d.refusal = {closest->bytes, cap, largest_free, closest->device, what_would_help(*closest, cap)};
+        d.reason = fmt::format("needs {} on {} but its capacity is {} even with every loch engine stopped",
+                               human_bytes(closest->bytes), closest->device, human_bytes(cap));
+        return d;
+    }
+    // 4. Wait: memory is held by busy engines, higher-priority engines, a load in flight, or outside use.
+    d.kind = Decision::Kind::wait;
+    d.reason = fits_but_busy
+                   ? "another load is in flight on the device; loads are serialized per device"
+                   : "memory is held by engines that are busy or more important, or by other programs";
+    return d;
+}
+
+std::vector<std::string> what_would_help(const Need& n, std::uint64_t capacity) {
+    std::vector<std::string> out;
+    if (n.bytes <= capacity) return out;
+    const std::uint64_t over = n.bytes - capacity;
+    const std::uint64_t fixed = n.bytes - std::min(n.bytes, n.kv_bytes);
+    // Context: KV scales linearly with the total context.
+    if (n.kv_bytes > 0 && n.ctx > 0 && fixed < capacity) {
+        const double per_token = double(n.kv_bytes) / double(n.ctx);
+        const auto ctx_fit = static_cast<std::uint64_t>(double(capacity - fixed) / per_token);
+        if (ctx_fit >= 256) {
+            out.push_back(
+                fmt::format("a smaller context: at most {} tokens in total (now {}; KV cache {} per token)",
+                            ctx_fit, n.ctx, human_bytes(static_cast<std::uint64_t>(per_token))));
+            if (n.slots > 1)
+                out.push_back(
+                    fmt::format("fewer slots: {} slots share {} tokens; with 1 slot of {} tokens it fits",
+                                n.slots, n.ctx, ctx_fit));
+        }
+    }
+    // Quantization: weights shrink roughly with bits per weight.
+    if (n.weights_bytes > over) {
+        const double keep = double(n.weights_bytes - over) / double(n.weights_bytes);
+        out.push_back(
+            fmt::format("a smaller quantization: the weights ({}) must shrink to {:.0f}% of their size (e.g. "
+                        "Q8_0→Q4_K_M ≈ 56%)",
+                        human_bytes(n.weights_bytes), keep * 100.0));
+    }
+    // CPU layers: keep part of the layers in system memory.
+    if (n.layers > 0 && n.weights_bytes > 0 && n.device != "cpu") {
+        const double per_layer = double(n.weights_bytes) / double(n.layers);
+        const auto layers_off = static_cast<std::uint64_t>(double(over) / per_layer) + 1;
+        out.push_back(
+            fmt::format("CPU layers: keep about {} of {} layers on the CPU (allow cpu fallback, "
+                        "--n-gpu-layers {})",
+                        layers_off, n.layers, n.layers > layers_off ? n.layers - layers_off : 0));
+    }
+    if (out.empty())
+        out.push_back(fmt::format("a device with at least {} usable (this one has {})", human_bytes(n.bytes),
+                                  human_bytes(capacity)));
+    return out;
+}
+
+}  // namespace loch::broker

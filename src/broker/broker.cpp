@@ -1,0 +1,744 @@
+#include "broker/broker.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "broker/engine_client.hpp"
+#include "plan/engine_log.hpp"
+
+namespace loch::broker {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+enum class ModelState { stopped, loading, ready, stopping };
+static std::string_view to_string(ModelState s) {
+    switch (s) {
+        case ModelState::stopped:
+            return "stopped";
+        case ModelState::loading:
+            return "loading";
+        case ModelState::ready:
+            return "ready";
+        case ModelState::stopping:
+            return "stopping";
+    }
+    return "?";
+}
+
+struct Broker::Model {
+    explicit Model(const config::ModelConfig& c, const config::RestartConfig& rc)
+        : cfg(&c), crashes(c.name, rc) {}
+    const config::ModelConfig* cfg;
+    ModelState state = ModelState::stopped;
+    std::shared_ptr<engines::Engine> engine;       // loading / ready / stopping
+    std::shared_ptr<engines::Engine> last_engine;  // the run that ended, for its log tail
+    std::string device;
+    std::uint32_t active = 0;
+    Clock::time_point last_used = Clock::now();
+    std::optional<double> load_s;
+    std::optional<std::uint32_t> slot_ctx;
+    engines::CrashTracker crashes;
+    std::optional<engines::ExitReport> last_exit;
+    std::optional<Footprint> footprint;
+    bool planning = false;
+    std::optional<MemoryFigure> measured;
+    double avg_request_s = 5.0;
+    std::string stop_reason;
+    std::uint64_t runs = 0;
+
+    const std::string& name() const { return cfg->name; }
+    std::uint32_t slots() const { return std::max<std::uint32_t>(1, cfg->effective_concurrency()); }
+};
+
+struct Broker::Waiter {
+    Waiter(std::uint64_t i, Model* m, asio::strand<asio::any_io_executor>& s) : id(i), model(m), timer(s) {}
+    std::uint64_t id;
+    Model* model;
+    asio::steady_timer timer;
+    Clock::time_point since = Clock::now();
+    bool granted = false;
+    std::optional<Error> error;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Lease
+
+Lease& Lease::operator=(Lease&& o) noexcept {
+    if (this != &o) {
+        release();
+        broker_ = std::exchange(o.broker_, nullptr);
+        alive_ = std::move(o.alive_);
+        granted_at_ = o.granted_at_;
+        model_ = std::move(o.model_);
+        host_ = std::move(o.host_);
+        port_ = o.port_;
+        slot_ctx_ = o.slot_ctx_;
+        watchdog_ = o.watchdog_;
+        engine_ = std::move(o.engine_);
+    }
+    return *this;
+}
+
+void Lease::release() {
+    if (!broker_) return;
+    Broker* b = std::exchange(broker_, nullptr);
+    auto alive = alive_.lock();
+    if (!alive || !*alive) return;
+    const auto held = Clock::now() - granted_at_;
+    asio::post(b->strand_, [b, weak = alive_, model = model_, held] {
+        if (auto a = weak.lock(); a && *a) b->release(model, held);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Construction, ticks
+
+Broker::Broker(asio::any_io_executor ex, const config::Config& cfg, std::unique_ptr<DeviceSource> devices,
+               std::unique_ptr<FootprintSource> footprints, engines::StateFile* state, BrokerOptions options)
+    : ex_(ex),
+      strand_(asio::make_strand(ex)),
+      cfg_(cfg),
+      devices_(std::move(devices)),
+      footprints_(std::move(footprints)),
+      state_(state),
+      options_(options),
+      queue_(cfg.queue.interactive, cfg.queue.batch, options.aging),
+      alive_(std::make_shared<bool>(true)) {
+    for (const auto& m : cfg.models) models_[m.name] = std::make_unique<Model>(m, cfg.restart);
+}
+
+Broker::~Broker() {
+    *alive_ = false;
+    // Engines still running are killed by their destructors (process group SIGKILL + reap).
+}
+
+void Broker::start() {
+    refresh_devices();
+    tick_timer_ = std::make_unique<asio::steady_timer>(strand_);
+    asio::co_spawn(strand_, tick_loop(), asio::detached);
+}
+
+asio::awaitable<void> Broker::tick_loop() {
+    auto alive = alive_;
+    while (*alive && !shutting_down_) {
+        tick_timer_->expires_after(options_.tick);
+        co_await tick_timer_->async_wait(asio::as_tuple(asio::use_awaitable));
+        if (!*alive || shutting_down_) co_return;
+        refresh_devices();
+        evict_expired();
+        pump();
+    }
+}
+
+void Broker::refresh_devices() {
+    std::vector<DeviceSnapshot> snap;
+    try {
+        snap = devices_->snapshot();
+    } catch (const std::exception& e) {
+        spdlog::warn("device probe failed: {}", e.what());
+        return;
+    }
+    for (const auto& d : snap) {
+        if (!ledger_.has_device(d.id)) {
+            const auto dc = cfg_.device(d.id);
+            DeviceLimits l;
+            l.id = d.id;
+            l.total = d.total;
+            l.reserve = {dc.reserve, Source::configured, "devices." + d.id + ".reserve"};
+            if (dc.budget)
+                l.cap = MemoryFigure{*dc.budget, Source::configured, "devices." + d.id + ".budget"};
+            ledger_.set_device(std::move(l));
+        }
+        if (d.used) ledger_.observe_used(d.id, d.used->bytes);
+    }
+}
+
+void Broker::evict_expired() {
+    const auto now = Clock::now();
+    for (auto& [name, m] : models_) {
+        if (m->state != ModelState::ready || m->active > 0 || m->cfg->pinned || !m->cfg->keep_alive) continue;
+        if (now - m->last_used < *m->cfg->keep_alive) continue;
+        const bool wanted = std::any_of(waiters_.begin(), waiters_.end(),
+                                        [&](const auto& w) { return w.second->model == m.get(); });
+        if (!wanted)
+            begin_stop(
+                *m, fmt::format("idle for {} s (keep_alive {} s)",
+                                std::chrono::duration_cast<std::chrono::seconds>(now - m->last_used).count(),
+                                m->cfg->keep_alive->count()));
+    }
+}
+
+Broker::Model* Broker::find(const std::string& name_or_alias) {
+    const auto* mc = cfg_.find_model(name_or_alias);
+    if (!mc) return nullptr;
+    auto it = models_.find(mc->name);
+    return it == models_.end() ? nullptr : it->second.get();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Acquire / release
+
+asio::awaitable<Lease> Broker::acquire(std::string model) {
+    co_return co_await asio::co_spawn(strand_, do_acquire(std::move(model)), asio::use_awaitable);
+}
+
+asio::awaitable<Lease> Broker::do_acquire(std::string name) {
+    if (shutting_down_) throw Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5);
+    Model* m = find(name);
+    if (!m) {
+        std::vector<std::string> names;
+        for (const auto& mc : cfg_.models) names.push_back(mc.name);
+        throw Error(ErrorKind::model_not_found,
+                    fmt::format("no model named '{}' (known: {})", name, fmt::join(names, ", ")),
+                    {{"model", name}, {"available", names}});
+    }
+    co_await ensure_footprint(*m);
+    auto w = std::make_shared<Waiter>(next_waiter_++, m, strand_);
+    if (try_serve(*w) == Serve::granted) co_return make_lease(*m);
+
+    const auto prio = m->cfg->priority;
+    const std::size_t cap = queue_.capacity(prio);
+    if (!queue_.push(w->id, prio, Clock::now())) {
+        const int retry = retry_after_s(*m);
+        throw Error(ErrorKind::queue_full,
+                    fmt::format("the {} queue is full: {} requests are already waiting (limit {})",
+                                config::to_string(prio), queue_.size(prio), cap),
+                    {{"model", m->name()},
+                     {"priority", config::to_string(prio)},
+                     {"queued", queue_.size(prio)},
+                     {"queue_limit", cap}},
+                    retry);
+    }
+    waiters_[w->id] = w;
+    // Freshly queued: its own load/eviction may have been started by try_serve already; pump picks it up.
+    w->timer.expires_after(cfg_.max_wait);
+    co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    queue_.remove(w->id);
+    waiters_.erase(w->id);
+    if (w->granted) co_return make_lease(*m);
+    if (w->error) throw *w->error;
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - w->since).count();
+    throw Error(ErrorKind::queue_timeout,
+                fmt::format("model '{}' could not be served within max_wait ({} s): {}", m->name(), waited,
+                            m->state == ModelState::ready ? "all its slots stayed busy"
+                                                          : "its memory did not become free"),
+                {{"model", m->name()},
+                 {"waited_s", waited},
+                 {"max_wait_s", cfg_.max_wait.count()},
+                 {"state", to_string(m->state)}},
+                retry_after_s(*m));
+}
+
+Lease Broker::make_lease(Model& m) {
+    Lease l;
+    l.broker_ = this;
+    l.alive_ = alive_;
+    l.granted_at_ = Clock::now();
+    l.model_ = m.name();
+    l.host_ = m.engine ? m.engine->host() : "127.0.0.1";
+    l.port_ = m.engine ? m.engine->port() : 0;
+    l.slot_ctx_ = m.slot_ctx;
+    l.watchdog_ = m.cfg->watchdog;
+    l.engine_ = m.engine;
+    return l;
+}
+
+void Broker::release(const std::string& name, Clock::duration held) {
+    auto it = models_.find(name);
+    if (it == models_.end()) return;
+    Model& m = *it->second;
+    if (m.active > 0) --m.active;
+    m.last_used = Clock::now();
+    const double s = std::chrono::duration<double>(held).count();
+    m.avg_request_s = 0.8 * m.avg_request_s + 0.2 * s;
+    if (m.active == 0) {
+        auto lock = gpu_lock_.find(m.device);
+        if (lock != gpu_lock_.end() && lock->second == name) gpu_lock_.erase(lock);
+    }
+    pump();
+}
+
+int Broker::retry_after_s(const Model& m) const {
+    std::size_t ahead = 0;
+    for (const auto& [id, w] : waiters_)
+        if (w->model == &m) ++ahead;
+    const double est = m.avg_request_s * double(ahead + 1) / double(m.slots());
+    return std::clamp(static_cast<int>(std::ceil(est)), 1, 300);
+}
+
+bool Broker::exclusive_ok(const Model& m) const {
+    auto lock = gpu_lock_.find(m.device);
+    if (m.cfg->exclusive) {
+        if (lock != gpu_lock_.end() && lock->second != m.name()) return false;
+        // Takes the device only when no other model runs a request on it.
+        for (const auto& [n, o] : models_)
+            if (o.get() != &m && o->device == m.device && o->active > 0 && o->state != ModelState::stopped)
+                return false;
+        return true;
+    }
+    return lock == gpu_lock_.end() || lock->second == m.name();
+}
+
+Broker::Serve Broker::try_serve(Waiter& w) {
+    Model& m = *w.model;
+    if (shutting_down_) throw Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5);
+    const auto verdict = m.crashes.check(Clock::now());
+    if (verdict.quarantined) {
+        nlohmann::json d = {{"model", m.name()}};
+        if (m.last_exit) d["last_exit"] = *m.last_exit;
+        const auto retry = std::chrono::duration_cast<std::chrono::seconds>(verdict.retry_in).count();
+        throw Error(ErrorKind::quarantined, verdict.message, d, static_cast<int>(std::max<long>(1, retry)));
+    }
+    switch (m.state) {
+        case ModelState::ready:
+            if (m.active < m.slots() && exclusive_ok(m)) {
+                ++m.active;
+                if (m.cfg->exclusive) gpu_lock_[m.device] = m.name();
+                return Serve::granted;
+            }
+            return Serve::wait;
+        case ModelState::loading:
+        case ModelState::stopping:
+            return Serve::wait;
+        case ModelState::stopped:
+            break;
+    }
+    if (verdict.wait > Clock::duration::zero()) return Serve::wait;  // restart backoff; the tick retries
+    if (!m.footprint) return Serve::wait;                            // still planning
+    const Decision d = decide(admission_input(m), ledger_);
+    switch (d.kind) {
+        case Decision::Kind::start:
+            begin_load(m, d.device);
+            return Serve::wait;
+        case Decision::Kind::evict_then_start:
+            spdlog::info("admission for '{}': {}", m.name(), d.reason);
+            for (const auto& v : d.victims)
+                if (auto it = models_.find(v); it != models_.end())
+                    begin_stop(*it->second, "evicted to make room for '" + m.name() + "'");
+            return Serve::wait;
+        case Decision::Kind::refuse: {
+            nlohmann::json details = {{"model", m.name()},
+                                      {"device", d.refusal.device},
+                                      {"need_bytes", d.refusal.need},
+                                      {"capacity_bytes", d.refusal.capacity},
+                                      {"largest_free_bytes", d.refusal.largest_free},
+                                      {"would_help", d.refusal.would_help},
+                                      {"footprint_source", to_string(m.footprint->source)}};
+            throw Error(ErrorKind::insufficient_memory,
+                        fmt::format("model '{}' does not fit: {} (largest free now {})", m.name(), d.reason,
+                                    human_bytes(d.refusal.largest_free)),
+                        details);
+        }
+        case Decision::Kind::wait:
+            return Serve::wait;
+    }
+    return Serve::wait;
+}
+
+void Broker::pump() {
+    const auto order = queue_.order(Clock::now());
+    for (auto id : order) {
+        auto it = waiters_.find(id);
+        if (it == waiters_.end()) continue;
+        auto w = it->second;
+        if (w->granted || w->error) continue;
+        try {
+            if (try_serve(*w) == Serve::granted) {
+                w->granted = true;
+                queue_.remove(id);
+                w->timer.cancel();
+            }
+        } catch (const Error& e) {
+            w->error = e;
+            queue_.remove(id);
+            w->timer.cancel();
+        }
+    }
+}
+
+void Broker::fail_waiters(const Model& m, const Error& e) {
+    for (auto& [id, w] : waiters_) {
+        if (w->model != &m || w->granted || w->error) continue;
+        w->error = e;
+        queue_.remove(id);
+        w->timer.cancel();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Admission input
+
+std::vector<std::string> Broker::allowed_devices(const Model& m) const {
+    std::vector<std::string> out;
+    const auto known = ledger_.devices();
+    if (!m.cfg->devices.empty()) {
+        out = m.cfg->devices;
+    } else {
+        for (const auto& d : known)
+            if (d != "cpu") out.push_back(d);
+    }
+    // The CPU: when allowed explicitly, as a configured fallback, or when the machine has nothing else.
+    const bool no_gpu = std::none_of(known.begin(), known.end(), [](const auto& d) { return d != "cpu"; });
+    if ((m.cfg->cpu_fallback || (m.cfg->devices.empty() && no_gpu)) &&
+        std::find(out.begin(), out.end(), "cpu") == out.end())
+        out.push_back("cpu");
+    return out;
+}
+
+AdmissionInput Broker::admission_input(const Model& m) const {
+    AdmissionInput in;
+    in.priority = rank(m.cfg->priority);
+    if (m.footprint)
+        for (const auto& n : m.footprint->needs) in.needs.push_back(n);
+    const auto now = Clock::now();
+    for (const auto& [name, o] : models_) {
+        if (o.get() == &m || o->state == ModelState::stopped) continue;
+        const bool wanted = std::any_of(waiters_.begin(), waiters_.end(),
+                                        [&](const auto& w) { return w.second->model == o.get(); });
+        EngineView v;
+        v.name = name;
+        v.device = o->device;
+        v.bytes = ledger_.reservation(o->device, name).value_or(MemoryFigure{}).bytes;
+        v.priority = rank(o->cfg->priority);
+        v.evictable = o->state == ModelState::ready && o->active == 0 && !o->cfg->pinned && !wanted;
+        v.idle_s = std::chrono::duration<double>(now - o->last_used).count();
+        v.load_s = o->load_s.value_or(1.0);
+        in.engines.push_back(std::move(v));
+    }
+    in.devices_loading.assign(loading_devices_.begin(), loading_devices_.end());
+    return in;
+}
+
+asio::awaitable<void> Broker::ensure_footprint(Model& m) {
+    if (m.footprint) co_return;
+    if (m.planning) {
+        asio::steady_timer t(strand_);
+        while (m.planning) {
+            t.expires_after(20ms);
+            co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        }
+        co_return;
+    }
+    m.planning = true;
+    auto alive = alive_;
+    Footprint fp;
+    try {
+        fp = co_await footprints_->estimate(cfg_, *m.cfg, allowed_devices(m));
+    } catch (const std::exception& e) {
+        fp = formula_footprint(cfg_, *m.cfg, allowed_devices(m));
+        fp.detail += std::string("; estimate failed: ") + e.what();
+    }
+    if (!*alive) co_return;
+    // Keep only the devices admission may use, in the model's preference order.
+    m.footprint = std::move(fp);
+    m.planning = false;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Engines: load, stop, exit
+
+void Broker::begin_load(Model& m, const std::string& device) {
+    const Need* need = nullptr;
+    for (const auto& n : m.footprint->needs)
+        if (n.device == device) need = &n;
+    ledger_.reserve(device, m.name(),
+                    MemoryFigure{need ? need->bytes : 0, m.footprint->source, m.footprint->detail});
+    loading_devices_.insert(device);
+    m.state = ModelState::loading;
+    m.device = device;
+    m.slot_ctx.reset();
+    m.measured.reset();
+    const Placement pl = placement_for(device);
+    engines::LaunchOptions launch;
+    launch.llama_devices = pl.llama_devices;
+    launch.n_gpu_layers = device == "cpu" ? 0 : m.cfg->args.n_gpu_layers.value_or(pl.n_gpu_layers);
+    std::shared_ptr<engines::Engine> engine;
+    try {
+        engine = engines::Engine::create(strand_, engines::make_engine_spec(cfg_, *m.cfg, launch), state_);
+    } catch (const std::exception& e) {
+        loading_devices_.erase(device);
+        ledger_.release(m.name());
+        m.state = ModelState::stopped;
+        fail_waiters(m, Error(ErrorKind::engine_failed,
+                              fmt::format("model '{}' cannot be started: {}", m.name(), e.what()),
+                              {{"model", m.name()}}));
+        return;
+    }
+    spdlog::info("starting '{}' on {} (port {}), reserving {}", m.name(), device, engine->port(),
+                 human_bytes(need ? need->bytes : 0));
+    m.engine = engine;
+    ++m.runs;
+    auto alive = alive_;
+    std::weak_ptr<engines::Engine> weak = engine;
+    engine->on_exit([this, alive, &m, weak](const engines::ExitReport& r) {
+        if (!*alive) return;
+        if (auto e = weak.lock()) on_exit(m, e, r);
+    });
+    asio::co_spawn(strand_, load(m, engine), asio::detached);
+}
+
+asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::Engine> engine) {
+    auto alive = alive_;
+    const auto res = co_await engine->start();
+    if (!*alive) co_return;
+    loading_devices_.erase(m.device);
+    if (m.engine != engine) co_return;  // superseded (shut down meanwhile)
+    if (!res.ready) {
+        m.state = ModelState::stopped;
+        ledger_.release(m.name());
+        m.last_engine = engine;
+        m.engine.reset();
+        engines::ExitReport r = res.failure.value_or(engines::ExitReport{});
+        m.last_exit = r;
+        m.crashes.record(Clock::now(), r);
+        spdlog::warn("'{}' failed to start: {}", m.name(), r.summary);
+        fail_waiters(m, Error(ErrorKind::engine_failed,
+                              fmt::format("model '{}' failed to start: {}", m.name(), r.summary),
+                              {{"model", m.name()}, {"exit", r}}));
+        pump();
+        co_return;
+    }
+    m.state = ModelState::ready;
+    m.load_s = std::chrono::duration<double>(res.took).count();
+    m.last_used = Clock::now();
+    // Replace the planned reservation with what the engine really allocated.
+    std::string text;
+    for (const auto& line : engine->startup_log()) text += line + "\n";
+    const auto fp = plan::parse_engine_log(text);
+    if (fp.any()) {
+        const Placement pl = placement_for(m.device);
+        const std::string key = m.device == "cpu" || pl.llama_devices.empty()
+                                    ? std::string("cpu")
+                                    : plan::device_of_buffer(pl.llama_devices.front());
+        auto fig = fp.device_total(key);
+        if (fig.bytes > 0) {
+            fig.bytes += cfg_.device(m.device).margin;
+            m.measured = fig;
+            ledger_.replace_with_measured(m.device, m.name(), fig);
+        }
+    }
+    ledger_.mark_loaded(m.device, m.name());
+    spdlog::info("'{}' ready on {} in {:.1f} s{}", m.name(), m.device, *m.load_s,
+                 m.measured ? ", measured " + human_bytes(m.measured->bytes) : "");
+    pump();
+    // The slot context decides the 400 for prompt + max_tokens; ask the engine rather than guess.
+    if (m.cfg->engine == config::EngineKind::llama_server) {
+        auto reply =
+            co_await engine_request(strand_, engine->host(), engine->port(), "GET", "/props", "", 5000ms);
+        if (!*alive || m.engine != engine) co_return;
+        auto j = nlohmann::json::parse(reply.body, nullptr, false);
+        if (reply.status == 200 && j.is_object() && j.contains("default_generation_settings") &&
+            j["default_generation_settings"].value("n_ctx", 0) > 0)
+            m.slot_ctx = j["default_generation_settings"]["n_ctx"].get<std::uint32_t>();
+        else
+            m.slot_ctx = m.cfg->args.slot_ctx();
+    }
+}
+
+void Broker::begin_stop(Model& m, std::string why) {
+    if (!m.engine || m.state == ModelState::stopping || m.state == ModelState::stopped) return;
+    spdlog::info("stopping '{}': {}", m.name(), why);
+    m.state = ModelState::stopping;
+    m.stop_reason = std::move(why);
+    auto engine = m.engine;
+    asio::co_spawn(
+        strand_, [engine]() -> asio::awaitable<void> { co_await engine->stop(); }, asio::detached);
+}
+
+void Broker::on_exit(Model& m, const std::shared_ptr<engines::Engine>& engine, const engines::ExitReport& r) {
+    if (m.engine != engine) return;
+    if (m.state == ModelState::loading) return;  // load() reports start-up failures
+    if (r.is_failure()) {
+        spdlog::warn("'{}' ended: {}", m.name(), r.summary);
+        m.crashes.record(Clock::now(), r);
+    }
+    m.last_exit = r;
+    m.last_engine = engine;
+    m.engine.reset();
+    m.state = ModelState::stopped;
+    ledger_.release(m.name());
+    // "Really free": the next probe must show it; until then the memory counts as outside use.
+    refresh_devices();
+    pump();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Introspection
+
+nlohmann::json Broker::model_status(const Model& m) const {
+    nlohmann::json j = {{"name", m.name()},
+                        {"aliases", m.cfg->aliases},
+                        {"state", to_string(m.state)},
+                        {"priority", config::to_string(m.cfg->priority)},
+                        {"pinned", m.cfg->pinned},
+                        {"exclusive", m.cfg->exclusive},
+                        {"active_requests", m.active},
+                        {"slots", m.slots()},
+                        {"runs", m.runs}};
+    if (!m.device.empty()) j["device"] = m.device;
+    if (m.cfg->keep_alive) j["keep_alive_s"] = m.cfg->keep_alive->count();
+    j["idle_s"] = m.active > 0 ? 0.0 : std::chrono::duration<double>(Clock::now() - m.last_used).count();
+    if (m.load_s) j["load_s"] = *m.load_s;
+    if (m.slot_ctx) j["slot_ctx"] = *m.slot_ctx;
+    if (m.footprint) {
+        nlohmann::json needs = nlohmann::json::array();
+        for (const auto& n : m.footprint->needs)
+            needs.push_back({{"device", n.device},
+                             {"bytes", n.bytes},
+                             {"weights_bytes", n.weights_bytes},
+                             {"kv_bytes", n.kv_bytes}});
+        j["footprint"] = {
+            {"source", to_string(m.footprint->source)}, {"detail", m.footprint->detail}, {"needs", needs}};
+    }
+    if (m.state != ModelState::stopped)
+        if (auto r = ledger_.reservation(m.device, m.name())) j["reservation"] = *r;
+    if (m.measured) j["measured"] = *m.measured;
+    if (m.engine) j["engine"] = m.engine->status_json();
+    if (m.last_exit) j["last_exit"] = *m.last_exit;
+    if (!m.stop_reason.empty()) j["last_stop_reason"] = m.stop_reason;
+    return j;
+}
+
+asio::awaitable<nlohmann::json> Broker::models() {
+    co_return co_await asio::co_spawn(
+        strand_,
+        [this]() -> asio::awaitable<nlohmann::json> {
+            nlohmann::json data = nlohmann::json::array();
+            for (const auto& mc : cfg_.models) {
+                const auto& m = *models_.at(mc.name);
+                data.push_back({{"id", mc.name},
+                                {"object", "model"},
+                                {"created", 0},
+                                {"owned_by", "loch"},
+                                {"loch", {{"state", to_string(m.state)}, {"aliases", mc.aliases}}}});
+            }
+            co_return nlohmann::json{{"object", "list"}, {"data", data}};
+        },
+        asio::use_awaitable);
+}
+
+asio::awaitable<nlohmann::json> Broker::status() {
+    co_return co_await asio::co_spawn(
+        strand_,
+        [this]() -> asio::awaitable<nlohmann::json> {
+            nlohmann::json engines = nlohmann::json::array();
+            for (const auto& [n, m] : models_) engines.push_back(model_status(*m));
+            nlohmann::json waiting = nlohmann::json::array();
+            const auto now = Clock::now();
+            for (auto id : queue_.order(now)) {
+                auto it = waiters_.find(id);
+                if (it == waiters_.end()) continue;
+                waiting.push_back(
+                    {{"model", it->second->model->name()},
+                     {"priority", config::to_string(it->second->model->cfg->priority)},
+                     {"waited_s", std::chrono::duration<double>(now - it->second->since).count()}});
+            }
+            nlohmann::json locks = nlohmann::json::object();
+            for (const auto& [d, m] : gpu_lock_) locks[d] = m;
+            co_return nlohmann::json{
+                {"devices", ledger_.to_json()},
+                {"engines", engines},
+                {"queue",
+                 {{"interactive", queue_.size(config::Priority::interactive)},
+                  {"batch", queue_.size(config::Priority::batch)},
+                  {"limits", {{"interactive", cfg_.queue.interactive}, {"batch", cfg_.queue.batch}}},
+                  {"aging_s", std::chrono::duration_cast<std::chrono::seconds>(queue_.aging()).count()},
+                  {"waiting", waiting}}},
+                {"gpu_locks", locks},
+                {"loading_devices",
+                 std::vector<std::string>(loading_devices_.begin(), loading_devices_.end())},
+                {"shutting_down", shutting_down_}};
+        },
+        asio::use_awaitable);
+}
+
+asio::awaitable<nlohmann::json> Broker::plan(std::string model) {
+    co_return co_await asio::co_spawn(
+        strand_,
+        [this, model]() -> asio::awaitable<nlohmann::json> {
+            Model* m = find(model);
+            if (!m)
+                throw Error(ErrorKind::model_not_found, "no model named '" + model + "'", {{"model", model}});
+            co_await ensure_footprint(*m);
+            nlohmann::json j = model_status(*m);
+            nlohmann::json out = {{"model", m->name()}, {"state", to_string(m->state)}, {"status", j}};
+            if (m->state == ModelState::stopped) {
+                const Decision d = decide(admission_input(*m), ledger_);
+                nlohmann::json dj = d;
+                out["admission"] = dj;
+                out["would_admit_now"] =
+                    d.kind == Decision::Kind::start || d.kind == Decision::Kind::evict_then_start;
+            } else {
+                out["admission"] = {
+                    {"decision", "running"},
+                    {"reason", fmt::format("already {} on {}", to_string(m->state), m->device)}};
+                out["would_admit_now"] = m->state == ModelState::ready && m->active < m->slots();
+            }
+            out["devices"] = ledger_.to_json();
+            co_return out;
+        },
+        asio::use_awaitable);
+}
+
+asio::awaitable<std::optional<std::vector<std::string>>> Broker::log_tail(std::string model, std::size_t n) {
+    co_return co_await asio::co_spawn(
+        strand_,
+        [this, model, n]() -> asio::awaitable<std::optional<std::vector<std::string>>> {
+            Model* m = find(model);
+            if (!m) co_return std::nullopt;
+            if (m->engine) co_return m->engine->log_tail(n);
+            if (m->last_engine) co_return m->last_engine->log_tail(n);
+            co_return std::vector<std::string>{};
+        },
+        asio::use_awaitable);
+}
+
+asio::awaitable<std::optional<engines::ExitReport>> Broker::exit_report(std::shared_ptr<engines::Engine> e,
+                                                                        std::chrono::milliseconds wait) {
+    if (!e) co_return std::nullopt;
+    co_return co_await asio::co_spawn(
+        strand_,
+        [this, e, wait]() -> asio::awaitable<std::optional<engines::ExitReport>> {
+            asio::steady_timer t(strand_);
+            const auto until = Clock::now() + wait;
+            while (!e->exit_report() && Clock::now() < until) {
+                t.expires_after(25ms);
+                co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+            }
+            co_return e->exit_report();
+        },
+        asio::use_awaitable);
+}
+
+asio::awaitable<void> Broker::shutdown() {
+    co_await asio::co_spawn(
+        strand_,
+        [this]() -> asio::awaitable<void> {
+            shutting_down_ = true;
+            if (tick_timer_) tick_timer_->cancel();
+            const Error e(ErrorKind::shutting_down, "loch is shutting down", {}, 5);
+            for (auto& [id, w] : waiters_)
+                if (!w->granted && !w->error) {
+                    w->error = e;
+                    w->timer.cancel();
+                }
+            std::vector<std::shared_ptr<engines::Engine>> running;
+            for (auto& [n, m] : models_)
+                if (m->engine) running.push_back(m->engine);
+            for (auto& [n, m] : models_) begin_stop(*m, "loch is shutting down");
+            for (auto& engine : running) co_await engine->wait_exit();
+        },
+        asio::use_awaitable);
+}
+
+}  // namespace loch::broker

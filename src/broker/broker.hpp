@@ -1,0 +1,148 @@
+// broker/broker — the single owner of loch's serving state: which engines run where, the memory ledger, the
+// wait queue, per-device load serialization and GPU locks. Everything runs on one strand; the HTTP layer
+// awaits the broker's decisions (acquire → Lease) and never touches its state.
+//
+// A request for a model: ready with a free slot → a Lease at once; not running → admission (start / evict
+// idle engines then start / refuse with numbers / wait); otherwise it waits in a bounded queue per priority
+// class until a slot or memory frees, or max_wait passes (503 + Retry-After). docs/broker.md has the rules.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <nlohmann/json.hpp>
+
+#include "broker/admission.hpp"
+#include "broker/device_source.hpp"
+#include "broker/error.hpp"
+#include "broker/footprint.hpp"
+#include "broker/ledger.hpp"
+#include "broker/wait_queue.hpp"
+#include "config/config.hpp"
+#include "engines/engine.hpp"
+
+namespace loch::broker {
+
+class Broker;
+
+// One request's hold on one slot of a ready engine. Releasing (destructor) frees the slot and lets the
+// next waiter in.
+class Lease {
+  public:
+    Lease() = default;
+    Lease(Lease&& o) noexcept { *this = std::move(o); }
+    Lease& operator=(Lease&& o) noexcept;
+    ~Lease() { release(); }
+
+    const std::string& model() const { return model_; }
+    const std::string& host() const { return host_; }
+    std::uint16_t port() const { return port_; }
+    std::optional<std::uint32_t> slot_ctx() const { return slot_ctx_; }  // tokens per slot
+    std::optional<std::chrono::seconds> watchdog() const { return watchdog_; }
+    const std::shared_ptr<engines::Engine>& engine() const { return engine_; }
+    bool valid() const { return broker_ != nullptr; }
+    void release();
+
+  private:
+    friend class Broker;
+    Broker* broker_ = nullptr;
+    std::weak_ptr<bool> alive_;
+    std::chrono::steady_clock::time_point granted_at_;
+    std::string model_, host_;
+    std::uint16_t port_ = 0;
+    std::optional<std::uint32_t> slot_ctx_;
+    std::optional<std::chrono::seconds> watchdog_;
+    std::shared_ptr<engines::Engine> engine_;
+};
+
+struct BrokerOptions {
+    std::chrono::milliseconds tick{1000};  // probe refresh, keep-alive eviction, backoff expiry
+    std::chrono::seconds aging{30};        // batch waiters compete as interactive after this
+    std::chrono::seconds free_wait{10};    // after a stop: how long to wait for the memory to show as free
+};
+
+class Broker {
+  public:
+    Broker(boost::asio::any_io_executor ex, const config::Config& cfg, std::unique_ptr<DeviceSource> devices,
+           std::unique_ptr<FootprintSource> footprints, engines::StateFile* state = nullptr,
+           BrokerOptions options = {});
+    ~Broker();
+
+    void start();  // first device probe and the tick loop
+
+    // Throws broker::Error: model_not_found, insufficient_memory, queue_full, queue_timeout, quarantined,
+    // engine_failed, shutting_down.
+    boost::asio::awaitable<Lease> acquire(std::string model);
+
+    boost::asio::awaitable<nlohmann::json> models();
+    boost::asio::awaitable<nlohmann::json> status();
+    // Dry run of admission for `model` now: would it be admitted, what would be evicted, or why refused.
+    boost::asio::awaitable<nlohmann::json> plan(std::string model);
+    boost::asio::awaitable<std::optional<std::vector<std::string>>> log_tail(std::string model,
+                                                                             std::size_t n);
+    // After an upstream failure: how the engine ended, if it did within `wait` (polls; never hangs).
+    boost::asio::awaitable<std::optional<engines::ExitReport>> exit_report(std::shared_ptr<engines::Engine> e,
+                                                                           std::chrono::milliseconds wait);
+    // Stops every engine and fails every waiter; the broker accepts nothing afterwards.
+    boost::asio::awaitable<void> shutdown();
+
+    const config::Config& config() const { return cfg_; }
+
+  private:
+    friend class Lease;
+    struct Model;
+    struct Waiter;
+    enum class Serve { granted, wait };
+
+    boost::asio::awaitable<Lease> do_acquire(std::string model);
+    Serve try_serve(Waiter& w);
+    Lease make_lease(Model& m);
+    void release(const std::string& model, std::chrono::steady_clock::duration held);
+    void pump();
+    void fail_waiters(const Model& m, const Error& e);
+
+    std::vector<std::string> allowed_devices(const Model& m) const;
+    AdmissionInput admission_input(const Model& m) const;
+    bool exclusive_ok(const Model& m) const;
+    void begin_load(Model& m, const std::string& device);
+    boost::asio::awaitable<void> load(Model& m, std::shared_ptr<engines::Engine> engine);
+    void begin_stop(Model& m, std::string why);
+    void on_exit(Model& m, const std::shared_ptr<engines::Engine>& engine, const engines::ExitReport& r);
+    boost::asio::awaitable<void> ensure_footprint(Model& m);
+    boost::asio::awaitable<void> tick_loop();
+    void refresh_devices();
+    void evict_expired();
+    int retry_after_s(const Model& m) const;
+    Model* find(const std::string& name_or_alias);
+    nlohmann::json model_status(const Model& m) const;
+
+    boost::asio::any_io_executor ex_;
+    boost::asio::strand<boost::asio::any_io_executor> strand_;
+    const config::Config& cfg_;
+    std::unique_ptr<DeviceSource> devices_;
+    std::unique_ptr<FootprintSource> footprints_;
+    engines::StateFile* state_;
+    BrokerOptions options_;
+    Ledger ledger_;
+    WaitQueue queue_;
+    std::map<std::string, std::unique_ptr<Model>> models_;  // by model name
+    std::map<std::uint64_t, std::shared_ptr<Waiter>> waiters_;
+    std::set<std::string> loading_devices_;
+    std::map<std::string, std::string> gpu_lock_;  // device → exclusive model holding it
+    std::uint64_t next_waiter_ = 1;
+    bool shutting_down_ = false;
+    std::shared_ptr<bool> alive_;  // tells detached coroutines the broker is gone
+    std::unique_ptr<boost::asio::steady_timer> tick_timer_;
+};
+
+}  // namespace loch::broker

@@ -1,0 +1,34 @@
+#include "broker/device_source.hpp"
+
+#include "devices/probe.hpp"
+
+namespace loch::broker {
+
+std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
+    std::vector<DeviceSnapshot> out;
+    // The individual probes (not devices::probe()): no Vulkan, no firmware, nothing the broker does not use.
+    const devices::Sysroot root("/");
+    const auto system = devices::probe_system(root, devices::Env{});
+    std::vector<devices::Device> found = devices::probe_nvidia("libnvidia-ml.so.1", root).devices;
+    for (auto& d : devices::probe_amd(root)) found.push_back(std::move(d));
+    found.push_back(devices::probe_cpu(system));
+    for (const auto& d : found) {
+        // The pool engines allocate from: VRAM on a discrete GPU, GTT on an APU, RAM on the CPU.
+        const devices::MemoryPool* pool = nullptr;
+        if (d.kind == devices::DeviceKind::cpu)
+            pool = d.pool(devices::PoolKind::host_ram);
+        else if (d.kind == devices::DeviceKind::integrated)
+            pool = d.pool(devices::PoolKind::gtt);
+        if (!pool) pool = d.pool(devices::PoolKind::vram);
+        if (!pool || !pool->total) continue;
+        DeviceSnapshot s;
+        s.id = d.id;
+        s.name = d.name;
+        s.total = *pool->total;
+        if (pool->used) s.used = *pool->used;
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
+}  // namespace loch::broker

@@ -1,0 +1,25 @@
+// broker/engine_client — one small HTTP exchange with an engine on localhost (readiness, /props, /tokenize,
+// /apply-template), with a deadline. The streaming proxy path does not use this: it relays incrementally
+// (http/proxy.hpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+namespace loch::broker {
+
+struct EngineReply {
+    int status = 0;  // 0 when no HTTP answer came (refused, reset, timed out)
+    std::string body;
+    std::string error;  // transport error, when status == 0
+};
+
+boost::asio::awaitable<EngineReply> engine_request(boost::asio::any_io_executor ex, std::string host,
+                                                   std::uint16_t port, std::string method, std::string target,
+                                                   std::string body, std::chrono::milliseconds timeout);
+
+}  // namespace loch::broker

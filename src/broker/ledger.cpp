@@ -1,0 +1,152 @@
+#include "broker/ledger.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace loch::broker {
+
+namespace {
+std::uint64_t sub_floor(std::uint64_t a, std::uint64_t b) {
+    return a > b ? a - b : 0;
+}
+}  // namespace
+
+void Ledger::set_device(DeviceLimits limits) {
+    auto& d = devices_[limits.id];
+    d.limits = std::move(limits);
+}
+
+void Ledger::observe_used(const std::string& device, std::uint64_t used_bytes) {
+    auto it = devices_.find(device);
+    if (it == devices_.end()) return;
+    it->second.probe_used = used_bytes;
+    it->second.probed = true;
+}
+
+void Ledger::reserve(const std::string& device, const std::string& engine, MemoryFigure planned) {
+    auto it = devices_.find(device);
+    if (it == devices_.end()) throw std::invalid_argument("ledger: unknown device '" + device + "'");
+    auto& rs = it->second.reservations;
+    auto r = std::find_if(rs.begin(), rs.end(), [&](const Reservation& x) { return x.engine == engine; });
+    if (r != rs.end()) {
+        r->figure = std::move(planned);
+        r->loading = true;
+    } else {
+        rs.push_back({engine, std::move(planned), true});
+    }
+}
+
+void Ledger::replace_with_measured(const std::string& device, const std::string& engine,
+                                   MemoryFigure measured) {
+    auto it = devices_.find(device);
+    if (it == devices_.end()) return;
+    for (auto& r : it->second.reservations)
+        if (r.engine == engine) r.figure = std::move(measured);
+}
+
+void Ledger::mark_loaded(const std::string& device, const std::string& engine) {
+    auto it = devices_.find(device);
+    if (it == devices_.end()) return;
+    for (auto& r : it->second.reservations)
+        if (r.engine == engine) r.loading = false;
+}
+
+void Ledger::release(const std::string& engine) {
+    for (auto& [id, d] : devices_)
+        std::erase_if(d.reservations, [&](const Reservation& r) { return r.engine == engine; });
+}
+
+bool Ledger::has_device(const std::string& device) const {
+    return devices_.contains(device);
+}
+
+std::vector<std::string> Ledger::devices() const {
+    std::vector<std::string> out;
+    for (const auto& [id, d] : devices_) out.push_back(id);
+    return out;
+}
+
+const DeviceLimits* Ledger::limits(const std::string& device) const {
+    auto it = devices_.find(device);
+    return it == devices_.end() ? nullptr : &it->second.limits;
+}
+
+std::uint64_t Ledger::capacity(const std::string& device) const {
+    auto it = devices_.find(device);
+    if (it == devices_.end()) return 0;
+    const auto& l = it->second.limits;
+    std::uint64_t c = sub_floor(l.total.bytes, l.reserve.bytes);
+    if (l.cap) c = std::min(c, l.cap->bytes);
+    return c;
+}
+
+std::uint64_t Ledger::own(const std::string& device) const {
+    auto it = devices_.find(device);
+    if (it == devices_.end()) return 0;
+    std::uint64_t sum = 0;
+    for (const auto& r : it->second.reservations) sum += r.figure.bytes;
+    return sum;
+}
+
+std::uint64_t Ledger::measured_own(const Device& d) const {
+    // Only engines that finished loading are in the probe's "used"; a loading engine's allocation is partly
+    // there, which makes `outside` err on the high (safe) side until it is loaded.
+    std::uint64_t sum = 0;
+    for (const auto& r : d.reservations)
+        if (!r.loading) sum += r.figure.bytes;
+    return sum;
+}
+
+std::uint64_t Ledger::outside(const std::string& device) const {
+    auto it = devices_.find(device);
+    if (it == devices_.end() || !it->second.probed) return 0;
+    return sub_floor(it->second.probe_used, measured_own(it->second));
+}
+
+std::uint64_t Ledger::free(const std::string& device) const {
+    auto it = devices_.find(device);
+    if (it == devices_.end()) return 0;
+    const auto& l = it->second.limits;
+    // Two limits bind at once: the physical device shared with everything else, and loch's own cap.
+    std::uint64_t physical = sub_floor(sub_floor(l.total.bytes, l.reserve.bytes), outside(device));
+    std::uint64_t limit = l.cap ? std::min(physical, l.cap->bytes) : physical;
+    return sub_floor(limit, own(device));
+}
+
+std::optional<MemoryFigure> Ledger::reservation(const std::string& device, const std::string& engine) const {
+    auto it = devices_.find(device);
+    if (it == devices_.end()) return std::nullopt;
+    for (const auto& r : it->second.reservations)
+        if (r.engine == engine) return r.figure;
+    return std::nullopt;
+}
+
+const std::vector<Reservation>* Ledger::reservations(const std::string& device) const {
+    auto it = devices_.find(device);
+    return it == devices_.end() ? nullptr : &it->second.reservations;
+}
+
+nlohmann::json Ledger::to_json() const {
+    auto out = nlohmann::json::array();
+    for (const auto& [id, d] : devices_) {
+        nlohmann::json j;
+        j["device"] = id;
+        j["total"] = d.limits.total;
+        j["reserve"] = d.limits.reserve;
+        if (d.limits.cap) j["cap"] = *d.limits.cap;
+        j["capacity_bytes"] = capacity(id);
+        j["outside_bytes"] = outside(id);
+        j["own_bytes"] = own(id);
+        j["free_bytes"] = free(id);
+        auto rs = nlohmann::json::array();
+        for (const auto& r : d.reservations)
+            rs.push_back({{"engine", r.engine}, {"figure", r.figure}, {"loading", r.loading}});
+        j["reservations"] = std::move(rs);
+        out.push_back(std::move(j));
+    }
+    return out;
+}
+
+}  // namespace loch::broker

@@ -1,0 +1,71 @@
+// broker/ledger — who holds how much memory on each device, as loch sees it.
+//
+// Per device: the budget loch may use (configured cap and/or the probe's total minus a reserve), memory used
+// by everything outside loch (probe's used − loch's own measured use), and one reservation per engine. A
+// reservation starts as the planner's estimate at admission and is replaced by the measured actual once the
+// engine's log reports it. Pure bookkeeping: no I/O, owned by the broker's strand.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/memory.hpp"
+
+namespace loch::broker {
+
+struct DeviceLimits {
+    std::string id;                   // "cpu", "cuda0", ...
+    MemoryFigure total;               // physical size per the probe (or configured)
+    MemoryFigure reserve;             // kept free for the system / driver
+    std::optional<MemoryFigure> cap;  // configured budget for loch on this device
+};
+
+struct Reservation {
+    std::string engine;
+    MemoryFigure figure;  // planner estimate until measured; then the engine log's numbers
+    bool loading = true;  // the engine is still starting: its memory may not be allocated yet
+};
+
+class Ledger {
+  public:
+    void set_device(DeviceLimits limits);
+    // The probe's whole-device "used" (includes loch's engines). Outside use = used − loch's measured own.
+    void observe_used(const std::string& device, std::uint64_t used_bytes);
+
+    void reserve(const std::string& device, const std::string& engine, MemoryFigure planned);
+    void replace_with_measured(const std::string& device, const std::string& engine, MemoryFigure measured);
+    void mark_loaded(const std::string& device, const std::string& engine);
+    void release(const std::string& engine);  // on every device
+
+    bool has_device(const std::string& device) const;
+    std::vector<std::string> devices() const;
+    const DeviceLimits* limits(const std::string& device) const;
+
+    // What loch may hold on the device when none of its engines runs: min(cap, total − reserve).
+    std::uint64_t capacity(const std::string& device) const;
+    std::uint64_t own(const std::string& device) const;      // Σ reservations
+    std::uint64_t outside(const std::string& device) const;  // others' use, from the last probe
+    // What a new engine may take now: min(cap, total − reserve − outside) − own, floored at 0.
+    std::uint64_t free(const std::string& device) const;
+    std::optional<MemoryFigure> reservation(const std::string& device, const std::string& engine) const;
+    const std::vector<Reservation>* reservations(const std::string& device) const;
+
+    nlohmann::json to_json() const;
+
+  private:
+    struct Device {
+        DeviceLimits limits;
+        std::uint64_t probe_used = 0;
+        bool probed = false;
+        std::vector<Reservation> reservations;
+    };
+    std::uint64_t measured_own(const Device& d) const;
+    std::map<std::string, Device> devices_;
+};
+
+}  // namespace loch::broker

@@ -1,0 +1,56 @@
+#include "http/errors.hpp"
+
+namespace loch::http {
+
+namespace beast_http = boost::beast::http;
+using broker::ErrorKind;
+
+beast_http::status status_of(ErrorKind kind) {
+    switch (kind) {
+        case ErrorKind::invalid_request:
+        case ErrorKind::context_length_exceeded:
+            return beast_http::status::bad_request;
+        case ErrorKind::unauthorized:
+            return beast_http::status::unauthorized;
+        case ErrorKind::not_found:
+        case ErrorKind::model_not_found:
+            return beast_http::status::not_found;
+        case ErrorKind::method_not_allowed:
+            return beast_http::status::method_not_allowed;
+        case ErrorKind::request_too_large:
+            return beast_http::status::payload_too_large;
+        // Not the client's fault and not transient: the configured model is larger than the hardware
+        // (docs/broker.md: why 507 rather than 400 or 503).
+        case ErrorKind::insufficient_memory:
+            return beast_http::status::insufficient_storage;
+        case ErrorKind::queue_full:
+        case ErrorKind::queue_timeout:
+        case ErrorKind::quarantined:
+        case ErrorKind::shutting_down:
+            return beast_http::status::service_unavailable;
+        case ErrorKind::engine_failed:
+            return beast_http::status::bad_gateway;
+        case ErrorKind::watchdog_timeout:
+            return beast_http::status::gateway_timeout;
+        case ErrorKind::internal:
+            return beast_http::status::internal_server_error;
+    }
+    return beast_http::status::internal_server_error;
+}
+
+nlohmann::json error_body(const broker::Error& e) {
+    nlohmann::json err = nlohmann::json::object();
+    if (e.details().is_object())
+        for (const auto& [k, v] : e.details().items()) err[k] = v;
+    err["type"] = std::string(to_string(e.kind()));
+    err["message"] = e.what();
+    if (e.retry_after_s()) err["retry_after_s"] = *e.retry_after_s();
+    return {{"error", std::move(err)}};
+}
+
+std::string sse_error_event(const broker::Error& e) {
+    return "event: error\ndata: " +
+           error_body(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+}
+
+}  // namespace loch::http

@@ -1,0 +1,127 @@
+#include "http/openai_request.hpp"
+
+#include "broker/error.hpp"
+
+namespace loch::http {
+
+using broker::Error;
+using broker::ErrorKind;
+
+std::string_view to_string(Endpoint e) {
+    switch (e) {
+        case Endpoint::chat_completions:
+            return "/v1/chat/completions";
+        case Endpoint::completions:
+            return "/v1/completions";
+        case Endpoint::embeddings:
+            return "/v1/embeddings";
+    }
+    return "?";
+}
+
+std::optional<Endpoint> endpoint_from_path(std::string_view path) {
+    if (path == "/v1/chat/completions") return Endpoint::chat_completions;
+    if (path == "/v1/completions") return Endpoint::completions;
+    if (path == "/v1/embeddings") return Endpoint::embeddings;
+    return std::nullopt;
+}
+
+namespace {
+
+[[noreturn]] void bad(std::string message, nlohmann::json details = nlohmann::json::object()) {
+    throw Error(ErrorKind::invalid_request, std::move(message), std::move(details));
+}
+
+// A prompt may be a string, an array of strings, an array of token ids, or an array of those arrays.
+void count_prompt(const nlohmann::json& p, OpenAIRequest& r, const char* field, int depth = 0) {
+    if (depth > 2) bad(std::string("'") + field + "' is nested too deeply");
+    if (p.is_string()) {
+        r.prompt_bytes += p.get_ref<const std::string&>().size();
+    } else if (p.is_number_integer() || p.is_number_unsigned()) {
+        r.prompt_token_ids += 1;
+    } else if (p.is_array()) {
+        for (const auto& x : p) count_prompt(x, r, field, depth + 1);
+    } else {
+        bad(std::string("'") + field + "' must be a string, an array of strings or an array of token ids");
+    }
+}
+
+void count_message_content(const nlohmann::json& content, OpenAIRequest& r) {
+    if (content.is_null()) return;  // assistant messages with tool calls
+    if (content.is_string()) {
+        r.prompt_bytes += content.get_ref<const std::string&>().size();
+        return;
+    }
+    if (!content.is_array()) bad("a message 'content' must be a string or an array of content parts");
+    for (const auto& part : content) {
+        if (!part.is_object()) bad("a content part must be an object");
+        auto t = part.find("text");
+        if (t != part.end() && t->is_string()) r.prompt_bytes += t->get_ref<const std::string&>().size();
+    }
+}
+
+}  // namespace
+
+OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body) {
+    OpenAIRequest r;
+    r.endpoint = endpoint;
+    r.body = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (r.body.is_discarded()) bad("the request body is not valid JSON", {{"body_bytes", body.size()}});
+    if (!r.body.is_object()) bad("the request body must be a JSON object");
+
+    auto model = r.body.find("model");
+    if (model == r.body.end()) bad("'model' is required: name one of GET /v1/models");
+    if (!model->is_string() || model->get_ref<const std::string&>().empty())
+        bad("'model' must be a non-empty string");
+    r.model = model->get<std::string>();
+
+    if (auto s = r.body.find("stream"); s != r.body.end() && !s->is_null()) {
+        if (!s->is_boolean()) bad("'stream' must be true or false");
+        r.stream = s->get<bool>();
+    }
+    for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"}) {
+        auto m = r.body.find(key);
+        if (m == r.body.end() || m->is_null()) continue;
+        if (m->is_number_unsigned()) {
+            r.max_tokens = m->get<std::uint64_t>();
+        } else if (m->is_number_integer() && m->get<std::int64_t>() == -1 &&
+                   std::string_view(key) == "n_predict") {
+            continue;  // llama.cpp's "until the context is full"
+        } else {
+            bad(std::string("'") + key + "' must be a non-negative integer");
+        }
+        break;
+    }
+
+    switch (endpoint) {
+        case Endpoint::chat_completions: {
+            auto msgs = r.body.find("messages");
+            if (msgs == r.body.end() || !msgs->is_array() || msgs->empty())
+                bad("'messages' must be a non-empty array");
+            for (const auto& m : *msgs) {
+                if (!m.is_object()) bad("each message must be an object with 'role' and 'content'");
+                auto role = m.find("role");
+                if (role == m.end() || !role->is_string()) bad("each message needs a string 'role'");
+                if (auto c = m.find("content"); c != m.end()) count_message_content(*c, r);
+            }
+            break;
+        }
+        case Endpoint::completions: {
+            auto p = r.body.find("prompt");
+            if (p == r.body.end()) bad("'prompt' is required");
+            count_prompt(*p, r, "prompt");
+            break;
+        }
+        case Endpoint::embeddings: {
+            auto p = r.body.find("input");
+            if (p == r.body.end()) p = r.body.find("content");
+            if (p == r.body.end()) bad("'input' is required");
+            count_prompt(*p, r, "input");
+            r.stream = false;  // embeddings never stream
+            break;
+        }
+    }
+    return r;
+}
+
+}  // namespace loch::http

@@ -1,0 +1,34 @@
+// http/openai_request — reads just what loch needs from an OpenAI-style request body: which model, whether
+// it streams, how many tokens it may generate, and the prompt text (to check it against the slot context).
+// Everything else is passed to the engine untouched. Bad input throws broker::Error(invalid_request) that
+// says which field is wrong; it never crashes (fuzzed: fuzz/fuzz_openai_request.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace loch::http {
+
+enum class Endpoint { chat_completions, completions, embeddings };
+std::string_view to_string(Endpoint e);
+std::optional<Endpoint> endpoint_from_path(
+    std::string_view path);  // "/v1/chat/completions" → chat_completions
+
+struct OpenAIRequest {
+    Endpoint endpoint = Endpoint::chat_completions;
+    nlohmann::json body;  // the parsed object, forwarded as-is
+    std::string model;
+    bool stream = false;
+    std::optional<std::uint64_t> max_tokens;  // max_tokens | max_completion_tokens | n_predict (≥ 0)
+    std::uint64_t prompt_bytes = 0;      // UTF-8 bytes of all prompt text (messages' text, prompt, input)
+    std::uint64_t prompt_token_ids = 0;  // prompts already given as token ids count exactly
+};
+
+// Throws broker::Error(invalid_request).
+OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body);
+
+}  // namespace loch::http

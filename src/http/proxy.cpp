@@ -1,0 +1,317 @@
+// The OpenAI proxy path of http/server: parse → acquire a slot → context check → relay.
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http.hpp>
+
+#include "broker/engine_client.hpp"
+#include "http/errors.hpp"
+#include "http/server.hpp"
+#include "http/sse.hpp"
+
+namespace loch::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using asio::ip::tcp;
+using broker::Error;
+using broker::ErrorKind;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto tok = asio::as_tuple(asio::use_awaitable);
+
+// Shared between the relay and its two helpers (client watch, liveness probe).
+struct RelayState {
+    bool done = false;
+    bool client_gone = false;
+    bool watchdog_fired = false;
+    std::shared_ptr<beast::tcp_stream> upstream;
+};
+
+// Notices a client that hangs up while loch waits on the engine: readable + recv() == 0 means EOF. Then the
+// upstream connection is cancelled, which the engine sees as a closed connection and stops generating.
+asio::awaitable<void> watch_client(tcp::socket& client, std::shared_ptr<RelayState> st) {
+    auto [ec] = co_await client.async_wait(tcp::socket::wait_read, tok);
+    if (ec || st->done) co_return;
+    char c;
+    const auto n = ::recv(client.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        st->client_gone = true;
+        if (st->upstream) st->upstream->cancel();
+    }
+    // n > 0: a pipelined next request; it is read after this response.
+}
+
+// Non-streaming requests send nothing until done, so silence proves nothing; instead the engine must keep
+// answering GET /health. One that does not for `watchdog` (stopped, hung) is abandoned.
+asio::awaitable<void> liveness(asio::any_io_executor ex, std::string host, std::uint16_t port,
+                               std::chrono::seconds watchdog, std::shared_ptr<RelayState> st) {
+    asio::steady_timer t(ex);
+    const auto period = std::clamp<std::chrono::milliseconds>(watchdog / 4, 200ms, 5000ms);
+    while (!st->done) {
+        t.expires_after(period);
+        co_await t.async_wait(tok);
+        if (st->done) co_return;
+        auto reply =
+            co_await broker::engine_request(ex, host, port, "GET", "/health", "",
+                                            std::chrono::duration_cast<std::chrono::milliseconds>(watchdog));
+        if (st->done) co_return;
+        if (reply.status == 0) {
+            st->watchdog_fired = true;
+            if (st->upstream) st->upstream->cancel();
+            co_return;
+        }
+    }
+}
+
+std::string content_type_of(const bhttp::fields& f) {
+    return std::string(f[bhttp::field::content_type]);
+}
+
+}  // namespace
+
+asio::awaitable<void> Server::check_context(const broker::Lease& lease, const OpenAIRequest& r) {
+    if (!lease.slot_ctx() || r.endpoint == Endpoint::embeddings) co_return;
+    const std::uint64_t slot_ctx = *lease.slot_ctx();
+    const std::uint64_t max_tokens = r.max_tokens.value_or(0);
+    // Every token covers at least one byte of text, so bytes bound tokens from above; templates add a few
+    // special tokens per message. Below the bound no tokenization is needed (no extra round trip).
+    std::uint64_t messages = 1;
+    if (r.endpoint == Endpoint::chat_completions) messages = r.body["messages"].size();
+    const std::uint64_t bound = r.prompt_bytes + r.prompt_token_ids + 32 + 16 * messages;
+    if (bound + max_tokens <= slot_ctx) co_return;
+
+    // Exact count from the engine itself: the chat template applied, then its tokenizer.
+    std::string prompt;
+    if (r.endpoint == Endpoint::chat_completions) {
+        nlohmann::json tpl = {{"messages", r.body["messages"]}};
+        auto reply = co_await broker::engine_request(ex_, lease.host(), lease.port(), "POST",
+                                                     "/apply-template", tpl.dump(), 30s);
+        auto j = nlohmann::json::parse(reply.body, nullptr, false);
+        if (reply.status != 200 || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
+            co_return;
+        prompt = j["prompt"].get<std::string>();
+    } else {
+        const auto& p = r.body["prompt"];
+        if (!p.is_string()) co_return;  // arrays: the engine checks each prompt itself
+        prompt = p.get<std::string>();
+    }
+    nlohmann::json tk = {{"content", prompt}, {"add_special", true}, {"parse_special", true}};
+    auto reply =
+        co_await broker::engine_request(ex_, lease.host(), lease.port(), "POST", "/tokenize", tk.dump(), 30s);
+    auto j = nlohmann::json::parse(reply.body, nullptr, false);
+    if (reply.status != 200 || !j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) co_return;
+    const std::uint64_t prompt_tokens = j["tokens"].size() + r.prompt_token_ids;
+    if (prompt_tokens + max_tokens <= slot_ctx && prompt_tokens < slot_ctx) co_return;
+    throw Error(
+        ErrorKind::context_length_exceeded,
+        r.max_tokens
+            ? fmt::format("prompt ({} tokens) + max_tokens ({}) = {} exceeds the slot context of "
+                          "model '{}' ({} tokens)",
+                          prompt_tokens, max_tokens, prompt_tokens + max_tokens, lease.model(), slot_ctx)
+            : fmt::format("the prompt ({} tokens) does not fit the slot context of model '{}' ({} "
+                          "tokens)",
+                          prompt_tokens, lease.model(), slot_ctx),
+        {{"model", lease.model()},
+         {"prompt_tokens", prompt_tokens},
+         {"max_tokens", max_tokens},
+         {"slot_ctx", slot_ctx},
+         {"counted_by", "engine /tokenize"}});
+}
+
+asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Endpoint endpoint) {
+    const unsigned v = req.version();
+    const bool keep = req.keep_alive();
+    auto st = std::make_shared<RelayState>();
+    bool headers_sent = false;
+    bool stream_mode = false;
+    std::optional<Error> err;
+    broker::Lease lease;
+    auto client_watch_started = false;
+    try {
+        const OpenAIRequest oreq = parse_openai_request(endpoint, req.body());
+        lease = co_await broker_.acquire(oreq.model);
+        co_await check_context(lease, oreq);
+
+        st->upstream = std::make_shared<beast::tcp_stream>(ex_);
+        auto& up = *st->upstream;
+        asio::co_spawn(ex_, watch_client(client.socket(), st), asio::detached);
+        client_watch_started = true;
+
+        up.expires_after(10s);
+        boost::system::error_code aec;
+        const auto addr = asio::ip::make_address(lease.host(), aec);
+        auto [cec] = co_await up.async_connect(tcp::endpoint(addr, lease.port()), tok);
+        if (cec) throw Error(ErrorKind::engine_failed, "cannot connect to the engine: " + cec.message());
+
+        bhttp::request<bhttp::string_body> ureq{bhttp::verb::post, req.target(), 11};
+        ureq.set(bhttp::field::host, lease.host() + ":" + std::to_string(lease.port()));
+        ureq.set(bhttp::field::content_type, "application/json");
+        ureq.set(bhttp::field::connection, "close");
+        if (auto a = req.find(bhttp::field::accept); a != req.end())
+            ureq.set(bhttp::field::accept, a->value());
+        ureq.body() = std::move(req.body());  // the client's bytes, untouched
+        ureq.prepare_payload();
+        auto [wec, wn] = co_await bhttp::async_write(up, ureq, tok);
+        if (wec)
+            throw Error(ErrorKind::engine_failed, "cannot send the request to the engine: " + wec.message());
+
+        const auto watchdog = lease.watchdog().value_or(options_.default_watchdog);
+        if (!oreq.stream)
+            asio::co_spawn(ex_, liveness(ex_, lease.host(), lease.port(), watchdog, st), asio::detached);
+        // A stream has its watchdog on every read; a non-streaming answer may take long legitimately.
+        const auto read_timeout = oreq.stream ? std::chrono::duration_cast<std::chrono::seconds>(watchdog)
+                                              : std::chrono::seconds(24 * 3600);
+
+        beast::flat_buffer ubuf;
+        bhttp::response_parser<bhttp::buffer_body> parser;
+        parser.body_limit(boost::none);
+        up.expires_after(read_timeout);
+        auto [hec, hn] = co_await bhttp::async_read_header(up, ubuf, parser, tok);
+        auto upstream_error = [&](const boost::system::error_code& ec) -> asio::awaitable<Error> {
+            if (st->watchdog_fired || ec == beast::error::timeout) {
+                const auto s = std::chrono::duration_cast<std::chrono::seconds>(watchdog).count();
+                nlohmann::json wd = nlohmann::json::object();
+                wd["model"] = lease.model();
+                wd["watchdog_s"] = s;
+                co_return Error(ErrorKind::watchdog_timeout,
+                                oreq.stream
+                                    ? fmt::format("engine of model '{}' sent nothing for {} s (watchdog)",
+                                                  lease.model(), s)
+                                    : fmt::format("engine of model '{}' stopped answering /health for {} s "
+                                                  "(watchdog)",
+                                                  lease.model(), s),
+                                wd);
+            }
+            auto report = co_await broker_.exit_report(lease.engine(), 1500ms);
+            nlohmann::json d = {{"model", lease.model()}, {"transport_error", ec.message()}};
+            if (report) {
+                d["exit"] = *report;
+                co_return Error(ErrorKind::engine_failed,
+                                fmt::format("the engine of model '{}' died mid-request: {}", lease.model(),
+                                            report->summary),
+                                d);
+            }
+            co_return Error(
+                ErrorKind::engine_failed,
+                fmt::format("the engine of model '{}' broke the connection: {}", lease.model(), ec.message()),
+                d);
+        };
+        if (hec) {
+            if (st->client_gone) co_return false;
+            throw co_await upstream_error(hec);
+        }
+        const auto& uh = parser.get();
+        const bool sse = content_type_of(uh).starts_with("text/event-stream");
+        char tmp[16 * 1024];
+
+        if (!sse) {
+            // Whole answer (JSON), then one response with the engine's status: small, and it must be complete
+            // to be useful.
+            std::string body;
+            while (!parser.is_done()) {
+                parser.get().body().data = tmp;
+                parser.get().body().size = sizeof tmp;
+                up.expires_after(read_timeout);
+                auto [ec, n] = co_await bhttp::async_read_some(up, ubuf, parser, tok);
+                if (ec == bhttp::error::need_buffer) ec = {};
+                if (ec) {
+                    if (st->client_gone) co_return false;
+                    throw co_await upstream_error(ec);
+                }
+                body.append(tmp, sizeof tmp - parser.get().body().size);
+            }
+            st->done = true;
+            bhttp::response<bhttp::string_body> res{uh.result(), v};
+            res.set(bhttp::field::server, "loch");
+            res.set(bhttp::field::content_type, uh[bhttp::field::content_type].empty()
+                                                    ? std::string("application/json")
+                                                    : std::string(uh[bhttp::field::content_type]));
+            res.keep_alive(keep);
+            res.body() = std::move(body);
+            res.prepare_payload();
+            client.expires_after(60s);
+            auto [ec, n] = co_await bhttp::async_write(client, res, tok);
+            client.expires_never();
+            client.socket().cancel();  // ends the client watch
+            co_return keep && !ec;
+        }
+
+        // Streaming: headers now, then each complete event as one chunk as soon as it is complete.
+        stream_mode = true;
+        bhttp::response<bhttp::empty_body> head{uh.result(), v};
+        head.set(bhttp::field::server, "loch");
+        head.set(bhttp::field::content_type, uh[bhttp::field::content_type]);
+        head.set(bhttp::field::cache_control, "no-cache");
+        head.keep_alive(keep);
+        head.chunked(true);
+        bhttp::response_serializer<bhttp::empty_body> sr{head};
+        auto [hwec, hwn] = co_await bhttp::async_write_header(client, sr, tok);
+        if (hwec) co_return false;
+        headers_sent = true;
+
+        SseFramer framer;
+        while (!parser.is_done()) {
+            parser.get().body().data = tmp;
+            parser.get().body().size = sizeof tmp;
+            up.expires_after(read_timeout);
+            auto [ec, n] = co_await bhttp::async_read_some(up, ubuf, parser, tok);
+            if (ec == bhttp::error::need_buffer) ec = {};
+            if (ec) {
+                if (st->client_gone) co_return false;
+                throw co_await upstream_error(ec);
+            }
+            const std::size_t got = sizeof tmp - parser.get().body().size;
+            for (auto& event : framer.feed(std::string_view(tmp, got))) {
+                auto [cwec, cwn] =
+                    co_await asio::async_write(client, bhttp::make_chunk(asio::buffer(event)), tok);
+                if (cwec) {
+                    st->client_gone = true;  // the upstream closes when `up` goes out of scope
+                    co_return false;
+                }
+            }
+        }
+        if (auto rest = framer.take_rest(); !rest.empty())
+            co_await asio::async_write(client, bhttp::make_chunk(asio::buffer(rest)), tok);
+        st->done = true;
+        auto [lec, ln] = co_await asio::async_write(client, bhttp::make_chunk_last(), tok);
+        client.socket().cancel();
+        co_return keep && !lec;
+    } catch (const Error& e) {
+        err = e;
+    } catch (const std::exception& e) {
+        err = Error(ErrorKind::internal, std::string("internal error: ") + e.what());
+    }
+    st->done = true;
+    if (st->upstream) st->upstream->cancel();
+    if (client_watch_started) {
+        boost::system::error_code ignored;
+        client.socket().cancel(ignored);
+    }
+    if (st->client_gone) co_return false;
+    if (!headers_sent) {
+        co_await write_error(client, v, keep, *err);
+        co_return keep;
+    }
+    // Mid-stream: an SSE error event, then a clean end of the chunked body.
+    spdlog::warn("stream of '{}' ended by error: {}", lease.model(), err->what());
+    (void)stream_mode;
+    const std::string ev = sse_error_event(*err);
+    co_await asio::async_write(client, bhttp::make_chunk(asio::buffer(ev)), tok);
+    co_await asio::async_write(client, bhttp::make_chunk_last(), tok);
+    co_return false;
+}
+
+}  // namespace loch::http

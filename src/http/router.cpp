@@ -1,0 +1,85 @@
+#include "http/router.hpp"
+
+#include <charconv>
+#include <vector>
+
+namespace loch::http {
+
+namespace {
+
+std::size_t parse_lines(std::string_view query) {
+    // lines=N among &-separated pairs; default 100, at most 10000.
+    std::size_t lines = 100;
+    while (!query.empty()) {
+        const auto amp = query.find('&');
+        const auto pair = query.substr(0, amp);
+        if (pair.starts_with("lines=")) {
+            std::size_t v = 0;
+            const auto num = pair.substr(6);
+            auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
+            if (ec == std::errc() && p == num.data() + num.size()) lines = std::min<std::size_t>(v, 10000);
+        }
+        if (amp == std::string_view::npos) break;
+        query.remove_prefix(amp + 1);
+    }
+    return lines;
+}
+
+Route with(Route::Kind k) {
+    Route r;
+    r.kind = k;
+    return r;
+}
+
+Route check(std::string_view method, std::string_view want, Route r) {
+    if (method == want) return r;
+    Route bad = with(Route::Kind::method_not_allowed);
+    bad.allow = std::string(want);
+    return bad;
+}
+
+}  // namespace
+
+Route route(std::string_view method, std::string_view target) {
+    std::string_view path = target, query;
+    if (auto q = target.find('?'); q != std::string_view::npos) {
+        path = target.substr(0, q);
+        query = target.substr(q + 1);
+    }
+    if (path == "/health") return check(method, "GET", with(Route::Kind::health));
+    if (path == "/v1/models") return check(method, "GET", with(Route::Kind::models));
+    if (auto ep = endpoint_from_path(path)) {
+        Route r = with(Route::Kind::openai);
+        r.endpoint = *ep;
+        return check(method, "POST", r);
+    }
+    if (path == "/loch/status") return check(method, "GET", with(Route::Kind::status));
+    if (path == "/loch/plan") return check(method, "POST", with(Route::Kind::plan));
+    constexpr std::string_view prefix = "/loch/engines/", suffix = "/log";
+    if (path.starts_with(prefix) && path.ends_with(suffix) && path.size() > prefix.size() + suffix.size()) {
+        Route r = with(Route::Kind::engine_log);
+        r.engine = std::string(path.substr(prefix.size(), path.size() - prefix.size() - suffix.size()));
+        if (r.engine.find('/') != std::string::npos) return with(Route::Kind::not_found);
+        r.lines = parse_lines(query);
+        return check(method, "GET", r);
+    }
+    return with(Route::Kind::not_found);
+}
+
+bool authorized(std::string_view authorization, const std::vector<std::string>& keys) {
+    if (keys.empty()) return true;
+    constexpr std::string_view bearer = "Bearer ";
+    if (!authorization.starts_with(bearer)) return false;
+    const auto given = authorization.substr(bearer.size());
+    bool ok = false;
+    for (const auto& k : keys) {
+        // Constant time for equal lengths: no early exit on the first differing byte.
+        unsigned diff = given.size() == k.size() ? 0u : 1u;
+        for (std::size_t i = 0; i < k.size(); ++i)
+            diff |= unsigned(k[i]) ^ unsigned(i < given.size() ? given[i] : 0);
+        ok |= diff == 0;
+    }
+    return ok;
+}
+
+}  // namespace loch::http

@@ -1,0 +1,36 @@
+// http/router — which handler a method + target goes to. Pure, so that routing is unit-tested without
+// sockets. Unknown paths are `not_found`, a known path with the wrong method is `method_not_allowed`.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "http/openai_request.hpp"
+
+namespace loch::http {
+
+struct Route {
+    enum class Kind {
+        health,      // GET /health
+        models,      // GET /v1/models
+        openai,      // POST /v1/chat/completions | /v1/completions | /v1/embeddings
+        status,      // GET /loch/status
+        plan,        // POST /loch/plan
+        engine_log,  // GET /loch/engines/{name}/log[?lines=N]
+        not_found,
+        method_not_allowed,
+    };
+    Kind kind = Kind::not_found;
+    Endpoint endpoint = Endpoint::chat_completions;  // openai
+    std::string engine;                              // engine_log
+    std::size_t lines = 100;                         // engine_log
+    std::string allow;                               // method_not_allowed: the method that would work
+};
+
+Route route(std::string_view method, std::string_view target);
+
+// Whether `authorization` ("Bearer <key>") carries one of `keys`. Compares in constant time per key.
+bool authorized(std::string_view authorization, const std::vector<std::string>& keys);
+
+}  // namespace loch::http

@@ -1,0 +1,145 @@
+// Admission decisions and victim choice: pure logic over a ledger snapshot.
+#include <gtest/gtest.h>
+
+#include "broker/admission.hpp"
+
+using namespace loch;
+using namespace loch::broker;
+
+namespace {
+
+Ledger ledger_with(std::uint64_t total) {
+    Ledger l;
+    DeviceLimits d;
+    d.id = "gpu0";
+    d.total = {total, Source::measured, ""};
+    l.set_device(d);
+    return l;
+}
+
+Need need(std::uint64_t bytes) {
+    Need n;
+    n.device = "gpu0";
+    n.bytes = bytes;
+    n.weights_bytes = bytes * 3 / 4;
+    n.kv_bytes = bytes / 4;
+    n.ctx = 8192;
+    n.slots = 2;
+    n.layers = 32;
+    return n;
+}
+
+EngineView engine(std::string name, std::uint64_t bytes, bool evictable, double idle_s, double load_s,
+                  int priority = 1) {
+    EngineView e;
+    e.name = std::move(name);
+    e.device = "gpu0";
+    e.bytes = bytes;
+    e.evictable = evictable;
+    e.idle_s = idle_s;
+    e.load_s = load_s;
+    e.priority = priority;
+    return e;
+}
+
+}  // namespace
+
+TEST(Admission, StartsWhenItFits) {
+    Ledger l = ledger_with(10 * kGiB);
+    AdmissionInput in{{need(4 * kGiB)}, 1, {}, {}};
+    auto d = decide(in, l);
+    EXPECT_EQ(d.kind, Decision::Kind::start);
+    EXPECT_EQ(d.device, "gpu0");
+}
+
+TEST(Admission, WaitsWhileAnotherLoadIsInFlightOnTheDevice) {
+    Ledger l = ledger_with(10 * kGiB);
+    AdmissionInput in{{need(4 * kGiB)}, 1, {}, {"gpu0"}};
+    EXPECT_EQ(decide(in, l).kind, Decision::Kind::wait);
+}
+
+TEST(Admission, EvictsTheCheapestToReloadIdleEngines) {
+    Ledger l = ledger_with(10 * kGiB);
+    l.reserve("gpu0", "slow", {3 * kGiB, Source::measured, ""});
+    l.reserve("gpu0", "quick", {3 * kGiB, Source::measured, ""});
+    l.reserve("gpu0", "busy", {3 * kGiB, Source::measured, ""});
+    AdmissionInput in{{need(4 * kGiB)},
+                      1,
+                      {engine("slow", 3 * kGiB, true, 100, 60), engine("quick", 3 * kGiB, true, 100, 2),
+                       engine("busy", 3 * kGiB, false, 0, 1)},
+                      {}};
+    auto d = decide(in, l);  // free 1 GiB; one 3 GiB victim is enough
+    ASSERT_EQ(d.kind, Decision::Kind::evict_then_start);
+    ASSERT_EQ(d.victims.size(), 1u);
+    EXPECT_EQ(d.victims[0], "quick");
+    EXPECT_EQ(d.freed_bytes, 3 * kGiB);
+}
+
+TEST(Admission, NeverEvictsHigherPriority) {
+    Ledger l = ledger_with(10 * kGiB);
+    l.reserve("gpu0", "vip", {8 * kGiB, Source::measured, ""});
+    AdmissionInput in{{need(4 * kGiB)}, 0, {engine("vip", 8 * kGiB, true, 1000, 1, /*priority=*/1)}, {}};
+    EXPECT_EQ(decide(in, l).kind, Decision::Kind::wait);
+    in.priority = 1;
+    EXPECT_EQ(decide(in, l).kind, Decision::Kind::evict_then_start);
+}
+
+TEST(Admission, RefusesAtOnceWhatCannotFitOnAnEmptyDeviceWithNumbers) {
+    Ledger l = ledger_with(10 * kGiB);
+    l.reserve("gpu0", "other", {2 * kGiB, Source::measured, ""});
+    AdmissionInput in{{need(16 * kGiB)}, 1, {engine("other", 2 * kGiB, true, 5, 1)}, {}};
+    auto d = decide(in, l);
+    ASSERT_EQ(d.kind, Decision::Kind::refuse);
+    EXPECT_EQ(d.refusal.need, 16 * kGiB);
+    EXPECT_EQ(d.refusal.capacity, 10 * kGiB);
+    EXPECT_EQ(d.refusal.largest_free, 8 * kGiB);
+    ASSERT_FALSE(d.refusal.would_help.empty());
+    bool mentions_context = false, mentions_quant = false, mentions_cpu = false;
+    for (const auto& h : d.refusal.would_help) {
+        mentions_context |= h.find("context") != std::string::npos;
+        mentions_quant |= h.find("quantization") != std::string::npos;
+        mentions_cpu |= h.find("CPU layers") != std::string::npos;
+    }
+    EXPECT_TRUE(mentions_quant);
+    EXPECT_TRUE(mentions_cpu);
+    EXPECT_FALSE(
+        mentions_context);  // the weights alone (12 GiB) exceed 10 GiB: a smaller context cannot help
+}
+
+TEST(Admission, SuggestsAContextThatFits) {
+    Need n = need(12 * kGiB);  // 9 GiB weights + 3 GiB KV for 8192 tokens
+    auto help = what_would_help(n, 10 * kGiB);
+    ASSERT_FALSE(help.empty());
+    // 1 GiB left for KV at 3 GiB / 8192 tokens → 2730 tokens.
+    EXPECT_NE(help[0].find("2730"), std::string::npos) << help[0];
+}
+
+TEST(Admission, WaitsWhenBusyEnginesHoldTheMemory) {
+    Ledger l = ledger_with(10 * kGiB);
+    l.reserve("gpu0", "busy", {8 * kGiB, Source::measured, ""});
+    AdmissionInput in{{need(4 * kGiB)}, 1, {engine("busy", 8 * kGiB, false, 0, 1)}, {}};
+    EXPECT_EQ(decide(in, l).kind, Decision::Kind::wait);
+}
+
+TEST(Admission, TakesTheSecondDeviceWhenTheFirstIsFull) {
+    Ledger l = ledger_with(10 * kGiB);
+    DeviceLimits d2;
+    d2.id = "gpu1";
+    d2.total = {10 * kGiB, Source::measured, ""};
+    l.set_device(d2);
+    l.reserve("gpu0", "busy", {8 * kGiB, Source::measured, ""});
+    Need a = need(4 * kGiB), b = need(4 * kGiB);
+    b.device = "gpu1";
+    AdmissionInput in{{a, b}, 1, {engine("busy", 8 * kGiB, false, 0, 1)}, {}};
+    auto d = decide(in, l);
+    EXPECT_EQ(d.kind, Decision::Kind::start);
+    EXPECT_EQ(d.device, "gpu1");
+}
+
+TEST(VictimScore, IdleLongerAndCheaperToReloadScoresHigher) {
+    EXPECT_GT(victim_score(engine("a", 1, true, 100, 1)), victim_score(engine("b", 1, true, 10, 1)));
+    EXPECT_GT(victim_score(engine("a", 1, true, 100, 1)), victim_score(engine("b", 1, true, 100, 10)));
+    auto heavy = engine("c", 1, true, 100, 1);
+    heavy.weight = 5;
+    EXPECT_GT(victim_score(engine("a", 1, true, 100, 1)), victim_score(heavy));
+}
