@@ -1,0 +1,70 @@
+// Reading what loch needs from OpenAI request bodies; bad bodies are 400s that name the field.
+#include <gtest/gtest.h>
+
+#include "broker/error.hpp"
+#include "http/openai_request.hpp"
+
+using namespace loch::http;
+using loch::broker::Error;
+using loch::broker::ErrorKind;
+
+namespace {
+std::string error_of(Endpoint e, std::string_view body) {
+    try {
+        parse_openai_request(e, body);
+    } catch (const Error& err) {
+        EXPECT_EQ(err.kind(), ErrorKind::invalid_request);
+        return err.what();
+    }
+    return "";
+}
+}  // namespace
+
+TEST(OpenAIRequest, Chat) {
+    auto r = parse_openai_request(Endpoint::chat_completions,
+                                  R"({"model":"m","stream":true,"max_tokens":16,
+                                      "messages":[{"role":"user","content":"hello"},
+                                                  {"role":"user","content":[{"type":"text","text":"abc"}]}]})");
+    EXPECT_EQ(r.model, "m");
+    EXPECT_TRUE(r.stream);
+    EXPECT_EQ(r.max_tokens, 16u);
+    EXPECT_EQ(r.prompt_bytes, 8u);
+}
+
+TEST(OpenAIRequest, CompletionWithTokenIdsAndNPredict) {
+    auto r = parse_openai_request(Endpoint::completions, R"({"model":"m","prompt":[1,2,3],"n_predict":-1})");
+    EXPECT_EQ(r.prompt_token_ids, 3u);
+    EXPECT_FALSE(r.max_tokens);
+    r = parse_openai_request(Endpoint::completions,
+                             R"({"model":"m","prompt":"abcd","max_completion_tokens":5})");
+    EXPECT_EQ(r.prompt_bytes, 4u);
+    EXPECT_EQ(r.max_tokens, 5u);
+}
+
+TEST(OpenAIRequest, EmbeddingsNeverStream) {
+    auto r = parse_openai_request(Endpoint::embeddings, R"({"model":"m","input":["a","bc"],"stream":true})");
+    EXPECT_FALSE(r.stream);
+    EXPECT_EQ(r.prompt_bytes, 3u);
+}
+
+TEST(OpenAIRequest, BadBodiesNameTheProblem) {
+    EXPECT_NE(error_of(Endpoint::chat_completions, "{not json").find("not valid JSON"), std::string::npos);
+    EXPECT_NE(error_of(Endpoint::chat_completions, "[1]").find("JSON object"), std::string::npos);
+    EXPECT_NE(error_of(Endpoint::chat_completions, R"({"messages":[]})").find("'model'"), std::string::npos);
+    EXPECT_NE(error_of(Endpoint::chat_completions, R"({"model":7})").find("'model'"), std::string::npos);
+    EXPECT_NE(error_of(Endpoint::chat_completions, R"({"model":"m"})").find("'messages'"), std::string::npos);
+    EXPECT_NE(
+        error_of(Endpoint::chat_completions, R"({"model":"m","messages":[{"content":"x"}]})").find("role"),
+        std::string::npos);
+    EXPECT_NE(error_of(Endpoint::chat_completions,
+                       R"({"model":"m","stream":"yes","messages":[{"role":"user","content":"x"}]})")
+                  .find("'stream'"),
+              std::string::npos);
+    EXPECT_NE(
+        error_of(Endpoint::completions, R"({"model":"m","prompt":"x","max_tokens":-3})").find("max_tokens"),
+        std::string::npos);
+    EXPECT_NE(error_of(Endpoint::completions, R"({"model":"m","prompt":{"a":1}})").find("'prompt'"),
+              std::string::npos);
+    EXPECT_NE(error_of(Endpoint::completions, R"({"model":"m","prompt":[[[[1]]]]})").find("nested"),
+              std::string::npos);
+}

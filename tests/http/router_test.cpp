@@ -1,0 +1,49 @@
+// Routing and API-key checks.
+#include <gtest/gtest.h>
+
+#include "http/router.hpp"
+
+using namespace loch::http;
+
+TEST(Router, KnownRoutes) {
+    EXPECT_EQ(route("GET", "/health").kind, Route::Kind::health);
+    EXPECT_EQ(route("GET", "/v1/models").kind, Route::Kind::models);
+    auto r = route("POST", "/v1/chat/completions");
+    EXPECT_EQ(r.kind, Route::Kind::openai);
+    EXPECT_EQ(r.endpoint, Endpoint::chat_completions);
+    EXPECT_EQ(route("POST", "/v1/completions").endpoint, Endpoint::completions);
+    EXPECT_EQ(route("POST", "/v1/embeddings").endpoint, Endpoint::embeddings);
+    EXPECT_EQ(route("GET", "/loch/status").kind, Route::Kind::status);
+    EXPECT_EQ(route("POST", "/loch/plan").kind, Route::Kind::plan);
+    EXPECT_EQ(route("GET", "/v1/models?x=1").kind, Route::Kind::models);
+}
+
+TEST(Router, EngineLogWithLines) {
+    auto r = route("GET", "/loch/engines/qwen-0.5b/log?lines=20");
+    EXPECT_EQ(r.kind, Route::Kind::engine_log);
+    EXPECT_EQ(r.engine, "qwen-0.5b");
+    EXPECT_EQ(r.lines, 20u);
+    EXPECT_EQ(route("GET", "/loch/engines/x/log").lines, 100u);
+    EXPECT_EQ(route("GET", "/loch/engines/x/log?lines=abc").lines, 100u);
+    EXPECT_EQ(route("GET", "/loch/engines/x/log?lines=99999999").lines, 10000u);
+    EXPECT_EQ(route("GET", "/loch/engines/a/b/log").kind, Route::Kind::not_found);
+    EXPECT_EQ(route("GET", "/loch/engines//log").kind, Route::Kind::not_found);
+}
+
+TEST(Router, WrongMethodAndUnknownPath) {
+    auto r = route("GET", "/v1/chat/completions");
+    EXPECT_EQ(r.kind, Route::Kind::method_not_allowed);
+    EXPECT_EQ(r.allow, "POST");
+    EXPECT_EQ(route("GET", "/v2/models").kind, Route::Kind::not_found);
+    EXPECT_EQ(route("GET", "").kind, Route::Kind::not_found);
+}
+
+TEST(Auth, BearerKeys) {
+    EXPECT_TRUE(authorized("", {}));
+    EXPECT_TRUE(authorized("Bearer sk-1", {"sk-0", "sk-1"}));
+    EXPECT_FALSE(authorized("Bearer sk-2", {"sk-0", "sk-1"}));
+    EXPECT_FALSE(authorized("sk-1", {"sk-1"}));
+    EXPECT_FALSE(authorized("Bearer sk-1x", {"sk-1"}));
+    EXPECT_FALSE(authorized("Bearer sk-", {"sk-1"}));
+    EXPECT_FALSE(authorized("", {"sk-1"}));
+}

@@ -1,0 +1,49 @@
+// SSE framing: whole events out, however the bytes were split.
+#include <gtest/gtest.h>
+
+#include "http/sse.hpp"
+
+using loch::http::is_done_event;
+using loch::http::SseFramer;
+
+TEST(Sse, SplitsEventsAtBlankLines) {
+    SseFramer f;
+    auto ev = f.feed("data: {\"a\":1}\n\ndata: {\"b\":2}\n\ndata: [DO");
+    ASSERT_EQ(ev.size(), 2u);
+    EXPECT_EQ(ev[0], "data: {\"a\":1}\n\n");
+    EXPECT_EQ(ev[1], "data: {\"b\":2}\n\n");
+    EXPECT_TRUE(f.mid_event());
+    ev = f.feed("NE]\n\n");
+    ASSERT_EQ(ev.size(), 1u);
+    EXPECT_TRUE(is_done_event(ev[0]));
+    EXPECT_FALSE(f.mid_event());
+}
+
+TEST(Sse, ByteByByteGivesTheSameEvents) {
+    const std::string stream = "event: x\ndata: 1\n\ndata: 2\r\n\r\n: ping\n\ndata: [DONE]\n\n";
+    SseFramer whole, bytes;
+    auto expected = whole.feed(stream);
+    std::vector<std::string> got;
+    for (char c : stream)
+        for (auto& e : bytes.feed(std::string_view(&c, 1))) got.push_back(e);
+    EXPECT_EQ(got, expected);
+    ASSERT_EQ(expected.size(), 4u);
+    EXPECT_EQ(expected[1], "data: 2\r\n\r\n");
+    std::string joined;
+    for (auto& e : got) joined += e;
+    EXPECT_EQ(joined, stream);  // nothing lost, nothing added
+}
+
+TEST(Sse, OversizedEventIsForwardedNotHeldForever) {
+    SseFramer f(16);
+    auto ev = f.feed("data: 0123456789abcdef");
+    ASSERT_EQ(ev.size(), 1u);
+    EXPECT_FALSE(f.mid_event());
+    EXPECT_EQ(f.take_rest(), "");
+}
+
+TEST(Sse, RestAtEndOfStream) {
+    SseFramer f;
+    EXPECT_TRUE(f.feed("data: partial").empty());
+    EXPECT_EQ(f.take_rest(), "data: partial");
+}
