@@ -2,6 +2,10 @@
 // llama-server and answers POST /v1/completions; so do the demo model and the main quantizations.
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <fstream>
+#include <iterator>
+
 #include <nlohmann/json.hpp>
 
 #include "support/engine_process.hpp"
@@ -107,6 +111,68 @@ TEST(EngineSupport, ABrokenModelFailsWithTheEngineLog) {
         EXPECT_NE(std::string(e.what()).find("did not become healthy"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("log tail"), std::string::npos) << e.what();
     }
+}
+
+}  // namespace
+}  // namespace loch::test
+
+namespace loch::test {
+namespace {
+
+std::vector<std::string> real_presets() {
+    std::vector<std::string> names;
+    for (const auto& p : synth::list_presets()) {
+        if (p.published_params > 0) names.push_back(p.name);
+    }
+    return names;
+}
+
+std::string test_name(const std::string& s) {
+    std::string out;
+    for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    return out;
+}
+
+class RealShapes : public ::testing::TestWithParam<std::string> {};
+
+// Real-sized presets are too big to run here, but llama-fit-params loads them without allocating (it
+// checks every tensor's name and shape against the architecture) and fits them to this machine.
+TEST_P(RealShapes, PresetLoadsInLlamaFitParams) {
+    SynthModel model({"--preset", GetParam(), "--weights", "zeros"});
+    TempDir dir;
+    const auto log = dir / "fit.log";
+    const int status = run_to_completion(bin_dir() / "llama-fit-params",
+                                         {"-m", model.path().string(), "-c", "4096", "-t", "2"}, log);
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(status, 0) << text;
+    EXPECT_EQ(text.find("failed to load model"), std::string::npos) << text;
+    EXPECT_NE(text.find("-ngl"), std::string::npos) << "no fitted arguments printed:\n" << text;
+}
+
+INSTANTIATE_TEST_SUITE_P(Synth, RealShapes, ::testing::ValuesIn(real_presets()),
+                         [](const auto& info) { return test_name(info.param); });
+
+TEST(Cli, BadCombinationsAreRejectedWithNumbers) {
+    TempDir dir;
+    const auto log = dir / "synth.log";
+    const auto exe = bin_dir() / "loch-synth";
+    const int status =
+        run_to_completion(exe,
+                          {"--arch", "llama", "--layers", "2", "--embd", "1000", "--heads", "3", "--ff", "64",
+                           "--vocab", "300", "--ctx", "64", "--out", (dir / "x.gguf").string()},
+                          log);
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(status, 2);
+    EXPECT_NE(text.find("n_embd 1000 is not divisible by n_head 3"), std::string::npos) << text;
+    EXPECT_FALSE(std::filesystem::exists(dir / "x.gguf"));
+
+    EXPECT_EQ(run_to_completion(exe, {"--preset", "no-such", "--out", (dir / "y.gguf").string()}, log), 2);
+    EXPECT_EQ(run_to_completion(
+                  exe, {"--preset", "tiny-llama", "--quant", "q9", "--out", (dir / "y.gguf").string()}, log),
+              2);
+    EXPECT_EQ(run_to_completion(exe, {"--list-presets"}, log), 0);
 }
 
 }  // namespace
