@@ -9,6 +9,7 @@
 #include <iterator>
 #include <set>
 
+#include "gguf/reader.hpp"
 #include "gguf/writer.hpp"
 #include "support/temp_dir.hpp"
 #include "synth/synth.hpp"
@@ -162,6 +163,33 @@ TEST(Write, WeightsNames) {
     EXPECT_EQ(parse_weights("zeros"), Weights::zeros);
     EXPECT_EQ(parse_weights("small"), Weights::small);
     EXPECT_THROW(parse_weights("random"), SynthError);
+}
+
+}  // namespace
+}  // namespace loch::synth
+
+namespace loch::synth {
+namespace {
+
+// What loch inspect will see: the reader gets back exactly the model we built, with the real count.
+TEST(Write, ReaderSeesTheBuiltModel) {
+    test::TempDir dir;
+    const auto built = build_model(find_preset("llama-3.1-8b")->shape, "q4_k");
+    const auto path = dir / "llama8b-q4k.gguf";
+    write_model(path, built, Weights::zeros);
+    const auto read = gguf::read_model(path);
+    EXPECT_NEAR(static_cast<double>(read.parameter_count()) / 1e9, 8.03, 8.03 * 0.005);
+    EXPECT_EQ(read.parameter_count(), built.parameter_count());
+    EXPECT_EQ(read.file_size, built.file_size);
+    ASSERT_EQ(read.tensors.size(), built.tensors.size());
+    for (std::size_t i = 0; i < read.tensors.size(); ++i) {
+        EXPECT_EQ(read.tensors[i].name, built.tensors[i].name);
+        EXPECT_EQ(read.tensors[i].dims, built.tensors[i].dims);
+        EXPECT_EQ(read.tensors[i].type, built.tensors[i].type);
+        EXPECT_EQ(read.tensors[i].offset, built.tensors[i].offset);
+    }
+    EXPECT_EQ(read.metadata.entries().size(), built.metadata.entries().size());
+    EXPECT_EQ(read.architecture(), "llama");
 }
 
 }  // namespace
