@@ -201,7 +201,7 @@ Config parse_config(std::string_view yaml, const fs::path& file_name, const Load
 // Read and parse a file. Throws ConfigError (also for an unreadable file).
 Config load_config_file(const fs::path& file, const LoadContext& ctx);
 
-// The embedded default: every *.gguf (recursively one level: files directly in models_dir) served by
+// The embedded default: every *.gguf directly in models_dir (not in subfolders) served by
 // llama-server with default settings; model name = sanitized file stem. Later split parts
 // (name-00002-of-00003.gguf) and mmproj-*.gguf projectors are skipped (listed in notes). `models_dir`
 // empty = <cwd>/models. Throws ConfigError when models_dir does not exist or llama-server is not found.

@@ -77,7 +77,8 @@ class Engine {
     // Completes when the process has ended for any reason (immediately if it already has).
     boost::asio::awaitable<ExitReport> wait_exit();
 
-    // Called once, on the executor, when the process ends after start() (crash, stop, timeout).
+    // Called once, on the executor, when the run ends: crash, stop, startup timeout, or a spawn failure
+    // inside start(). Set it before start().
     void on_exit(std::function<void(const ExitReport&)> cb);
     // Called for every complete output line (e.g. to parse buffer sizes as they are printed).
     void on_log_line(std::function<void(const std::string&)> cb);

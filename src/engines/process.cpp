@@ -349,7 +349,9 @@ Process::~Process() {
     boost::system::error_code ec;
     impl_->pidfd.close(ec);
     impl_->drain_timer.cancel();
-    // The output pipe stays open for the reader until EOF: a child that kept it is dead by now.
+    // Nobody can read this process's output any more: stop the reader even if an escaped grandchild
+    // (one that left the group with setsid) still holds the pipe.
+    impl_->out.close(ec);
 }
 
 pid_t Process::pid() const {

@@ -344,6 +344,13 @@ TEST_F(ConfigTest, RelativePathsResolveAgainstTheConfigFolder) {
     EXPECT_EQ(c.log_dir, fs::path("/var/tmp/l"));
 }
 
+TEST_F(ConfigTest, TildeMeansTheUsersHomeOnly) {
+    ctx.home = dir.path() / "home";
+    const Config c = parse(std::string("state_dir: ~/st\nlog_dir: ~other/logs\n") + kMinimal);
+    EXPECT_EQ(c.state_dir, dir.path() / "home" / "st");
+    EXPECT_EQ(c.log_dir, dir.path() / "~other" / "logs");  // "~user" is not expanded: a relative name
+}
+
 TEST_F(ConfigTest, DefaultsApplyAndModelsOverride) {
     const Config c = parse(R"(defaults:
   args: {ctx: 1024, parallel: 2}
