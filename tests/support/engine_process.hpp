@@ -17,6 +17,7 @@
 
 #include "support/http_client.hpp"
 #include "support/process.hpp"
+#include "support/temp_dir.hpp"
 
 namespace loch::test {
 
@@ -37,7 +38,7 @@ inline std::uint16_t free_port() {
 struct EngineOptions {
     std::chrono::milliseconds startup_timeout{std::chrono::seconds(120)};
     std::filesystem::path exe;       // default: bin_dir()/llama-server
-    std::filesystem::path log_file;  // default: next to the model, "<model>.<port>.log"
+    std::filesystem::path log_file;  // default: a temporary directory removed with the EngineProcess
 };
 
 class EngineProcess {
@@ -59,10 +60,10 @@ class EngineProcess {
             std::vector<std::string> args = {"-m",        model.string(), "--host",
                                              "127.0.0.1", "--port",       std::to_string(port_)};
             args.insert(args.end(), extra_args.begin(), extra_args.end());
-            const auto log =
-                opts.log_file.empty()
-                    ? std::filesystem::path(model.string() + "." + std::to_string(port_) + ".log")
-                    : opts.log_file;
+            if (opts.log_file.empty() && !log_dir_) log_dir_ = std::make_unique<TempDir>("loch-engine-log");
+            const auto log = opts.log_file.empty()
+                                 ? log_dir_->path() / ("llama-server." + std::to_string(port_) + ".log")
+                                 : opts.log_file;
             process_ = std::make_unique<Process>(exe, args, log);
             if (wait_healthy(opts.startup_timeout)) return;
             const std::string tail = process_->log_tail();
@@ -122,6 +123,7 @@ class EngineProcess {
     }
 
     std::uint16_t port_ = 0;
+    std::unique_ptr<TempDir> log_dir_;  // declared before process_: the engine stops before its log goes
     std::unique_ptr<Process> process_;
 };
 
