@@ -78,7 +78,7 @@ void print_text(const devices::DeviceReport& r) {
     fmt::print("  IOMMU enabled:   {}\n", value(s.iommu_enabled));
     fmt::print("  ttm.pages_limit: {}\n", value(s.ttm_pages_limit));
     fmt::print("  amdgpu.gttsize:  {}\n", value(s.amdgpu_gttsize_mib));
-    fmt::print("  vm.max_map_count:{}\n", " " + value(s.max_map_count));
+    fmt::print("  vm.max_map_count: {}\n", value(s.max_map_count));
     fmt::print("  linux-firmware:  {}\n", value(s.linux_firmware));
     for (const auto& n : r.notes) fmt::print("note: {}\n", n);
 }

@@ -50,7 +50,7 @@ std::string bytes_text(std::uint64_t b) {
 }
 
 Evidence figure_evidence(std::string what, const MemoryFigure& f) {
-    return {std::move(what), bytes_text(f.bytes), f.detail};
+    return {std::move(what), bytes_text(f.bytes), f.detail, f.bytes};
 }
 
 Evidence figure_evidence(std::string what, const devices::ProbedFigure& f) {

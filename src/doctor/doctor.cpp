@@ -79,8 +79,11 @@ bool has_errors(const std::vector<Finding>& findings) {
 
 nlohmann::json to_json(const Finding& f) {
     nlohmann::json evidence = nlohmann::json::array();
-    for (const auto& e : f.evidence)
-        evidence.push_back({{"what", e.what}, {"value", e.value}, {"from", e.from}});
+    for (const auto& e : f.evidence) {
+        nlohmann::json ej{{"what", e.what}, {"value", e.value}, {"from", e.from}};
+        if (e.bytes) ej["bytes"] = *e.bytes;
+        evidence.push_back(std::move(ej));
+    }
     nlohmann::json j{{"id", f.id},
                      {"severity", to_string(f.severity)},
                      {"evidence", evidence},

@@ -14,6 +14,8 @@
 //   budget-unknown           a device whose usable budget could not be computed
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -31,9 +33,14 @@ std::string_view to_string(Severity s);
 
 // One thing the doctor read: what, its value, and where it came from.
 struct Evidence {
-    std::string what;   // "GTT total"
-    std::string value;  // "24.00 GiB (25769803776 B)"
-    std::string from;   // "sysfs card0/device/mem_info_gtt_total"
+    Evidence(std::string what_, std::string value_, std::string from_,
+             std::optional<std::uint64_t> bytes_ = std::nullopt)
+        : what(std::move(what_)), value(std::move(value_)), from(std::move(from_)), bytes(bytes_) {}
+
+    std::string what;                    // "GTT total"
+    std::string value;                   // "24.00 GiB (25769803776 B)"
+    std::string from;                    // "sysfs card0/device/mem_info_gtt_total"
+    std::optional<std::uint64_t> bytes;  // exact bytes when the evidence is a memory figure
 };
 
 struct Finding {
