@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "devices/probe.hpp"
+#include "devices/run_loch.hpp"
 
 namespace loch::devices {
 namespace {

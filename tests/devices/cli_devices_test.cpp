@@ -1,0 +1,67 @@
+// `loch devices` end to end on captured trees: JSON with exact bytes and sources, LOCH_NVML_LIBRARY reaching
+// the probe, and a readable text report.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "devices/run_loch.hpp"
+#include "devices/sysroot_fixture.hpp"
+
+namespace loch::devices {
+namespace {
+
+using loch::testing::run_loch;
+using loch::testing::sysroot_fixture;
+
+const nlohmann::json& device(const nlohmann::json& j, const std::string& id) {
+    for (const auto& d : j.at("devices"))
+        if (d.at("id") == id) return d;
+    throw std::runtime_error("no device " + id + " in " + j.dump());
+}
+
+TEST(CliDevices, JsonCarriesExactBytesSourcesAndTheUsableRule) {
+    const auto run =
+        run_loch({"devices", "--json", "--sysroot", sysroot_fixture("strix-halo-stock").string()});
+    ASSERT_EQ(run.status, 0) << run.out;
+    const auto j = nlohmann::json::parse(run.out);
+    const auto& gpu = device(j, "amd:card0");
+    EXPECT_EQ(gpu.at("kind"), "integrated");
+    EXPECT_EQ(gpu.at("compute").at("value"), "gfx1151");
+    const auto& gtt = gpu.at("pools").at(2);
+    EXPECT_EQ(gtt.at("kind"), "gtt");
+    EXPECT_EQ(gtt.at("total").at("bytes"), 25769803776u);
+    EXPECT_EQ(gtt.at("total").at("source"), "measured");
+    EXPECT_EQ(gtt.at("total").at("detail"), "sysfs card0/device/mem_info_gtt_total");
+    EXPECT_EQ(gpu.at("usable").at("bytes"), 25769803776u - 536870912u);
+    EXPECT_EQ(gpu.at("usable").at("binding"), "GTT headroom");
+    EXPECT_EQ(gpu.at("vulkan_device_local_heap").at("unknown"), "Vulkan not probed");
+    EXPECT_EQ(j.at("system").at("max_map_count").at("value"), 1048576);
+}
+
+TEST(CliDevices, LochNvmlLibraryLoadsTheTestDoubleThroughTheCli) {
+    const auto run =
+        run_loch({"devices", "--json", "--sysroot", sysroot_fixture("cpu-container-16g").string()},
+                 {std::string("LOCH_NVML_LIBRARY=") + LOCH_NVML_DOUBLE});
+    ASSERT_EQ(run.status, 0) << run.out;
+    const auto j = nlohmann::json::parse(run.out);
+    const auto& gpu = device(j, "nvidia:0");
+    EXPECT_EQ(gpu.at("name"), "NVIDIA H200");
+    EXPECT_EQ(gpu.at("pools").at(0).at("free").at("bytes"), 150754820096ull - (20ull << 30));
+    EXPECT_EQ(gpu.at("pools").at(0).at("free").at("detail"), "NVML nvmlDeviceGetMemoryInfo(0).free");
+}
+
+TEST(CliDevices, TextReportNamesPoolsBudgetAndHolders) {
+    const auto run = run_loch({"devices", "--sysroot", sysroot_fixture("strix-halo-traps").string()});
+    ASSERT_EQ(run.status, 0) << run.out;
+    EXPECT_NE(run.out.find("VRAM (BIOS carve-out):"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("usable:    61.00 GiB (65498251264 B)"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("PID 4242 holds 40.00 GiB of gtt"), std::string::npos) << run.out;
+}
+
+TEST(CliDevices, MissingSysrootIsAnErrorNotAnEmptyReport) {
+    const auto run = run_loch({"devices", "--sysroot", "/nonexistent/tree"});
+    EXPECT_NE(run.status, 0);
+}
+
+}  // namespace
+}  // namespace loch::devices
