@@ -107,10 +107,15 @@ class Parser {
         const auto n_kv = c_.read<std::uint64_t>("metadata count");
         // Each key/value needs at least 13 bytes (key length, type, one byte of value), each tensor info 24.
         if (n_kv > c_.left() / 13) {
-            c_.fail(16, fmt::format("metadata count {} cannot fit in the {} bytes left", n_kv, c_.left()));
+            c_.fail(16,
+                    fmt::format(
+                        "metadata count {} (13+ bytes each) exceeds the {} bytes left: truncated or corrupt",
+                        n_kv, c_.left()));
         }
         if (n_tensors > c_.left() / 24) {
-            c_.fail(8, fmt::format("tensor count {} cannot fit in the {} bytes left", n_tensors, c_.left()));
+            c_.fail(8, fmt::format(
+                           "tensor count {} (24+ bytes each) exceeds the {} bytes left: truncated or corrupt",
+                           n_tensors, c_.left()));
         }
         read_metadata(m, n_kv);
         read_tensor_infos(m, n_tensors);
