@@ -1,5 +1,6 @@
 // Fuzzes the config loader: YAML text is outside input. Any input must end in a Config or a ConfigError
 // with diagnostics — never a crash, a hang or another exception. Files are not checked (no filesystem).
+// fuzz-module: config
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
