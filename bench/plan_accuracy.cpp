@@ -48,7 +48,32 @@ struct Case {
     const ModelSpec* model;
     std::uint32_t ctx, parallel;
     plan::FlashAttn fa;
+    int ngl = -1;  // GPU mode: layers on the GPU (-1 = all)
 };
+
+// The settings a case runs with; the same for the live run and for --replan.
+plan::Settings settings_of(const Case& c, bool gpu, double overhead_mib) {
+    plan::Settings st;
+    st.n_ctx = c.ctx;
+    st.n_parallel = c.parallel;
+    st.flash_attn = c.fa;
+    st.gpu_overhead_bytes = static_cast<std::uint64_t>(overhead_mib * 1024 * 1024);
+    if (gpu) {
+        st.gpus = {"cuda0"};
+        st.n_gpu_layers = c.ngl;
+    }
+    return st;
+}
+
+gguf::Model model_of(const ModelSpec& m) {
+    synth::Shape shape = m.shape;
+    if (m.preset) {
+        const auto* p = synth::find_preset(*m.preset);
+        if (!p) throw std::runtime_error("unknown preset " + *m.preset);
+        shape = p->shape;
+    }
+    return synth::build_model(shape, m.quant);
+}
 
 synth::Shape small(std::string arch, std::uint32_t layers, std::uint32_t embd, std::uint32_t heads,
                    std::uint32_t kv, std::uint32_t ff, std::uint32_t vocab) {
@@ -124,6 +149,15 @@ std::vector<Case> cases_for(const std::vector<ModelSpec>& models, bool gpu) {
             for (const auto& m : models)
                 c.push_back(
                     {fmt::format("{}/c{}/np1/fa-auto", m.name, ctx), &m, ctx, 1, plan::FlashAttn::automatic});
+    if (gpu) {
+        // Other settings on two shapes: per-slot KV streams, flash attention off, partial offload.
+        for (const auto& m : models) {
+            if (m.name != "llama-3.1-8b" && m.name != "gemma-3-12b" && m.name != "qwen3-30b-a3b") continue;
+            c.push_back({m.name + "/c32768/np4/fa-auto", &m, 32768, 4, plan::FlashAttn::automatic});
+            c.push_back({m.name + "/c8192/np1/fa-off", &m, 8192, 1, plan::FlashAttn::off});
+            c.push_back({m.name + "/c8192/np1/fa-auto/ngl20", &m, 8192, 1, plan::FlashAttn::automatic, 20});
+        }
+    }
     return c;
 }
 
@@ -260,6 +294,7 @@ int main(int argc, char** argv) {
     double overhead_mib = 600, deadline_s = 0;
     int threads = 2;
     std::vector<std::string> from_jsonl, skip_done;
+    bool replan = false;
     app.add_option("--mode", mode, "cpu | gpu")->check(CLI::IsMember({"cpu", "gpu"}));
     app.add_option("--bin-dir", bin_dir,
                    "directory of llama-server and llama-fit-params (default: next to this program)");
@@ -275,6 +310,7 @@ int main(int argc, char** argv) {
     app.add_option("--from-jsonl", from_jsonl, "make the report from recorded cases instead of running any");
     app.add_option("--skip-done", skip_done,
                    "skip the case ids recorded (without error) in these jsonl files");
+    app.add_flag("--replan", replan, "with --from-jsonl: recompute the formula columns with this build");
     CLI11_PARSE(app, argc, argv);
 
     const bool gpu = mode == "gpu";
@@ -332,25 +368,13 @@ int main(int argc, char** argv) {
             // The model file (written once per model: zero weights, sparse).
             const fs::path path = fs::path(work) / (c.model->name + ".gguf");
             if (!loaded.count(c.model->name)) {
-                synth::Shape shape = c.model->shape;
-                std::string quant = c.model->quant;
-                if (c.model->preset) {
-                    const auto* p = synth::find_preset(*c.model->preset);
-                    if (!p) throw std::runtime_error("unknown preset " + *c.model->preset);
-                    shape = p->shape;
-                }
-                auto m = synth::build_model(shape, quant);
+                auto m = model_of(*c.model);
                 if (!fs::exists(path)) synth::write_model(path, m, synth::Weights::zeros);
                 loaded.emplace(c.model->name, gguf::read_model(path));
             }
             const gguf::Model& model = loaded.at(c.model->name);
 
-            plan::Settings st;
-            st.n_ctx = c.ctx;
-            st.n_parallel = c.parallel;
-            st.flash_attn = c.fa;
-            st.gpu_overhead_bytes = static_cast<std::uint64_t>(overhead_mib * 1024 * 1024);
-            if (gpu) st.gpus = {"cuda0"};
+            const plan::Settings st = settings_of(c, gpu, overhead_mib);
             const plan::Plan p = plan::make_plan(model, st);
             const plan::DevicePlan* dp = p.find(row.device);
             const plan::DevicePlan* host = p.find("cpu");
@@ -438,7 +462,18 @@ int main(int argc, char** argv) {
         rows.push_back(row_from_record(rec, row.device));
     }
     for (const auto& f : from_jsonl)
-        for (const auto& rec : read_jsonl(f)) rows.push_back(row_from_record(rec, gpu ? "cuda0" : "cpu"));
+        for (auto rec : read_jsonl(f)) {
+            if (replan && !rec.contains("error")) {
+                // Recompute the formula with this build's planner for the recorded case (no file needed:
+                // the plan reads shapes only) and compare it with what was measured then.
+                auto it = std::find_if(all_cases.begin(), all_cases.end(),
+                                       [&](const Case& c) { return c.id == rec.value("case", ""); });
+                if (it == all_cases.end())
+                    throw std::runtime_error("--replan: unknown case " + rec.value("case", ""));
+                rec["formula"] = plan::make_plan(model_of(*it->model), settings_of(*it, gpu, overhead_mib));
+            }
+            rows.push_back(row_from_record(rec, gpu ? "cuda0" : "cpu"));
+        }
 
     // ---- report
     std::string md;

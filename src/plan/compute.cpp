@@ -58,10 +58,12 @@ std::uint64_t activations(const Dims& d, const ComputeInputs& in, ComputeBackend
     std::uint64_t ffn = 0;
     if (has_dense) ffn = (backend == ComputeBackend::gpu || gemma ? 3 : 4) * d.E + 3 * d.F;
     if (d.X > 0 && d.used > 0) {
-        // Per selected expert: gate, up, product (ggml_mul_mat_id outputs [F_e, used, n]), or down and its
-        // weighted copy ([E, used, n]) — whichever is larger — plus shared experts.
+        // Per selected expert: gate, up, product (ggml_mul_mat_id outputs [F_e, used, n]), or the product,
+        // down and its weighted copy ([E, used, n]) — whichever is larger. Shared experts (deepseek2) run
+        // after the routed ones are summed and never raise the peak (H200: DeepSeek-V2-Lite exact without).
         const std::uint64_t moe =
-            std::max(d.used * 3 * d.Fe + 3 * d.E, d.used * (d.Fe + 2 * d.E)) + 3 * d.shared * d.Fe;
+            std::max(d.used * 3 * d.Fe + 3 * d.E,
+                     d.used * (d.Fe + 2 * d.E) + (backend == ComputeBackend::gpu ? 2 * d.E : 0));
         ffn = std::max(ffn, moe);
     }
     // Output head: the last hidden rows, then logits for n_outputs rows.
@@ -78,7 +80,8 @@ std::uint64_t compute_buffer_bytes(const ComputeInputs& in, ComputeBackend backe
 
 std::uint64_t host_input_bytes(const ComputeInputs& in) {
     const Dims d = dims(in);
-    return d.n * kF32 * d.E + inputs(d, in.flash_attn);
+    // The token-embedding lookup and its copy for the device (measured on the H200: two rows of n_embd).
+    return 2 * d.n * kF32 * d.E + inputs(d, in.flash_attn);
 }
 
 }  // namespace loch::plan
