@@ -508,6 +508,33 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::Engine> en
         pump();
         co_return;
     }
+    // The slot context decides the 400 for prompt + max_tokens: ask the engine (it may cap ctx at the
+    // model's training context, or not split it over slots) before any request is let in.
+    if (m.cfg->engine == config::EngineKind::llama_server) {
+        auto reply =
+            co_await engine_request(strand_, engine->host(), engine->port(), "GET", "/props", "", 5000ms);
+        if (!*alive || m.engine != engine) co_return;
+        auto j = nlohmann::json::parse(reply.body, nullptr, false);
+        if (reply.status == 200 && j.is_object() && j.contains("default_generation_settings") &&
+            j["default_generation_settings"].is_object() &&
+            j["default_generation_settings"].value("n_ctx", 0) > 0)
+            m.slot_ctx = j["default_generation_settings"]["n_ctx"].get<std::uint32_t>();
+        else
+            m.slot_ctx = m.cfg->args.slot_ctx();
+    }
+    if (const auto& gone = engine->exit_report()) {  // died between ready and now
+        m.state = ModelState::stopped;
+        ledger_.release(m.name());
+        m.last_engine = engine;
+        m.engine.reset();
+        m.last_exit = *gone;
+        m.crashes.record(Clock::now(), *gone);
+        fail_waiters(m, Error(ErrorKind::engine_failed,
+                              fmt::format("model '{}' died right after start: {}", m.name(), gone->summary),
+                              {{"model", m.name()}, {"exit", *gone}}));
+        pump();
+        co_return;
+    }
     m.state = ModelState::ready;
     m.load_s = std::chrono::duration<double>(res.took).count();
     m.last_used = Clock::now();
@@ -531,18 +558,6 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::Engine> en
     spdlog::info("'{}' ready on {} in {:.1f} s{}", m.name(), m.device, *m.load_s,
                  m.measured ? ", measured " + human_bytes(m.measured->bytes) : "");
     pump();
-    // The slot context decides the 400 for prompt + max_tokens; ask the engine rather than guess.
-    if (m.cfg->engine == config::EngineKind::llama_server) {
-        auto reply =
-            co_await engine_request(strand_, engine->host(), engine->port(), "GET", "/props", "", 5000ms);
-        if (!*alive || m.engine != engine) co_return;
-        auto j = nlohmann::json::parse(reply.body, nullptr, false);
-        if (reply.status == 200 && j.is_object() && j.contains("default_generation_settings") &&
-            j["default_generation_settings"].value("n_ctx", 0) > 0)
-            m.slot_ctx = j["default_generation_settings"]["n_ctx"].get<std::uint32_t>();
-        else
-            m.slot_ctx = m.cfg->args.slot_ctx();
-    }
 }
 
 void Broker::begin_stop(Model& m, std::string why) {

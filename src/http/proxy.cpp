@@ -80,6 +80,36 @@ std::string content_type_of(const bhttp::fields& f) {
     return std::string(f[bhttp::field::content_type]);
 }
 
+// What an upstream failure means for the client: the watchdog fired, or the engine died (with its exit
+// report when it ended within a moment), or the connection broke.
+asio::awaitable<Error> upstream_failure(broker::Broker& broker, std::shared_ptr<engines::Engine> engine,
+                                        std::string model, bool stream, std::chrono::seconds watchdog,
+                                        bool watchdog_fired, boost::system::error_code ec) {
+    if (watchdog_fired || ec == beast::error::timeout) {
+        const auto s = watchdog.count();
+        nlohmann::json wd = nlohmann::json::object();
+        wd["model"] = model;
+        wd["watchdog_s"] = s;
+        std::string msg =
+            stream
+                ? fmt::format("engine of model '{}' sent nothing for {} s (watchdog)", model, s)
+                : fmt::format("engine of model '{}' stopped answering /health for {} s (watchdog)", model, s);
+        co_return Error(ErrorKind::watchdog_timeout, std::move(msg), std::move(wd));
+    }
+    std::optional<engines::ExitReport> report = co_await broker.exit_report(engine, 1500ms);
+    nlohmann::json d = nlohmann::json::object();
+    d["model"] = model;
+    d["transport_error"] = ec.message();
+    if (report) {
+        d["exit"] = *report;
+        std::string msg =
+            fmt::format("the engine of model '{}' died mid-request: {}", model, report->summary);
+        co_return Error(ErrorKind::engine_failed, std::move(msg), std::move(d));
+    }
+    std::string msg = fmt::format("the engine of model '{}' broke the connection: {}", model, ec.message());
+    co_return Error(ErrorKind::engine_failed, std::move(msg), std::move(d));
+}
+
 }  // namespace
 
 asio::awaitable<void> Server::check_context(const broker::Lease& lease, const OpenAIRequest& r) {
@@ -180,38 +210,11 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         parser.body_limit(boost::none);
         up.expires_after(read_timeout);
         auto [hec, hn] = co_await bhttp::async_read_header(up, ubuf, parser, tok);
-        auto upstream_error = [&](const boost::system::error_code& ec) -> asio::awaitable<Error> {
-            if (st->watchdog_fired || ec == beast::error::timeout) {
-                const auto s = std::chrono::duration_cast<std::chrono::seconds>(watchdog).count();
-                nlohmann::json wd = nlohmann::json::object();
-                wd["model"] = lease.model();
-                wd["watchdog_s"] = s;
-                co_return Error(ErrorKind::watchdog_timeout,
-                                oreq.stream
-                                    ? fmt::format("engine of model '{}' sent nothing for {} s (watchdog)",
-                                                  lease.model(), s)
-                                    : fmt::format("engine of model '{}' stopped answering /health for {} s "
-                                                  "(watchdog)",
-                                                  lease.model(), s),
-                                wd);
-            }
-            auto report = co_await broker_.exit_report(lease.engine(), 1500ms);
-            nlohmann::json d = {{"model", lease.model()}, {"transport_error", ec.message()}};
-            if (report) {
-                d["exit"] = *report;
-                co_return Error(ErrorKind::engine_failed,
-                                fmt::format("the engine of model '{}' died mid-request: {}", lease.model(),
-                                            report->summary),
-                                d);
-            }
-            co_return Error(
-                ErrorKind::engine_failed,
-                fmt::format("the engine of model '{}' broke the connection: {}", lease.model(), ec.message()),
-                d);
-        };
         if (hec) {
             if (st->client_gone) co_return false;
-            throw co_await upstream_error(hec);
+            Error failure = co_await upstream_failure(broker_, lease.engine(), lease.model(), oreq.stream,
+                                                      watchdog, st->watchdog_fired, hec);
+            throw failure;
         }
         const auto& uh = parser.get();
         const bool sse = content_type_of(uh).starts_with("text/event-stream");
@@ -229,7 +232,9 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
                 if (ec == bhttp::error::need_buffer) ec = {};
                 if (ec) {
                     if (st->client_gone) co_return false;
-                    throw co_await upstream_error(ec);
+                    Error failure = co_await upstream_failure(broker_, lease.engine(), lease.model(),
+                                                              oreq.stream, watchdog, st->watchdog_fired, ec);
+                    throw failure;
                 }
                 body.append(tmp, sizeof tmp - parser.get().body().size);
             }
@@ -271,7 +276,9 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
             if (ec == bhttp::error::need_buffer) ec = {};
             if (ec) {
                 if (st->client_gone) co_return false;
-                throw co_await upstream_error(ec);
+                Error failure = co_await upstream_failure(broker_, lease.engine(), lease.model(), oreq.stream,
+                                                          watchdog, st->watchdog_fired, ec);
+                throw failure;
             }
             const std::size_t got = sizeof tmp - parser.get().body().size;
             for (auto& event : framer.feed(std::string_view(tmp, got))) {

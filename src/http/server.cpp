@@ -1,5 +1,7 @@
 #include "http/server.hpp"
 
+#include <charconv>
+
 #include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -113,9 +115,13 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
             ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
             break;
         if (ec == bhttp::error::body_limit) {
-            const auto len = parser.content_length();
+            // (Not parser.content_length(): Beast reports the limit before it marks the header done.)
             nlohmann::json d = {{"limit_bytes", options_.max_body_bytes}};
-            if (len) d["content_length"] = *len;
+            if (auto cl = parser.get().find(bhttp::field::content_length); cl != parser.get().end())
+                if (std::uint64_t n = 0;
+                    std::from_chars(cl->value().data(), cl->value().data() + cl->value().size(), n).ec ==
+                    std::errc())
+                    d["content_length"] = n;
             co_await write_error(stream, 11, false,
                                  Error(ErrorKind::request_too_large,
                                        "the request body is larger than max_body_bytes (" +

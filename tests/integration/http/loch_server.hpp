@@ -1,0 +1,183 @@
+// Test helpers for the end-to-end suite: a `loch serve` process on a generated config, and an SSE client
+// that reads a streamed response event by event (so tests can act mid-stream).
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include "http/sse.hpp"
+#include "support/engine_process.hpp"
+#include "support/http_client.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+
+namespace loch::itest {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+inline fs::path bin() {
+    return LOCH_BIN_DIR;
+}
+
+// `loch serve --config <dir>/loch.yaml --port <free>`, ready once /health answers.
+class LochServer {
+  public:
+    LochServer(const fs::path& dir, const std::string& yaml, std::vector<std::string> extra = {})
+        : dir_(dir) {
+        config_ = dir / "loch.yaml";
+        std::ofstream(config_) << yaml;
+        for (int attempt = 0; attempt < 3; ++attempt) {
+            port_ = test::free_port();
+            std::vector<std::string> args = {"serve", "--config", config_.string(), "--port",
+                                             std::to_string(port_)};
+            args.insert(args.end(), extra.begin(), extra.end());
+            proc_.emplace(bin() / "loch", args, dir / ("loch." + std::to_string(port_) + ".log"));
+            const auto deadline = std::chrono::steady_clock::now() + 20s;
+            while (std::chrono::steady_clock::now() < deadline && proc_->running()) {
+                try {
+                    if (test::http_get(port_, "/health", 1s).status == 200) return;
+                } catch (const std::exception&) {
+                }
+                std::this_thread::sleep_for(50ms);
+            }
+            if (proc_->log().find("cannot listen") == std::string::npos) break;
+        }
+        throw std::runtime_error("loch serve did not come up; log:\n" + proc_->log_tail());
+    }
+
+    std::uint16_t port() const { return port_; }
+    test::Process& process() { return *proc_; }
+    std::string log() const { return proc_->log(); }
+
+    test::HttpResponse get(const std::string& target) { return test::http_get(port_, target, 120s); }
+    test::HttpResponse post(const std::string& target, const std::string& body) {
+        return test::http_post_json(port_, target, body, 300s);
+    }
+    nlohmann::json status() { return nlohmann::json::parse(get("/loch/status").body); }
+    nlohmann::json engine_status(const std::string& model) {
+        const auto st = status();  // (not `status()["engines"]` in the loop head: the temporary would dangle)
+        for (const auto& e : st["engines"])
+            if (e["name"] == model) return e;
+        return {};
+    }
+    std::optional<int> engine_pid(const std::string& model) {
+        auto e = engine_status(model);
+        if (e.contains("engine") && e["engine"].contains("pid") && e["engine"]["pid"].is_number())
+            return e["engine"]["pid"].get<int>();
+        return std::nullopt;
+    }
+
+  private:
+    fs::path dir_, config_;
+    std::uint16_t port_ = 0;
+    std::optional<test::Process> proc_;
+};
+
+// A streaming POST read incrementally: status and headers first, then one SSE event at a time.
+class SseClient {
+  public:
+    SseClient(std::uint16_t port, const std::string& target, const std::string& body) : sock_(ioc_) {
+        namespace http = boost::beast::http;
+        sock_.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+        set_timeout(120s);
+        http::request<http::string_body> req{http::verb::post, target, 11};
+        req.set(http::field::host, "127.0.0.1");
+        req.set(http::field::content_type, "application/json");
+        req.body() = body;
+        req.prepare_payload();
+        http::write(sock_, req);
+        parser_.body_limit(boost::none);
+        http::read_header(sock_, buf_, parser_);
+        status_ = static_cast<int>(parser_.get().result_int());
+        content_type_ = std::string(parser_.get()[http::field::content_type]);
+    }
+
+    int status() const { return status_; }
+    const std::string& content_type() const { return content_type_; }
+
+    // The next complete event; nullopt at the end of the stream. Throws on a read error or timeout.
+    std::optional<std::string> next_event(std::chrono::seconds timeout = 120s) {
+        namespace http = boost::beast::http;
+        set_timeout(timeout);
+        while (pending_.empty()) {
+            if (parser_.is_done()) {
+                auto rest = framer_.take_rest();
+                if (rest.empty()) return std::nullopt;
+                return rest;
+            }
+            char tmp[4096];
+            parser_.get().body().data = tmp;
+            parser_.get().body().size = sizeof tmp;
+            boost::beast::error_code ec;
+            http::read_some(sock_, buf_, parser_, ec);
+            if (ec == http::error::need_buffer) ec = {};
+            if (ec) throw boost::system::system_error(ec);
+            for (auto& e : framer_.feed(std::string_view(tmp, sizeof tmp - parser_.get().body().size)))
+                pending_.push_back(std::move(e));
+        }
+        auto e = std::move(pending_.front());
+        pending_.pop_front();
+        return e;
+    }
+    // Everything that is left (for non-SSE bodies).
+    std::string rest() {
+        std::string all;
+        while (auto e = next_event()) all += *e;
+        return all;
+    }
+    void close() {
+        boost::system::error_code ec;
+        sock_.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
+        sock_.close(ec);
+    }
+
+  private:
+    void set_timeout(std::chrono::seconds s) {
+        timeval tv{static_cast<time_t>(s.count()), 0};
+        ::setsockopt(sock_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    boost::asio::io_context ioc_;
+    boost::asio::ip::tcp::socket sock_;
+    boost::beast::flat_buffer buf_;
+    boost::beast::http::response_parser<boost::beast::http::buffer_body> parser_;
+    http::SseFramer framer_;
+    std::deque<std::string> pending_;
+    int status_ = 0;
+    std::string content_type_;
+};
+
+// The JSON of a `data: {...}` event; null for [DONE] and non-data events.
+inline nlohmann::json event_json(const std::string& event) {
+    const auto pos = event.find("data: ");
+    if (pos == std::string::npos) return nullptr;
+    auto data = event.substr(pos + 6);
+    while (!data.empty() && (data.back() == '\n' || data.back() == '\r')) data.pop_back();
+    return nlohmann::json::parse(data, nullptr, false);
+}
+
+inline bool process_alive(int pid) {
+    // A zombie still "exists" for kill(0); /proc/PID/stat state 'Z' counts as gone.
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string s;
+    if (!std::getline(stat, s)) return false;
+    const auto close = s.rfind(')');
+    return close != std::string::npos && close + 2 < s.size() && s[close + 2] != 'Z';
+}
+
+}  // namespace loch::itest

@@ -1,0 +1,323 @@
+// End to end: `loch serve` as a process, the real pinned llama-server, loch-synth models, the CPU device with
+// a small configured budget.
+#include <signal.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "loch_server.hpp"
+#include "support/synth_model.hpp"
+
+using namespace loch;
+using namespace loch::itest;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+// Small models shared by the suite (generated once).
+struct Models {
+    test::SynthModel tiny{{"--preset", "tiny-llama", "--weights", "small"}, "tiny.gguf"};
+    test::SynthModel tiny2{{"--preset", "tiny-qwen2", "--weights", "small"}, "tiny2.gguf"};
+    test::SynthModel demo{{"--preset", "demo"}, "demo.gguf"};
+    // A long training context so that a stream can run for many seconds (mid-stream tests act on it).
+    test::SynthModel longctx{{"--preset", "tiny-llama", "--weights", "small", "--ctx", "65536"}, "long.gguf"};
+};
+Models& models() {
+    static Models m;
+    return m;
+}
+
+std::string model_entry(const std::string& name, const fs::path& path, const std::string& more = "") {
+    return "  - name: " + name + "\n    path: " + path.string() + "\n" + more;
+}
+
+// A config with the CPU budget `budget` and the given model entries.
+std::string config(const test::TempDir& dir, const std::string& budget, const std::string& entries,
+                   const std::string& global = "") {
+    return "listen: 127.0.0.1\n"
+           "state_dir: " +
+           (dir.path() / "state").string() +
+           "\n"
+           "engine_dir: " +
+           bin().string() + "\n" + global + "devices:\n  cpu:\n    budget: " + budget +
+           "\n"
+           "models:\n" +
+           entries;
+}
+
+std::string chat(const std::string& model, bool stream, int max_tokens, const std::string& extra = "") {
+    json j = {{"model", model},
+              {"stream", stream},
+              {"max_tokens", max_tokens},
+              {"temperature", 0},
+              {"seed", 42},
+              {"messages", json::array({{{"role", "user"}, {"content", "Say something."}}})}};
+    if (!extra.empty()) j.update(json::parse(extra));
+    return j.dump();
+}
+
+// A stream long enough to act on mid-way (tens of seconds): no EOS, many tokens.
+std::string long_stream(const std::string& model) {
+    return chat(model, true, 30000, R"({"ignore_eos":true})");
+}
+
+const std::string kArgs = "    args:\n      ctx: 4096\n      parallel: 1\n      threads: 1\n";
+const std::string kLongArgs = "    args:\n      ctx: 32768\n      parallel: 1\n      threads: 1\n";
+std::string long_model(const std::string& more = "") {
+    return model_entry("tiny", models().longctx.path(), kLongArgs + more);
+}
+
+}  // namespace
+
+class Serve : public ::testing::Test {
+  protected:
+    void SetUp() override { (void)models(); }
+    test::TempDir dir{"loch-itest-http"};
+};
+
+TEST_F(Serve, StartsTheEngineOnDemandAndAnswers) {
+    LochServer loch(dir.path(), config(dir, "512MiB", model_entry("tiny", models().tiny.path(), kArgs)));
+    auto list = json::parse(loch.get("/v1/models").body);
+    ASSERT_EQ(list["data"].size(), 1u);
+    EXPECT_EQ(list["data"][0]["id"], "tiny");
+    EXPECT_EQ(list["data"][0]["loch"]["state"], "stopped");
+
+    auto r = loch.post("/v1/chat/completions", chat("tiny", false, 8));
+    ASSERT_EQ(r.status, 200) << r.body;
+    auto j = json::parse(r.body);
+    EXPECT_TRUE(j["choices"][0]["message"].contains("content"));
+
+    auto e = loch.engine_status("tiny");
+    EXPECT_EQ(e["state"], "ready");
+    EXPECT_EQ(e["device"], "cpu");
+    // The dry-run reservation was replaced by what the engine's log reported.
+    EXPECT_EQ(e["reservation"]["source"], "measured") << e.dump(2);
+    EXPECT_GT(e["reservation"]["bytes"].get<std::uint64_t>(), 0u);
+}
+
+TEST_F(Serve, StreamThroughLochEqualsTheEnginesOwnStream) {
+    LochServer loch(dir.path(), config(dir, "512MiB", model_entry("tiny", models().tiny.path(), kArgs)));
+    const std::string body = chat("tiny", true, 24);
+    auto collect = [&](std::uint16_t port) {
+        SseClient c(port, "/v1/chat/completions", body);
+        EXPECT_EQ(c.status(), 200);
+        EXPECT_TRUE(c.content_type().starts_with("text/event-stream"));
+        std::vector<std::string> events;
+        while (auto e = c.next_event()) events.push_back(*e);
+        return events;
+    };
+    auto through_loch = collect(loch.port());
+    test::EngineProcess direct(models().tiny.path(),
+                               {{"-c", "4096", "-np", "1", "-t", "1", "--device", "none"}});
+    auto from_engine = collect(direct.port());
+    ASSERT_EQ(through_loch.size(), from_engine.size());
+    ASSERT_GT(through_loch.size(), 3u);
+    for (std::size_t i = 0; i < through_loch.size(); ++i) {
+        auto a = event_json(through_loch[i]), b = event_json(from_engine[i]);
+        if (a.is_null() || b.is_null() || a.is_discarded()) {
+            EXPECT_EQ(through_loch[i], from_engine[i]);
+            continue;
+        }
+        // Volatile fields differ between two runs; the content must not.
+        for (auto* x : {&a, &b})
+            for (const char* k : {"id", "created", "timings", "system_fingerprint", "model"}) x->erase(k);
+        EXPECT_EQ(a, b) << "event " << i;
+    }
+    EXPECT_TRUE(http::is_done_event(through_loch.back()));
+}
+
+TEST_F(Serve, SecondModelEvictsTheFirstAndBothSucceed) {
+    // Each needs ~14 MiB (dry run); 24 MiB holds one.
+    LochServer loch(dir.path(), config(dir, "24MiB",
+                                       model_entry("a", models().tiny.path(), kArgs) +
+                                           model_entry("b", models().tiny2.path(), kArgs)));
+    auto ra = loch.post("/v1/chat/completions", chat("a", false, 4));
+    ASSERT_EQ(ra.status, 200) << ra.body;
+    auto rb = loch.post("/v1/chat/completions", chat("b", false, 4));
+    ASSERT_EQ(rb.status, 200) << rb.body;
+    auto a = loch.engine_status("a"), b = loch.engine_status("b");
+    EXPECT_EQ(a["state"], "stopped") << a.dump(2);
+    EXPECT_NE(a["last_stop_reason"].get<std::string>().find("evicted"), std::string::npos);
+    EXPECT_EQ(b["state"], "ready");
+}
+
+TEST_F(Serve, ModelThatCanNeverFitIsRefusedAtOnceWithNumbers) {
+    LochServer loch(dir.path(), config(dir, "8MiB", model_entry("demo", models().demo.path(), kArgs)));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = loch.post("/v1/chat/completions", chat("demo", false, 4));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+    ASSERT_EQ(r.status, 507) << r.body;
+    auto e = json::parse(r.body)["error"];
+    EXPECT_EQ(e["type"], "insufficient_memory");
+    EXPECT_GT(e["need_bytes"].get<std::uint64_t>(), 8ull << 20);
+    EXPECT_EQ(e["capacity_bytes"].get<std::uint64_t>(), 8ull << 20);
+    EXPECT_TRUE(e.contains("largest_free_bytes"));
+    EXPECT_FALSE(e["would_help"].empty());
+    // And /loch/plan says the same without trying.
+    auto p = json::parse(loch.post("/loch/plan", R"({"model":"demo"})").body);
+    EXPECT_EQ(p["admission"]["decision"], "refuse");
+    EXPECT_FALSE(p["would_admit_now"].get<bool>());
+}
+
+TEST_F(Serve, RequestsBeyondSlotsQueueAndCompleteAndAFullQueueIs503) {
+    LochServer loch(dir.path(),
+                    config(dir, "512MiB", long_model(), "queue:\n  interactive: 1\n  batch: 1\n"));
+    // Warm up so that the three requests race for the slot, not for the start.
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+    SseClient first(loch.port(), "/v1/chat/completions", long_stream("tiny"));
+    ASSERT_EQ(first.status(), 200);
+    ASSERT_TRUE(first.next_event());  // it holds the only slot now
+    auto second = std::async(std::launch::async,
+                             [&] { return loch.post("/v1/chat/completions", chat("tiny", false, 4)); });
+    // Wait until the second is queued, then the third finds the queue full.
+    for (int i = 0; i < 100 && loch.status()["queue"]["interactive"] != 1; ++i)
+        std::this_thread::sleep_for(50ms);
+    ASSERT_EQ(loch.status()["queue"]["interactive"], 1);
+    auto third = loch.post("/v1/chat/completions", chat("tiny", false, 4));
+    EXPECT_EQ(third.status, 503) << third.body;
+    EXPECT_EQ(json::parse(third.body)["error"]["type"], "queue_full");
+    ASSERT_TRUE(third.header("retry-after"));
+    EXPECT_GE(std::stoi(*third.header("retry-after")), 1);
+    first.close();  // frees the slot (and cancels the long generation)
+    auto r2 = second.get();
+    EXPECT_EQ(r2.status, 200) << r2.body;
+}
+
+TEST_F(Serve, EngineCrashMidStreamGivesAnSseErrorEvent) {
+    LochServer loch(dir.path(), config(dir, "512MiB", long_model()));
+    SseClient c(loch.port(), "/v1/chat/completions", long_stream("tiny"));
+    ASSERT_EQ(c.status(), 200);
+    ASSERT_TRUE(c.next_event());
+    auto pid = loch.engine_pid("tiny");
+    ASSERT_TRUE(pid);
+    ::kill(*pid, SIGSEGV);
+    std::optional<std::string> last;
+    while (auto e = c.next_event(30s)) last = e;
+    ASSERT_TRUE(last);
+    EXPECT_TRUE(last->starts_with("event: error")) << *last;
+    auto j = event_json(*last);
+    EXPECT_EQ(j["error"]["type"], "engine_failed") << *last;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find("SIGSEGV"), std::string::npos) << *last;
+    // The next request restarts the engine.
+    EXPECT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+}
+
+TEST_F(Serve, EngineCrashBeforeAnswerGives502Json) {
+    LochServer loch(dir.path(), config(dir, "512MiB", long_model()));
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+    auto pid = loch.engine_pid("tiny");
+    ASSERT_TRUE(pid);
+    ::kill(*pid, SIGSTOP);  // it accepts the connection but never answers...
+    auto fut = std::async(std::launch::async, [&] {
+        return loch.post("/v1/chat/completions", chat("tiny", false, 30000, R"({"ignore_eos":true})"));
+    });
+    std::this_thread::sleep_for(500ms);
+    ::kill(*pid, SIGSEGV);  // ...and dies when continued
+    ::kill(*pid, SIGCONT);
+    auto r = fut.get();
+    EXPECT_EQ(r.status, 502) << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"]["type"], "engine_failed");
+}
+
+TEST_F(Serve, StoppedEngineTripsTheWatchdog) {
+    LochServer loch(dir.path(), config(dir, "512MiB", long_model("    watchdog: 2s\n")));
+    SseClient c(loch.port(), "/v1/chat/completions", long_stream("tiny"));
+    ASSERT_EQ(c.status(), 200);
+    ASSERT_TRUE(c.next_event());
+    auto pid = loch.engine_pid("tiny");
+    ASSERT_TRUE(pid);
+    ::kill(*pid, SIGSTOP);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::optional<std::string> last;
+    while (auto e = c.next_event(30s)) last = e;
+    ::kill(*pid, SIGCONT);
+    ASSERT_TRUE(last);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);
+    EXPECT_EQ(event_json(*last)["error"]["type"], "watchdog_timeout") << *last;
+}
+
+TEST_F(Serve, ClientDisconnectCancelsTheEngineRequest) {
+    LochServer loch(dir.path(), config(dir, "512MiB", long_model()));
+    {
+        SseClient c(loch.port(), "/v1/chat/completions", long_stream("tiny"));
+        ASSERT_EQ(c.status(), 200);
+        ASSERT_TRUE(c.next_event());
+        c.close();
+    }
+    const auto e = loch.engine_status("tiny");
+    const std::uint16_t engine_port = e["engine"]["port"].get<std::uint16_t>();
+    bool idle = false;
+    for (int i = 0; i < 100 && !idle; ++i) {
+        auto slots = json::parse(test::http_get(engine_port, "/slots", 5s).body, nullptr, false);
+        idle = slots.is_array() && !slots.empty() && slots[0]["is_processing"] == false;
+        if (!idle) std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_TRUE(idle) << "the engine kept generating for a client that was gone";
+    // And loch freed the slot: the next request gets it at once.
+    EXPECT_EQ(loch.engine_status("tiny")["active_requests"], 0);
+}
+
+TEST_F(Serve, LochKilledWithSigkillLeavesNoEngine) {
+    std::optional<int> pid;
+    {
+        LochServer loch(dir.path(), config(dir, "512MiB", model_entry("tiny", models().tiny.path(), kArgs)));
+        ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+        pid = loch.engine_pid("tiny");
+        ASSERT_TRUE(pid);
+        ASSERT_TRUE(process_alive(*pid));
+        ::kill(loch.process().pid(), SIGKILL);
+        loch.process().wait_for(5s);
+    }
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+        gone = !process_alive(*pid);
+        if (!gone) std::this_thread::sleep_for(50ms);
+    }
+    EXPECT_TRUE(gone) << "engine pid " << *pid << " survived loch";
+}
+
+TEST_F(Serve, BadRequestsGet4xxJson) {
+    LochServer loch(dir.path(), config(dir, "512MiB", model_entry("tiny", models().tiny.path(), kArgs),
+                                       "max_body: 64KiB\n"));
+    auto r = loch.post("/v1/chat/completions", "{\"model\": \"tiny\", ");
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(json::parse(r.body)["error"]["type"], "invalid_request");
+    r = loch.post("/v1/chat/completions", chat("nope", false, 2));
+    EXPECT_EQ(r.status, 404);
+    EXPECT_EQ(json::parse(r.body)["error"]["type"], "model_not_found");
+    r = loch.post("/v1/chat/completions", std::string(100 * 1024, ' '));
+    EXPECT_EQ(r.status, 413);
+    EXPECT_EQ(json::parse(r.body)["error"]["type"], "request_too_large");
+    r = loch.get("/v1/nothing");
+    EXPECT_EQ(r.status, 404);
+    EXPECT_EQ(json::parse(r.body)["error"]["type"], "not_found");
+}
+
+TEST_F(Serve, PromptPlusMaxTokensBeyondTheSlotIs400WithNumbers) {
+    LochServer loch(dir.path(),
+                    config(dir, "512MiB",
+                           model_entry("tiny", models().tiny.path(),
+                                       "    args:\n      ctx: 512\n      parallel: 2\n      threads: 1\n")));
+    auto r = loch.post("/v1/chat/completions", chat("tiny", false, 1000));
+    ASSERT_EQ(r.status, 400) << r.body;
+    auto e = json::parse(r.body)["error"];
+    EXPECT_EQ(e["type"], "context_length_exceeded");
+    EXPECT_EQ(e["slot_ctx"], 256);
+    EXPECT_EQ(e["max_tokens"], 1000);
+    EXPECT_GT(e["prompt_tokens"].get<int>(), 0);
+}
+
+TEST_F(Serve, ConfigErrorsNameFileAndLine) {
+    const auto cfg = dir.path() / "bad.yaml";
+    std::ofstream(cfg)
+        << "listen: 127.0.0.1\nmodels:\n  - name: x\n    path: /nonexistent.gguf\n    colour: red\n";
+    test::Process p(bin() / "loch", {"serve", "--config", cfg.string()}, dir.path() / "bad.log");
+    auto st = p.wait_for(20s);
+    ASSERT_TRUE(st);
+    EXPECT_NE(*st, 0);
+    EXPECT_NE(p.log().find("bad.yaml:5:"), std::string::npos) << p.log();
+}
