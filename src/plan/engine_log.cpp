@@ -10,6 +10,11 @@
 namespace loch::plan {
 namespace {
 
+std::string_view trim_front(std::string_view s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+    return s;
+}
+
 std::string_view trim(std::string_view s) {
     while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
     while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
@@ -18,7 +23,7 @@ std::string_view trim(std::string_view s) {
 
 // A decimal number at the start of s ("  4026.00 MiB"): the value and what follows it.
 std::optional<double> leading_number(std::string_view s, std::string_view* rest = nullptr) {
-    s = trim(s);
+    s = trim_front(s);
     std::size_t n = 0;
     while (n < s.size() && (std::isdigit(static_cast<unsigned char>(s[n])) || s[n] == '.' || s[n] == '-'))
         ++n;
@@ -31,8 +36,9 @@ std::optional<double> leading_number(std::string_view s, std::string_view* rest 
     return v;
 }
 
+// `rest` is the exact remainder of s after the number (only leading blanks are skipped).
 std::optional<std::int64_t> leading_int(std::string_view s, std::string_view* rest = nullptr) {
-    s = trim(s);
+    s = trim_front(s);
     std::int64_t v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc{}) return std::nullopt;

@@ -85,16 +85,23 @@ TEST(KvCache, Mla_caches_one_latent_row_and_no_V) {
 }
 
 TEST(KvCache, Per_layer_kv_head_arrays_are_summed_per_layer) {
+    // loch-synth writes one KV head count for llama; GGUF allows an array (one per layer), as llama.cpp's
+    // get_key_or_arr reads it. Build the array form by hand.
     synth::Shape s;
     s.arch = "llama";
     s.n_layer = 4;
     s.n_embd = 256;
     s.n_head = 4;
-    s.n_head_kv = {4, 2, 1, 2};
+    s.n_head_kv = {4};
     s.n_ff = 512;
     s.n_vocab = 512;
     s.n_ctx_train = 2048;
-    const auto shape = shape_of(synth::build_model(s, "f16"));
+    auto model = synth::build_model(s, "f16");
+    std::vector<gguf::Value> heads;
+    for (std::uint32_t h : {4u, 2u, 1u, 2u}) heads.push_back(gguf::Value::u32(h));
+    model.metadata.set("llama.attention.head_count_kv", gguf::Value::array(gguf::ValueType::UINT32, heads));
+    const auto shape = shape_of(model);
+    ASSERT_EQ(shape.n_head_kv, (std::vector<std::uint32_t>{4, 2, 1, 2}));
     // head 64: rows of (4+2+1+2) * 64 elements, K and V, f16, 1024 cells.
     Settings st = ctx(1024);
     st.flash_attn = FlashAttn::on;
