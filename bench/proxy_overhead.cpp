@@ -170,7 +170,8 @@ int main(int argc, char** argv) {
         const json warm = {{"model", "bench"}, {"prompt", "Hi"}, {"max_tokens", 1}, {"temperature", 0}};
         post(loch_port, "/v1/completions", warm.dump(), false);
         std::uint16_t engine_port = 0;
-        for (auto& e : json::parse(loch::test::http_get(loch_port, "/loch/status").body)["engines"])
+        const json status = json::parse(loch::test::http_get(loch_port, "/loch/status").body);
+        for (const auto& e : status["engines"])
             if (e["name"] == "bench") engine_port = e["engine"]["port"].get<std::uint16_t>();
         if (!engine_port) throw std::runtime_error("no engine port in /loch/status");
 
