@@ -139,6 +139,7 @@ void run_plan(const PlanOptions& o) {
     const plan::Settings st = settings_from(o);
     const plan::Plan p = plan::make_plan(model, st);
 
+    if (!o.json) print_table(p);
     nlohmann::json out = p;
     // Engine dry run: needs a file; a preset is written as a sparse file (zeros cost no disk) to a temp dir.
     if (o.dry_run) {
