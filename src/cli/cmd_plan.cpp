@@ -203,10 +203,7 @@ void run_plan(const PlanOptions& o) {
                             f["max_gpu_layers_at_ctx"].get<int>(), p.shape.n_layer + 1);
         }
     }
-    if (o.json)
-        std::printf("%s\n", dump(out).c_str());
-    else
-        print_table(p);
+    if (o.json) std::printf("%s\n", dump(out).c_str());
 }
 
 }  // namespace
