@@ -97,6 +97,28 @@ TEST_F(Serve, StartsTheEngineOnDemandAndAnswers) {
     // The dry-run reservation was replaced by what the engine's log reported.
     EXPECT_EQ(e["reservation"]["source"], "measured") << e.dump(2);
     EXPECT_GT(e["reservation"]["bytes"].get<std::uint64_t>(), 0u);
+
+    auto log = loch.get("/loch/engines/tiny/log?lines=5");
+    ASSERT_EQ(log.status, 200) << log.body;
+    const auto lines = json::parse(log.body)["lines"];
+    EXPECT_GT(lines.size(), 0u);
+    EXPECT_LE(lines.size(), 5u);
+}
+
+TEST_F(Serve, ApiKeysAreRequiredWhenConfigured) {
+    LochServer loch(dir.path(), config(dir, "512MiB", model_entry("tiny", models().tiny.path(), kArgs),
+                                       "api_keys:\n  - sk-test\n"));
+    EXPECT_EQ(loch.get("/health").status, 200);
+    auto r = loch.get("/v1/models");
+    EXPECT_EQ(r.status, 401);
+    EXPECT_EQ(json::parse(r.body)["error"]["type"], "unauthorized");
+    test::HttpRequest req;
+    req.port = loch.port();
+    req.target = "/v1/models";
+    req.headers["Authorization"] = "Bearer sk-test";
+    EXPECT_EQ(test::http_request(req).status, 200);
+    req.headers["Authorization"] = "Bearer sk-wrong";
+    EXPECT_EQ(test::http_request(req).status, 401);
 }
 
 TEST_F(Serve, StreamThroughLochEqualsTheEnginesOwnStream) {
@@ -236,7 +258,7 @@ TEST_F(Serve, StoppedEngineTripsTheWatchdog) {
     while (auto e = c.next_event(30s)) last = e;
     ::kill(*pid, SIGCONT);
     ASSERT_TRUE(last);
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 25s);  // 2 s watchdog; generous on a loaded machine
     EXPECT_EQ(event_json(*last)["error"]["type"], "watchdog_timeout") << *last;
 }
 
