@@ -195,7 +195,9 @@ void run_plan(const PlanOptions& o) {
         if (!o.json) {
             std::printf("\nfit in %s MiB on %s:\n", mib(*budget).c_str(), dev.c_str());
             if (ctx)
-                std::printf("  largest context with every layer there: %u\n", *ctx);
+                std::printf(
+                    "  largest context with every layer there: %u%s\n", *ctx,
+                    *ctx >= p.shape.n_ctx_train ? " (the model's training context; more is not tried)" : "");
             else
                 std::printf("  not even a 256-token context fits with every layer there\n");
             if (!st.gpus.empty())
