@@ -168,8 +168,9 @@ void Broker::evict_expired() {
     for (auto& [name, m] : models_) {
         if (m->state != ModelState::ready || m->active > 0 || m->cfg->pinned || !m->cfg->keep_alive) continue;
         if (now - m->last_used < *m->cfg->keep_alive) continue;
+        const Model* mp = m.get();  // (clang 14 cannot capture a structured binding)
         const bool wanted = std::any_of(waiters_.begin(), waiters_.end(),
-                                        [&](const auto& w) { return w.second->model == m.get(); });
+                                        [&](const auto& w) { return w.second->model == mp; });
         if (!wanted)
             begin_stop(
                 *m, fmt::format("idle for {} s (keep_alive {} s)",
@@ -403,8 +404,9 @@ AdmissionInput Broker::admission_input(const Model& m) const {
     const auto now = Clock::now();
     for (const auto& [name, o] : models_) {
         if (o.get() == &m || o->state == ModelState::stopped) continue;
+        const Model* op = o.get();  // (clang 14 cannot capture a structured binding)
         const bool wanted = std::any_of(waiters_.begin(), waiters_.end(),
-                                        [&](const auto& w) { return w.second->model == o.get(); });
+                                        [&](const auto& w) { return w.second->model == op; });
         EngineView v;
         v.name = name;
         v.device = o->device;
