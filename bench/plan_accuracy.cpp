@@ -407,7 +407,8 @@ int main(int argc, char** argv) {
             opt.exe = server;
             opt.startup_timeout = std::chrono::seconds(gpu ? 300 : 120);
             opt.log_file = fs::path(work) / "server.log";
-            const auto used_before = gpu ? nvidia_smi_used_bytes() : std::nullopt;
+            // A plain integer, not an optional: g++ 12 -O2 warns (falsely) about optional<uint64_t> here.
+            const std::uint64_t used_before = gpu ? nvidia_smi_used_bytes().value_or(0) : 0;
             {
                 test::EngineProcess eng(path, sargs, opt);
                 // One completion so that lazily allocated memory (cuBLAS workspace, pools) exists when
@@ -420,10 +421,10 @@ int main(int argc, char** argv) {
                 if (gpu) {
                     row.smi_bytes = nvidia_smi_process_bytes(eng.process().pid());
                     auto used_after = nvidia_smi_used_bytes();
-                    if (used_before && used_after && *used_after > *used_before) {
-                        rec["nvidia_smi_used_delta_bytes"] = *used_after - *used_before;
+                    if (used_before > 0 && used_after && *used_after > used_before) {
+                        rec["nvidia_smi_used_delta_bytes"] = *used_after - used_before;
                         if (!row.smi_bytes) {
-                            row.smi_bytes = *used_after - *used_before;
+                            row.smi_bytes = *used_after - used_before;
                             rec["nvidia_smi_source"] = "memory.used delta";
                         }
                     }
