@@ -173,17 +173,7 @@ asio::awaitable<StartResult> Engine::start() {
         proc_ = Process::spawn(ex_, ss, [weak](const std::string& line) {
             if (auto e = weak.lock()) e->on_line(line);
         });
-    } catch (const SpawnError& e) {
-        ExitReport r;
-        r.kind = ExitKind::spawn_failed;
-        r.summary = std::string("could not start the engine: ") + e.what();
-        exit_ = r;
-        state_ = EngineState::failed;
-        res.took = took();
-        res.failure = r;
-        if (on_exit_) on_exit_(r);
-        co_return res;
-    } catch (const std::exception& e) {
+    } catch (const std::exception& e) {  // SpawnError (exec failed, no port) and anything else
         ExitReport r;
         r.kind = ExitKind::spawn_failed;
         r.summary = std::string("could not start the engine: ") + e.what();

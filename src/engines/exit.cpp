@@ -104,10 +104,15 @@ bool is_error_line(std::string_view line) {
 
 // The line that best explains a nonzero exit: the first error of the last burst of errors (the root cause
 // comes first: "failed to read header", then "failed to load model", then "exiting due to …").
-std::optional<std::string> find_error_line(std::span<const std::string> lines) {
+// The first `matches` line of the newest burst: walking back from the newest matching line, the burst goes
+// on while lines `continues` it with at most two other lines between them. Engines print the cause first
+// ("allocating 163840.00 MiB … cudaMalloc failed") and its consequences after it.
+template <typename Matches, typename Continues>
+std::optional<std::string> first_of_last_burst(std::span<const std::string> lines, Matches matches,
+                                               Continues continues) {
     std::ptrdiff_t newest = -1;
     for (std::ptrdiff_t i = static_cast<std::ptrdiff_t>(lines.size()) - 1; i >= 0; --i) {
-        if (is_error_line(lines[static_cast<std::size_t>(i)])) {
+        if (matches(lines[static_cast<std::size_t>(i)])) {
             newest = i;
             break;
         }
@@ -116,14 +121,21 @@ std::optional<std::string> find_error_line(std::span<const std::string> lines) {
     std::ptrdiff_t first = newest;
     int gap = 0;
     for (std::ptrdiff_t i = newest - 1; i >= 0 && gap <= 2; --i) {
-        if (is_error_line(lines[static_cast<std::size_t>(i)])) {
+        const auto& l = lines[static_cast<std::size_t>(i)];
+        if (matches(l)) {
             first = i;
+            gap = 0;
+        } else if (continues(l)) {
             gap = 0;
         } else {
             ++gap;
         }
     }
     return lines[static_cast<std::size_t>(first)];
+}
+
+std::optional<std::string> find_error_line(std::span<const std::string> lines) {
+    return first_of_last_burst(lines, is_error_line, is_error_line);
 }
 
 std::string trim_line(std::string s) {
@@ -141,28 +153,7 @@ std::string trim_line(std::string s) {
 std::optional<std::string> find_oom_line(std::span<const std::string> log_lines) {
     // The first allocation failure of the last burst: "allocating 163840.00 MiB on device 0: cudaMalloc
     // failed" (with the numbers) comes before "failed to allocate buffer for kv cache".
-    std::ptrdiff_t newest = -1;
-    for (std::ptrdiff_t i = static_cast<std::ptrdiff_t>(log_lines.size()) - 1; i >= 0; --i) {
-        if (is_oom_line(log_lines[static_cast<std::size_t>(i)])) {
-            newest = i;
-            break;
-        }
-    }
-    if (newest < 0) return std::nullopt;
-    std::ptrdiff_t first = newest;
-    int gap = 0;
-    for (std::ptrdiff_t i = newest - 1; i >= 0 && gap <= 2; --i) {
-        const auto& l = log_lines[static_cast<std::size_t>(i)];
-        if (is_oom_line(l)) {
-            first = i;
-            gap = 0;
-        } else if (is_error_line(l)) {
-            gap = 0;
-        } else {
-            ++gap;
-        }
-    }
-    return log_lines[static_cast<std::size_t>(first)];
+    return first_of_last_burst(log_lines, is_oom_line, is_error_line);
 }
 
 ExitReport classify_exit(const ExitFacts& facts, std::span<const std::string> log_lines,
