@@ -127,7 +127,7 @@ struct ModelConfig {
 };
 
 // ---------------------------------------------------------------------------------------------------------
-// Per device (`devices:` mapping keyed by device id: cpu, cuda0, rocm0, vulkan0, …)
+// Per device (`devices:` mapping keyed by the ids `loch devices` prints: cpu, nvidia:0, amd:card0, …)
 
 struct DeviceConfig {
     std::string id;

@@ -505,7 +505,7 @@ class Loader {
                          error(v[i], k + "[" + std::to_string(i) + "]",
                                "'" + id +
                                    "' is not a device id (lower-case, as `loch devices` prints them: cpu, "
-                                   "cuda0, rocm0, vulkan0)");
+                                   "nvidia:0, amd:card0)");
                          return;
                      }
                  }
@@ -811,7 +811,7 @@ class Loader {
                   [&](auto&, auto& v, auto& k) {
                       if (!v.IsMap()) {
                           error(v, k,
-                                "expected a mapping of device id → settings (cpu:, cuda0:, …), got " +
+                                "expected a mapping of device id → settings (cpu:, nvidia:0:, …), got " +
                                     describe(v));
                           return;
                       }
@@ -832,7 +832,7 @@ class Loader {
                                                 error(kn, k2,
                                                       "'" + id +
                                                           "' is not a device id (lower-case, as `loch "
-                                                          "devices` prints them: cpu, cuda0, rocm0)");
+                                                          "devices` prints them: cpu, nvidia:0, amd:card0)");
                                                 return;
                                             }
                                             DeviceConfig d;
