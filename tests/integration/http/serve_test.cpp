@@ -209,6 +209,46 @@ TEST_F(Serve, RequestsBeyondSlotsQueueAndCompleteAndAFullQueueIs503) {
     EXPECT_EQ(r2.status, 200) << r2.body;
 }
 
+TEST_F(Serve, IdleModelIsStoppedAfterItsKeepAliveAndStartsAgainOnDemand) {
+    LochServer loch(
+        dir.path(),
+        config(dir, "512MiB", model_entry("tiny", models().tiny.path(), kArgs + "    keep_alive: 1s\n")));
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+    json e = loch.engine_status("tiny");
+    for (int i = 0; i < 200 && e["state"] != "stopped"; ++i) {
+        std::this_thread::sleep_for(100ms);
+        e = loch.engine_status("tiny");
+    }
+    ASSERT_EQ(e["state"], "stopped") << e.dump(2);
+    EXPECT_NE(e["last_stop_reason"].get<std::string>().find("keep_alive"), std::string::npos) << e.dump(2);
+    EXPECT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+}
+
+// While an exclusive model streams, another model on the same device waits for the device lock; without
+// `exclusive` the same request is answered during the stream (the control that shows the lock is what waits).
+TEST_F(Serve, ExclusiveModelHoldsTheDeviceWhileItRuns) {
+    for (const bool exclusive : {true, false}) {
+        SCOPED_TRACE(exclusive ? "exclusive" : "shared");
+        const std::string flag = exclusive ? "    exclusive: true\n" : "";
+        test::TempDir d{"loch-itest-excl"};
+        LochServer loch(
+            d.path(),
+            config(d, "512MiB", long_model(flag) + model_entry("other", models().tiny2.path(), kArgs)));
+        ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+        ASSERT_EQ(loch.post("/v1/chat/completions", chat("other", false, 2)).status, 200);
+        SseClient first(loch.port(), "/v1/chat/completions", long_stream("tiny"));
+        ASSERT_EQ(first.status(), 200);
+        ASSERT_TRUE(first.next_event());  // tiny is running a request now
+        auto second = std::async(std::launch::async,
+                                 [&] { return loch.post("/v1/chat/completions", chat("other", false, 2)); });
+        const bool answered_during_stream = second.wait_for(10s) == std::future_status::ready;
+        EXPECT_EQ(answered_during_stream, !exclusive);
+        first.close();  // ends tiny's request and releases the lock
+        auto r = second.get();
+        EXPECT_EQ(r.status, 200) << r.body;
+    }
+}
+
 TEST_F(Serve, EngineCrashMidStreamGivesAnSseErrorEvent) {
     LochServer loch(dir.path(), config(dir, "512MiB", long_model()));
     SseClient c(loch.port(), "/v1/chat/completions", long_stream("tiny"));
