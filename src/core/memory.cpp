@@ -8,10 +8,14 @@ namespace loch {
 
 std::string_view to_string(Source s) {
     switch (s) {
-        case Source::measured: return "measured";
-        case Source::engine_dry_run: return "engine-dry-run";
-        case Source::formula: return "formula";
-        case Source::configured: return "configured";
+        case Source::measured:
+            return "measured";
+        case Source::engine_dry_run:
+            return "engine-dry-run";
+        case Source::formula:
+            return "formula";
+        case Source::configured:
+            return "configured";
     }
     return "unknown";
 }
