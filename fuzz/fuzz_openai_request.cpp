@@ -1,7 +1,7 @@
 // Fuzzes the OpenAI request reader (http/openai_request) and the SSE framer with arbitrary bytes: they read
 // outside input on every request. The first byte picks the endpoint; any outcome but a crash, a leak or an
 // exception other than broker::Error is a finding.
-// fuzz-module: http
+// fuzz-sources: http/openai_request.cpp http/sse.cpp broker/error.cpp
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
