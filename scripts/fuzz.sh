@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/*.cpp) with clang-14 and runs each for LOCH_FUZZ_SECONDS (default 30)
+# Builds the libFuzzer targets (fuzz/*.cpp) with clang-19 and runs each for LOCH_FUZZ_SECONDS (default 30)
 # over its committed regression corpus (fuzz/corpus/<target>). Any crash, leak or timeout fails the run and
 # leaves the reproducer in build-fuzz/findings/.
 set -euo pipefail
@@ -7,9 +7,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${LOCH_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}
 SECONDS_EACH=${LOCH_FUZZ_SECONDS:-30}
 
-printf '\n==> Fuzzing (clang-14 libFuzzer, %s s per target)\n' "$SECONDS_EACH"
+printf '\n==> Fuzzing (clang-19 libFuzzer, %s s per target)\n' "$SECONDS_EACH"
 export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
-CXX=clang++-14 cmake -S "$ROOT" -B "$OUT" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" \
+CXX=clang++-19 cmake -S "$ROOT" -B "$OUT" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLOCH_FUZZ=ON >/dev/null
 # Only the fuzz targets (and the modules they name), not the whole tree.
 mapfile -t targets < <(cd "$ROOT/fuzz" && ls fuzz_*.cpp | sed 's/\.cpp$//')

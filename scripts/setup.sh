@@ -2,7 +2,8 @@
 # Sets up everything loch needs on a fresh Debian 12 machine (run as root) and is safe to run again:
 #   1. Debian packages for the build, tests, fuzzing and benchmarks;
 #   2. the pinned llama.cpp engine (source from npm node-llama-cpp@3.22.1), built once and cached by commit;
-#   3. loch itself (build/bin/loch, build/bin/loch-synth) with the engine binaries copied beside it;
+#   3. loch itself (build/bin/loch, build/bin/loch-synth) with the engine binaries copied beside it, compiled
+#      by clang++-19 (g++ 12 miscompiles Asio coroutine lambdas: docs/toolchain.md);
 #   4. a generated demo model (models/demo.gguf) for `loch serve`'s embedded default.
 # Each step says what it does and skips what is already done.
 set -euo pipefail
@@ -19,7 +20,7 @@ skip() { printf '    (skipped: %s)\n' "$*"; }
 # ---------------------------------------------------------------- 1. packages
 PACKAGES=(build-essential g++-12 cmake ninja-build git pkg-config curl ca-certificates
   libboost1.81-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev clang-14 libclang-rt-14-dev clang-format-14 nginx-light procps ccache)
+  libgtest-dev libgmock-dev clang-19 libclang-rt-19-dev clang-format-14 nginx-light procps ccache)
 step "Debian packages"
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -80,7 +81,7 @@ step "Building loch"
 # (keyed relative to the checkout) makes a rebuild in another clone on the same machine cheap.
 export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
-  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLOCH_WERROR=ON >/dev/null
+  -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLOCH_WERROR=ON >/dev/null
 cmake --build "$BUILD" -j "$JOBS"
 cp -f "$ENGINE/bin/llama-server" "$ENGINE/bin/llama-fit-params" "$BUILD/bin/"
 echo "    $BUILD/bin: $(ls "$BUILD/bin" | tr '\n' ' ')"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Sets everything up (scripts/setup.sh), then runs the whole test suite:
-#   format check (clang-format), fuzzers for a fixed time over their regression corpus,
-#   and every GoogleTest suite through ctest — unit tests and integration tests against the real llama-server.
+#   format check (clang-format), fuzzers for a fixed time over their regression corpus, the unit tests of the
+#   release build, and then every suite — unit and integration against the real llama-server — again on a
+#   build with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/), where any finding fails the run.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${LOCH_BUILD_DIR:-$ROOT/build}
+ASAN=${LOCH_ASAN_BUILD_DIR:-$ROOT/build-asan}
 
 bash "$ROOT/scripts/setup.sh"
 
@@ -15,6 +17,19 @@ echo "    ${#sources[@]} files formatted"
 
 bash "$ROOT/scripts/fuzz.sh"
 
-printf '\n==> Tests (ctest: unit, then integration against the real llama-server)\n'
-ctest --test-dir "$BUILD" --output-on-failure --timeout 900 -j "$(nproc)" -LE integration
-ctest --test-dir "$BUILD" --output-on-failure --timeout 900 -L integration
+printf '\n==> Unit tests (release build)\n'
+ctest --test-dir "$BUILD" --output-on-failure --timeout 300 -j "$(nproc)" -L unit
+
+printf '\n==> Sanitized build (clang++-19, ASan + UBSan, -O1)\n'
+export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
+cmake -S "$ROOT" -B "$ASAN" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+  -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLOCH_WERROR=ON -DLOCH_SANITIZE=ON >/dev/null
+cmake --build "$ASAN" -j "$(nproc)"
+# The engines are not instrumented: the same pinned binaries the release build uses.
+cp -f "$BUILD/bin/llama-server" "$BUILD/bin/llama-fit-params" "$ASAN/bin/"
+export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+printf '\n==> Tests under ASan + UBSan (ctest: unit, then integration against the real llama-server)\n'
+ctest --test-dir "$ASAN" --output-on-failure --timeout 900 -j "$(nproc)" -L unit
+ctest --test-dir "$ASAN" --output-on-failure --timeout 900 -L integration

@@ -4,10 +4,6 @@
 
 namespace loch::broker {
 
-// g++ 12 at -O2 reports a false "may be used uninitialized" inside std::optional<MemoryFigure>'s string copy.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
 std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
     std::vector<DeviceSnapshot> out;
     // The individual probes (not devices::probe()): no Vulkan, no firmware, nothing the broker does not use.
@@ -34,7 +30,5 @@ std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
     }
     return out;
 }
-
-#pragma GCC diagnostic pop
 
 }  // namespace loch::broker

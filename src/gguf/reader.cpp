@@ -22,7 +22,6 @@
 namespace loch::gguf {
 namespace {
 
-constexpr std::uint64_t kDefaultAlignment = 32;
 constexpr std::uint64_t kInt64Max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
 
 // Smallest encoding of one array item of each type, so that `count * min` bounds what a count can claim.
