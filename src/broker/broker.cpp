@@ -80,8 +80,7 @@ Lease& Lease::operator=(Lease&& o) noexcept {
         alive_ = std::move(o.alive_);
         granted_at_ = o.granted_at_;
         model_ = std::move(o.model_);
-        host_ = std::move(o.host_);
-        port_ = o.port_;
+        address_ = std::move(o.address_);
         slot_ctx_ = o.slot_ctx_;
         watchdog_ = o.watchdog_;
         engine_ = std::move(o.engine_);
@@ -189,11 +188,32 @@ Broker::Model* Broker::find(const std::string& name_or_alias) {
 // ---------------------------------------------------------------------------------------------------------
 // Acquire / release
 
-asio::awaitable<Lease> Broker::acquire(std::string model) {
-    co_return co_await asio::co_spawn(strand_, do_acquire(std::move(model)), asio::use_awaitable);
+asio::awaitable<Lease> Broker::acquire(std::string model, RequestNeeds needs) {
+    co_return co_await asio::co_spawn(strand_, do_acquire(std::move(model), needs), asio::use_awaitable);
 }
 
-asio::awaitable<Lease> Broker::do_acquire(std::string name) {
+void Broker::check_needs(const Model& m, const RequestNeeds& needs) const {
+    if (!needs.max_tokens) return;
+    // The slot context: what the running (or last) engine reported, else what the config gives it. A
+    // prompt takes at least one token, so max_tokens ≥ slot context can never be served.
+    std::optional<std::uint64_t> slot_ctx = m.slot_ctx;
+    std::string source = "engine /props";
+    if (!slot_ctx && m.cfg->engine == config::EngineKind::llama_server && m.cfg->args.ctx > 0) {
+        slot_ctx = m.cfg->args.slot_ctx();
+        source = "config args.ctx / args.parallel";
+    }
+    if (!slot_ctx || *needs.max_tokens < *slot_ctx) return;
+    throw Error(ErrorKind::context_length_exceeded,
+                fmt::format("max_tokens ({}) can never fit the slot context of model '{}' ({} tokens): "
+                            "lower max_tokens, or raise args.ctx",
+                            *needs.max_tokens, m.name(), *slot_ctx),
+                {{"model", m.name()},
+                 {"max_tokens", *needs.max_tokens},
+                 {"slot_ctx", *slot_ctx},
+                 {"slot_ctx_source", source}});
+}
+
+asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) {
     if (shutting_down_) throw Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5);
     Model* m = find(name);
     if (!m) {
@@ -203,6 +223,7 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name) {
                     fmt::format("no model named '{}' (known: {})", name, fmt::join(names, ", ")),
                     {{"model", name}, {"available", names}});
     }
+    check_needs(*m, needs);
     co_await ensure_footprint(*m);
     auto w = std::make_shared<Waiter>(next_waiter_++, m, strand_);
     if (try_serve(*w) == Serve::granted) co_return make_lease(*m);
@@ -246,8 +267,7 @@ Lease Broker::make_lease(Model& m) {
     l.alive_ = alive_;
     l.granted_at_ = Clock::now();
     l.model_ = m.name();
-    l.host_ = m.engine ? m.engine->host() : "127.0.0.1";
-    l.port_ = m.engine ? m.engine->port() : 0;
+    if (m.engine) l.address_ = {m.engine->host(), m.engine->port(), m.engine->spec().api_key};
     l.slot_ctx_ = m.slot_ctx;
     l.watchdog_ = m.cfg->watchdog;
     l.engine_ = m.engine;
@@ -513,8 +533,8 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::Engine> en
     // The slot context decides the 400 for prompt + max_tokens: ask the engine (it may cap ctx at the
     // model's training context, or not split it over slots) before any request is let in.
     if (m.cfg->engine == config::EngineKind::llama_server) {
-        auto reply =
-            co_await engine_request(strand_, engine->host(), engine->port(), "GET", "/props", "", 5000ms);
+        auto reply = co_await engine_request(
+            strand_, {engine->host(), engine->port(), engine->spec().api_key}, "GET", "/props", "", 5000ms);
         if (!*alive || m.engine != engine) co_return;
         auto j = nlohmann::json::parse(reply.body, nullptr, false);
         if (reply.status == 200 && j.is_object() && j.contains("default_generation_settings") &&

@@ -24,6 +24,7 @@
 
 #include "broker/admission.hpp"
 #include "broker/device_source.hpp"
+#include "broker/engine_client.hpp"
 #include "broker/error.hpp"
 #include "broker/footprint.hpp"
 #include "broker/ledger.hpp"
@@ -45,8 +46,9 @@ class Lease {
     ~Lease() { release(); }
 
     const std::string& model() const { return model_; }
-    const std::string& host() const { return host_; }
-    std::uint16_t port() const { return port_; }
+    const std::string& host() const { return address_.host; }
+    std::uint16_t port() const { return address_.port; }
+    const EngineAddress& address() const { return address_; }            // with the engine's secret
     std::optional<std::uint32_t> slot_ctx() const { return slot_ctx_; }  // tokens per slot
     std::optional<std::chrono::seconds> watchdog() const { return watchdog_; }
     const std::shared_ptr<engines::Engine>& engine() const { return engine_; }
@@ -58,11 +60,16 @@ class Lease {
     Broker* broker_ = nullptr;
     std::weak_ptr<bool> alive_;
     std::chrono::steady_clock::time_point granted_at_;
-    std::string model_, host_;
-    std::uint16_t port_ = 0;
+    std::string model_;
+    EngineAddress address_;
     std::optional<std::uint32_t> slot_ctx_;
     std::optional<std::chrono::seconds> watchdog_;
     std::shared_ptr<engines::Engine> engine_;
+};
+
+// What one request asks of its model, checked before anything is started for it.
+struct RequestNeeds {
+    std::optional<std::uint64_t> max_tokens;  // tokens it may generate
 };
 
 struct BrokerOptions {
@@ -80,9 +87,10 @@ class Broker {
 
     void start();  // first device probe and the tick loop
 
-    // Throws broker::Error: model_not_found, insufficient_memory, queue_full, queue_timeout, quarantined,
-    // engine_failed, shutting_down.
-    boost::asio::awaitable<Lease> acquire(std::string model);
+    // Throws broker::Error: model_not_found, context_length_exceeded (max_tokens can never fit the slot
+    // context: refused before any engine starts), insufficient_memory, queue_full, queue_timeout,
+    // quarantined, engine_failed, shutting_down.
+    boost::asio::awaitable<Lease> acquire(std::string model, RequestNeeds needs = {});
 
     boost::asio::awaitable<nlohmann::json> models();
     boost::asio::awaitable<nlohmann::json> status();
@@ -104,7 +112,8 @@ class Broker {
     struct Waiter;
     enum class Serve { granted, wait };
 
-    boost::asio::awaitable<Lease> do_acquire(std::string model);
+    boost::asio::awaitable<Lease> do_acquire(std::string model, RequestNeeds needs);
+    void check_needs(const Model& m, const RequestNeeds& needs) const;
     Serve try_serve(Waiter& w);
     Lease make_lease(Model& m);
     void release(const std::string& model, std::chrono::steady_clock::duration held);

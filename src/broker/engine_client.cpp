@@ -12,9 +12,11 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = beast::http;
 
-asio::awaitable<EngineReply> engine_request(asio::any_io_executor ex, std::string host, std::uint16_t port,
-                                            std::string method, std::string target, std::string body,
+asio::awaitable<EngineReply> engine_request(asio::any_io_executor ex, EngineAddress to, std::string method,
+                                            std::string target, std::string body,
                                             std::chrono::milliseconds timeout) {
+    const std::string& host = to.host;
+    const std::uint16_t port = to.port;
     EngineReply reply;
     auto tok = asio::as_tuple(asio::use_awaitable);
     beast::tcp_stream stream(ex);
@@ -33,6 +35,7 @@ asio::awaitable<EngineReply> engine_request(asio::any_io_executor ex, std::strin
     bhttp::request<bhttp::string_body> req{bhttp::string_to_verb(method), target, 11};
     req.set(bhttp::field::host, host + ":" + std::to_string(port));
     req.set(bhttp::field::connection, "close");
+    if (!to.api_key.empty()) req.set(bhttp::field::authorization, "Bearer " + to.api_key);
     if (!body.empty()) req.set(bhttp::field::content_type, "application/json");
     req.body() = std::move(body);
     req.prepare_payload();

@@ -18,8 +18,15 @@ struct EngineReply {
     std::string error;  // transport error, when status == 0
 };
 
-boost::asio::awaitable<EngineReply> engine_request(boost::asio::any_io_executor ex, std::string host,
-                                                   std::uint16_t port, std::string method, std::string target,
-                                                   std::string body, std::chrono::milliseconds timeout);
+// Where an engine listens and the secret it wants (engines/spec.hpp: EngineSpec::api_key).
+struct EngineAddress {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 0;
+    std::string api_key;  // sent as `Authorization: Bearer <key>` when not empty
+};
+
+boost::asio::awaitable<EngineReply> engine_request(boost::asio::any_io_executor ex, EngineAddress to,
+                                                   std::string method, std::string target, std::string body,
+                                                   std::chrono::milliseconds timeout);
 
 }  // namespace loch::broker

@@ -18,6 +18,10 @@ std::string_view to_string(ErrorKind k) {
             return "model_not_found";
         case ErrorKind::request_too_large:
             return "request_too_large";
+        case ErrorKind::request_timeout:
+            return "request_timeout";
+        case ErrorKind::too_many_connections:
+            return "too_many_connections";
         case ErrorKind::insufficient_memory:
             return "insufficient_memory";
         case ErrorKind::queue_full:

@@ -18,16 +18,18 @@ enum class ErrorKind {
     unauthorized,             // API key missing or wrong
     not_found,                // no such endpoint
     method_not_allowed,
-    model_not_found,      // unknown model name or alias
-    request_too_large,    // body over the configured limit
-    insufficient_memory,  // cannot fit even on an empty allowed device
-    queue_full,           // too many requests already waiting in this priority class
-    queue_timeout,        // waited longer than max_wait
-    quarantined,          // the model keeps crashing; refused until the quarantine ends
-    shutting_down,        // loch is stopping
-    engine_failed,        // the engine died, refused the connection or failed to start
-    watchdog_timeout,     // the engine sent nothing for the watchdog period
-    internal,             // a bug in loch: the message says what failed
+    model_not_found,       // unknown model name or alias
+    request_too_large,     // body over the configured limit
+    request_timeout,       // the client sent its request too slowly (header or body deadline)
+    too_many_connections,  // loch's connection cap is reached
+    insufficient_memory,   // cannot fit even on an empty allowed device
+    queue_full,            // too many requests already waiting in this priority class
+    queue_timeout,         // waited longer than max_wait
+    quarantined,           // the model keeps crashing; refused until the quarantine ends
+    shutting_down,         // loch is stopping
+    engine_failed,         // the engine died, refused the connection or failed to start
+    watchdog_timeout,      // the engine sent nothing for the watchdog period
+    internal,              // a bug in loch: the message says what failed
 };
 std::string_view to_string(ErrorKind k);  // also the JSON "type"
 

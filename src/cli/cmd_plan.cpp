@@ -218,8 +218,9 @@ void add_plan_command(CLI::App& app) {
     cmd->add_option("--preset", o->preset,
                     "plan a loch-synth preset shape instead of a file (e.g. llama-3.1-70b)");
     cmd->add_option("--quant", o->quant, "quantization for --preset (q4_k_m, q8_0, f16, ...)");
-    cmd->add_option("-c,--ctx", o->ctx, "context size (0 = the model's training context)");
-    cmd->add_option("--parallel", o->parallel, "parallel slots (sequences)");
+    cmd->add_option("-c,--ctx", o->ctx, "context size (0 = the model's training context)")
+        ->check(CLI::Range(0u, 1u << 24));
+    cmd->add_option("--parallel", o->parallel, "parallel slots (sequences)")->check(CLI::Range(1u, 4096u));
     cmd->add_flag("--kv-unified", o->kv_unified, "one KV stream shared by all slots");
     cmd->add_option("--ngl", o->ngl, "layers on the GPU(s); negative = all");
     cmd->add_option("--tensor-split", o->tensor_split, "split weights between GPUs")->delimiter(',');
@@ -228,8 +229,8 @@ void add_plan_command(CLI::App& app) {
     cmd->add_option("--flash-attn", o->flash_attn, "on | off | auto");
     cmd->add_option("--cache-type-k", o->type_k, "K cache type (f16, bf16, q8_0, q4_0, ...)");
     cmd->add_option("--cache-type-v", o->type_v, "V cache type");
-    cmd->add_option("--ubatch", o->ubatch, "physical batch size");
-    cmd->add_option("-b,--batch", o->batch, "logical batch size");
+    cmd->add_option("--ubatch", o->ubatch, "physical batch size")->check(CLI::Range(1u, 1u << 20));
+    cmd->add_option("-b,--batch", o->batch, "logical batch size")->check(CLI::Range(1u, 1u << 24));
     cmd->add_flag("--swa-full", o->swa_full, "full-size cache for sliding-window layers");
     cmd->add_option("--device", o->device, "cpu, or GPUs: cuda0[,cuda1...]");
     cmd->add_option("--overhead-mib", o->overhead_mib, "fixed per-GPU overhead (CUDA context), MiB");

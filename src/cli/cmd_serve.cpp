@@ -1,6 +1,8 @@
 // `loch serve` — the broker behind an OpenAI-compatible HTTP API. Loads the config (or the embedded
 // default), cleans up engines a crashed loch left behind, then runs everything on one io_context until
 // SIGINT/SIGTERM, when every engine is stopped before loch exits.
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -10,6 +12,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -33,6 +36,24 @@ struct ServeOptions {
     bool print_default = false;
 };
 
+// Each client connection holds a descriptor and each relay another to its engine: raise the soft limit to
+// the hard one, and say so when even that cannot hold max_connections twice over (plus engines and logs).
+void raise_fd_limit(std::uint32_t max_connections) {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    const rlim_t want = 2 * static_cast<rlim_t>(max_connections) + 256;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+        spdlog::warn(
+            "open-file limit {} is below what max_connections {} needs ({}): lower max_connections "
+            "or raise the hard limit (ulimit -Hn / LimitNOFILE=)",
+            static_cast<unsigned long long>(rl.rlim_cur), max_connections,
+            static_cast<unsigned long long>(want));
+}
+
 void run_serve(const ServeOptions& o) {
     if (o.print_default) {
         std::cout << config::embedded_default_yaml();
@@ -41,7 +62,17 @@ void run_serve(const ServeOptions& o) {
     const auto ctx = config::LoadContext::from_process();
     config::Config cfg = o.config_file.empty() ? config::default_config(ctx, o.models_dir)
                                                : config::load_config_file(o.config_file, ctx);
-    if (!o.listen.empty()) cfg.listen = o.listen;
+    if (!o.listen.empty()) {
+        boost::system::error_code ec;
+        const auto addr = asio::ip::make_address(o.listen, ec);
+        if (ec) throw std::runtime_error("--listen '" + o.listen + "' is not an IP address");
+        if (!addr.is_loopback() && cfg.api_keys.empty())
+            throw std::runtime_error("--listen " + o.listen +
+                                     " is reachable from other machines and the config has no api_keys: "
+                                     "anyone who can reach it could use every model. Add api_keys, or "
+                                     "listen on 127.0.0.1");
+        cfg.listen = o.listen;
+    }
     if (o.port >= 0) cfg.port = static_cast<std::uint16_t>(o.port);
     for (const auto& n : cfg.notes) spdlog::info("config: {}", n);
     if (cfg.models.empty()) spdlog::warn("config {} names no model: nothing to serve", cfg.source);
@@ -52,6 +83,10 @@ void run_serve(const ServeOptions& o) {
     for (const auto& r : cleaned.killed)
         spdlog::warn("stopped a stale engine of a previous loch: model '{}' pid {}", r.model, r.pid);
     for (const auto& s : cleaned.skipped) spdlog::info("state file: {}", s);
+    for (const auto& s : cleaned.descendants_killed)
+        spdlog::warn("stopped processes forked by a stale engine of a previous loch: {}", s);
+
+    raise_fd_limit(cfg.max_connections);
 
     asio::io_context ioc(1);
     const auto ex = ioc.get_executor();
@@ -64,6 +99,10 @@ void run_serve(const ServeOptions& o) {
     so.port = cfg.port;
     so.api_keys = cfg.api_keys;
     so.max_body_bytes = cfg.max_body_bytes;
+    so.idle_timeout = cfg.client_timeouts.idle;
+    so.header_timeout = cfg.client_timeouts.header;
+    so.body_timeout = cfg.client_timeouts.body;
+    so.max_connections = cfg.max_connections;
     http::Server server(ex, broker, so);
     const auto port = server.listen();
     broker.start();
@@ -75,12 +114,14 @@ void run_serve(const ServeOptions& o) {
     asio::signal_set signals(ioc, SIGINT, SIGTERM);
     signals.async_wait([&](const boost::system::error_code& ec, int sig) {
         if (ec) return;
-        spdlog::info("signal {}: stopping every engine", sig);
-        server.stop();
+        spdlog::info("signal {}: running requests get {} s to finish, then every engine stops", sig,
+                     cfg.stop_grace.count());
         asio::co_spawn(
             ex,
             [&]() -> asio::awaitable<void> {
+                co_await server.drain(cfg.stop_grace);
                 co_await broker.shutdown();
+                co_await server.wait_closed();
                 ioc.stop();
             },
             asio::detached);
@@ -96,7 +137,8 @@ void add_serve_command(CLI::App& app) {
     cmd->add_option("-c,--config", o->config_file, "loch.yaml (default: the embedded default over --models)");
     cmd->add_option("--models", o->models_dir, "models folder for the embedded default (default ./models)");
     cmd->add_option("--listen", o->listen, "listen address (overrides the config; default 127.0.0.1)");
-    cmd->add_option("--port", o->port, "port (overrides the config; 0 = any free port)");
+    cmd->add_option("--port", o->port, "port (overrides the config; 0 = any free port)")
+        ->check(CLI::Range(0, 65535));
     cmd->add_flag("--print-default-config", o->print_default, "print the embedded default config and exit");
     cmd->callback([o] { run_serve(*o); });
 }

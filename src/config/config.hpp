@@ -154,6 +154,13 @@ struct RestartConfig {
     Seconds quarantine{900};  // how long a quarantined model refuses requests
 };
 
+// How long loch waits on a client connection (http/server.hpp has the rules).
+struct ClientTimeouts {
+    Seconds idle{30};    // keep-alive connection without a request
+    Seconds header{10};  // first byte of a request → its whole header
+    Seconds body{60};    // header → the whole body
+};
+
 struct Config {
     std::string source;  // the file name, or "<embedded default>"
     std::string listen = "127.0.0.1";
@@ -166,8 +173,10 @@ struct Config {
     fs::path llama_server;              // resolved llama-server binary (empty if no model uses it)
     QueueLimits queue;
     std::uint64_t max_body_bytes = 16 * 1024 * 1024;  // request body size limit
-    Seconds max_wait{300};                            // longest a request may wait in a queue before 503
-    Seconds stop_grace{10};                           // SIGTERM → SIGKILL
+    ClientTimeouts client_timeouts;
+    std::uint32_t max_connections = 512;  // open client connections; beyond → 503 too_many_connections
+    Seconds max_wait{300};                // longest a request may wait in a queue before 503
+    Seconds stop_grace{10};               // SIGTERM → SIGKILL
     RestartConfig restart;
     std::map<std::string, DeviceConfig> devices;
     std::vector<ModelConfig> models;

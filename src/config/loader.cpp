@@ -715,6 +715,7 @@ class Loader {
                       }
                       c.listen = *s;
                       listen_loopback_ = addr.is_loopback();
+                      listen_node_ = v;
                   }},
                  {"port",
                   [&](auto&, auto& v, auto& k) {
@@ -768,6 +769,30 @@ class Loader {
                  {"max_body",
                   [&](auto&, auto& v, auto& k) {
                       if (auto b = size(v, k, 1024)) c.max_body_bytes = *b;
+                  }},
+                 {"max_connections",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto x = integer(v, k, 1, 1000000))
+                          c.max_connections = static_cast<std::uint32_t>(*x);
+                  }},
+                 {"client_timeouts",
+                  [&](auto&, auto& v, auto& k) {
+                      auto& t = c.client_timeouts;
+                      walk(v, k,
+                           {
+                               {"idle",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto d = duration(v2, k2, Seconds{1})) t.idle = *d;
+                                }},
+                               {"header",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto d = duration(v2, k2, Seconds{1})) t.header = *d;
+                                }},
+                               {"body",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto d = duration(v2, k2, Seconds{1})) t.body = *d;
+                                }},
+                           });
                   }},
                  {"max_wait",
                   [&](auto&, auto& v, auto& k) {
@@ -873,8 +898,10 @@ class Loader {
             error(root, "models", "missing 'models:' list (every model loch may serve)");
         }
         if (!c.api_keys.empty() || listen_loopback_) return c;
-        c.notes.push_back("listening on " + c.listen +
-                          " without api_keys: anyone who can reach this address can use it");
+        error(listen_node_, "listen",
+              "'" + c.listen +
+                  "' is reachable from other machines, and api_keys is empty: anyone who can reach it could "
+                  "use every model. Add api_keys, or listen on 127.0.0.1");
         return c;
     }
 
@@ -930,6 +957,7 @@ class Loader {
     fs::path base_dir_;
     const LoadContext& ctx_;
     bool listen_loopback_ = true;
+    YAML::Node listen_node_;
 };
 
 YAML::Node load_yaml(std::string_view text, const std::string& file) {

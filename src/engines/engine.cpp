@@ -1,6 +1,9 @@
 // Engine: spawn → health polling → ready; stop (TERM → grace → KILL); exit report; state-file record.
 #include "engines/engine.hpp"
 
+#include <fmt/format.h>
+#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -111,7 +114,7 @@ void Engine::on_line(const std::string& line) {
 
 void Engine::finish(int wait_status) {
     if (exit_) return;
-    ExitFacts facts{wait_status, stop_requested_, startup_timed_out_};
+    ExitFacts facts{wait_status, stop_requested_, startup_timed_out_, hung_};
     const auto lines = proc_->log().lines();
     exit_ = classify_exit(facts, lines);
     if (startup_timed_out_) {
@@ -119,7 +122,8 @@ void Engine::finish(int wait_status) {
                          std::to_string(spec_.startup_timeout.count()) + " s (GET " + spec_.health_path +
                          " never answered 200); loch killed it";
     }
-    state_ = stop_requested_ && !startup_timed_out_ ? EngineState::stopped : EngineState::failed;
+    state_ =
+        stop_requested_ && !startup_timed_out_ && hung_.empty() ? EngineState::stopped : EngineState::failed;
     if (state_file_ != nullptr) {
         try {
             state_file_->remove(proc_->pid());
@@ -192,6 +196,7 @@ asio::awaitable<StartResult> Engine::start() {
         rec.start_ticks = proc_->start_ticks();
         rec.argv = spec_.argv;
         rec.port = spec_.port;
+        rec.tag = proc_->tag();
         rec.started_unix =
             std::chrono::duration_cast<std::chrono::seconds>(started_at_.time_since_epoch()).count();
         try {
@@ -203,7 +208,8 @@ asio::awaitable<StartResult> Engine::start() {
     asio::co_spawn(ex_, watch_exit(weak_self_), asio::detached);
 
     const auto deadline = t0 + spec_.startup_timeout;
-    auto interval = 100ms;
+    // Short first polls: a small model is ready in tens of ms, and every ms of polling is added cold start.
+    auto interval = 5ms;
     while (true) {
         if (proc_->exited() || stop_requested_) break;
         const auto now = std::chrono::steady_clock::now();
@@ -220,6 +226,7 @@ asio::awaitable<StartResult> Engine::start() {
             load_time_ = took();
             res.ready = true;
             res.took = *load_time_;
+            if (spec_.hang_after.count() > 0) asio::co_spawn(ex_, watch_health(weak_self_), asio::detached);
             co_return res;
         }
         // 503 = llama-server still loading; no answer = not listening yet. Wake early if the process ends.
@@ -227,7 +234,7 @@ asio::awaitable<StartResult> Engine::start() {
             deadline - std::chrono::steady_clock::now());
         if (rest.count() > 0)
             co_await proc_->async_wait_for(std::min<std::chrono::milliseconds>(interval, rest));
-        interval = std::min<std::chrono::milliseconds>(interval * 2, 500ms);
+        interval = std::min<std::chrono::milliseconds>(interval * 2, 250ms);
     }
     const int status = co_await proc_->async_wait();
     finish(status);
@@ -257,6 +264,52 @@ asio::awaitable<ExitReport> Engine::stop() {
     const int status = co_await proc_->async_wait();
     finish(status);
     co_return *exit_;
+}
+
+void Engine::kill_hung(std::string why) {
+    if (exit_ || !proc_ || !hung_.empty()) return;
+    hung_ = std::move(why);
+    proc_->signal_group(SIGKILL);  // a stopped (SIGSTOP) process ignores SIGTERM until continued
+}
+
+asio::awaitable<void> Engine::watch_health(std::weak_ptr<Engine> weak) {
+    // Holds the Engine only between polls: dropping the last reference must still kill the process at once.
+    std::string host, path;
+    std::uint16_t port = 0;
+    std::chrono::milliseconds hang_after{0};
+    asio::any_io_executor ex;
+    {
+        auto self = weak.lock();
+        if (!self) co_return;
+        host = self->spec_.host;
+        path = self->spec_.health_path;
+        port = self->spec_.port;
+        hang_after = self->spec_.hang_after;
+        ex = self->ex_;
+    }
+    const auto period = std::clamp<std::chrono::milliseconds>(hang_after / 4, 250ms, 5000ms);
+    asio::steady_timer timer(ex);
+    auto last_answer = std::chrono::steady_clock::now();
+    for (;;) {
+        timer.expires_after(period);
+        co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (auto self = weak.lock(); !self || self->state_ != EngineState::ready) co_return;
+        // Any HTTP answer shows the server loop is alive; only silence counts as hung.
+        const unsigned status = co_await http_get_status(host, port, path, hang_after);
+        auto self = weak.lock();
+        if (!self || self->state_ != EngineState::ready) co_return;
+        const auto now = std::chrono::steady_clock::now();
+        if (status != 0) {
+            last_answer = now;
+            continue;
+        }
+        if (now - last_answer >= hang_after) {
+            self->kill_hung(
+                fmt::format("GET {} did not answer for {} s", path,
+                            std::chrono::duration_cast<std::chrono::seconds>(now - last_answer).count()));
+            co_return;
+        }
+    }
 }
 
 asio::awaitable<ExitReport> Engine::wait_exit() {

@@ -2,8 +2,9 @@
 // the object the broker holds per running model.
 //
 // Life of an Engine: create() → start() [spawn → poll GET <health_path> until 200 | process exit |
-// startup timeout] → ready, serving on host():port() → stop() [SIGTERM to the process group, SIGKILL after
-// stop_grace] or the process ends by itself (on_exit / wait_exit report why). An Engine runs once; a
+// startup timeout] → ready, serving on host():port(), its health watched (no answer for spec.hang_after →
+// killed as `hung`) → stop() [SIGTERM to the process group, SIGKILL after stop_grace] or the process ends
+// by itself (on_exit / wait_exit report why). An Engine runs once; a
 // restart is a new Engine (the broker applies CrashTracker's backoff/quarantine between them).
 //
 // All methods run on the executor given to create() (one io_context, no thread per engine). Destroying an
@@ -74,6 +75,10 @@ class Engine {
     // Returns the report (kind `stopped` unless it had already failed). Safe to call in any state.
     boost::asio::awaitable<ExitReport> stop();
 
+    // Kills the process group at once because it stopped answering (`why` goes into the report, kind
+    // `hung`). No-op once it ended. The health watch calls it; so may the broker.
+    void kill_hung(std::string why);
+
     // Completes when the process has ended for any reason (immediately if it already has).
     boost::asio::awaitable<ExitReport> wait_exit();
 
@@ -114,6 +119,7 @@ class Engine {
 
   private:
     boost::asio::awaitable<void> watch_exit(std::weak_ptr<Engine> self);
+    static boost::asio::awaitable<void> watch_health(std::weak_ptr<Engine> self);
     void finish(int wait_status);
     void on_line(const std::string& line);
 
@@ -128,6 +134,7 @@ class Engine {
     std::vector<std::string> startup_log_;
     bool stop_requested_ = false;
     bool startup_timed_out_ = false;
+    std::string hung_;  // why kill_hung() was called
     std::function<void(const ExitReport&)> on_exit_;
     std::function<void(const std::string&)> on_log_line_;
     std::weak_ptr<Engine> weak_self_;

@@ -25,6 +25,8 @@ std::string_view to_string(ExitKind k) {
             return "port_in_use";
         case ExitKind::startup_timeout:
             return "startup_timeout";
+        case ExitKind::hung:
+            return "hung";
         case ExitKind::spawn_failed:
             return "spawn_failed";
         case ExitKind::stopped:
@@ -176,6 +178,11 @@ ExitReport classify_exit(const ExitFacts& facts, std::span<const std::string> lo
         status_text = "wait status " + std::to_string(st);
     }
 
+    if (!facts.hung.empty()) {
+        r.kind = ExitKind::hung;
+        r.summary = "hung: " + facts.hung + "; loch killed it (" + status_text + ")";
+        return r;
+    }
     if (facts.startup_timed_out) {
         r.kind = ExitKind::startup_timeout;
         r.summary = "not ready before the startup timeout; loch killed it (" + status_text + ")";

@@ -1,6 +1,7 @@
 // engines/exit — why an engine process ended, as a typed value the HTTP layer renders into error JSON.
 //
-// Classification order: a stop loch asked for → `stopped`; startup timeout → `startup_timeout`; an
+// Classification order: hung (loch killed it because it stopped answering) → `hung`; a stop loch asked for
+// → `stopped`; startup timeout → `startup_timeout`; an
 // out-of-memory pattern in the log (cudaMalloc/hipMalloc failed, ggml_backend_*alloc* failed, "failed to
 // allocate", std::bad_alloc, vk::OutOfDeviceMemory) → `out_of_memory`; "couldn't bind" → `port_in_use`;
 // killed by a signal → `signal` (SIGKILL not sent by loch: "likely the OOM killer or a cgroup limit");
@@ -25,6 +26,7 @@ enum class ExitKind {
     out_of_memory,    // the log says an allocation failed (any status), or SIGKILL from outside (OOM killer)
     port_in_use,      // the engine could not bind its port (loch may retry with another)
     startup_timeout,  // not healthy within the model's startup_timeout; loch killed it
+    hung,             // was ready, then stopped answering its health check; loch killed it
     spawn_failed,     // could not be started at all (binary missing, not executable, exec error)
     stopped,          // loch stopped it (eviction, shutdown): not a failure
 };
@@ -52,6 +54,7 @@ struct ExitFacts {
     int wait_status = 0;             // as from waitpid()
     bool stop_requested = false;     // loch sent SIGTERM/SIGKILL to stop it
     bool startup_timed_out = false;  // loch killed it because readiness never came
+    std::string hung;                // non-empty: loch killed it because it hung (why, for the summary)
 };
 
 // Classify from the wait status and the engine's last output lines (oldest first). `tail_lines` of them

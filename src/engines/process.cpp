@@ -24,7 +24,10 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <random>
 #include <sstream>
+
+#include <fmt/format.h>
 
 extern char** environ;
 
@@ -33,6 +36,8 @@ namespace loch::engines {
 namespace asio = boost::asio;
 
 namespace {
+
+constexpr std::string_view kTagVariable = "LOCH_ENGINE_TAG";
 
 // An owned file descriptor.
 class Fd {
@@ -150,6 +155,7 @@ struct Process::Impl {
     }
 
     pid_t pid = -1;
+    std::string tag;
     std::uint64_t start_ticks = 0;
     std::chrono::system_clock::time_point started_at{};
     asio::posix::stream_descriptor out;
@@ -208,6 +214,8 @@ struct Process::Impl {
         } while (r < 0 && errno == EINTR);
         reaped = true;
         status = r == pid ? st : 0;
+        // Descendants that left the group (setsid) still carry the tag.
+        kill_tagged(tag);
     }
 };
 
@@ -254,13 +262,17 @@ std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpe
     if (!path) throw SpawnError("'" + spec.argv[0] + "' not found on PATH", ENOENT);
 
     // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
+    const std::string tag = random_token();  // unique per spawn: never matches a process loch did not start
     std::vector<std::string> env_strings;
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
         const std::string_view kv(*e);
         const std::string key(kv.substr(0, kv.find('=')));
-        if (spec.env_add.count(key) == 0) env_strings.emplace_back(kv);
+        if (spec.env_add.count(key) == 0 && key != kTagVariable && inherited_env_allowed(key))
+            env_strings.emplace_back(kv);
     }
-    for (const auto& [k, v] : spec.env_add) env_strings.push_back(k + "=" + v);
+    for (const auto& [k, v] : spec.env_add)
+        if (k != kTagVariable) env_strings.push_back(k + "=" + v);
+    env_strings.push_back(std::string(kTagVariable) + "=" + tag);
     std::vector<char*> argv_c, envp_c;
     for (const auto& a : spec.argv) argv_c.push_back(const_cast<char*>(a.c_str()));
     argv_c.push_back(nullptr);
@@ -318,6 +330,7 @@ std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpe
     }
 
     impl->pid = pid;
+    impl->tag = tag;
     impl->started_at = std::chrono::system_clock::now();
     impl->start_ticks = proc_start_ticks(pid).value_or(0);
     // The syscall directly: glibc 2.36's <sys/pidfd.h> lacks extern "C" for C++.
@@ -359,6 +372,9 @@ pid_t Process::pid() const {
 }
 pid_t Process::pgid() const {
     return impl_->pid;
+}
+const std::string& Process::tag() const {
+    return impl_->tag;
 }
 std::uint64_t Process::start_ticks() const {
     return impl_->start_ticks;
@@ -418,6 +434,57 @@ std::uint16_t find_free_port() {
     if (::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
         throw std::runtime_error("getsockname: " + errno_text(errno));
     return ntohs(a.sin_port);
+}
+
+std::string random_token() {
+    std::random_device rd;
+    std::string out;
+    for (int i = 0; i < 4; ++i) out += fmt::format("{:08x}", rd());
+    return out;
+}
+
+bool inherited_env_allowed(std::string_view name) {
+    // Exact names: what any program needs to find things and speak the user's locale.
+    static constexpr std::string_view kNames[] = {"PATH",     "HOME", "USER",   "LOGNAME", "LANG",
+                                                  "LANGUAGE", "TZ",   "TMPDIR", "TERM",    "LD_LIBRARY_PATH"};
+    // Prefixes: locale categories, GPU runtimes and their device selection, thread and math libraries.
+    static constexpr std::string_view kPrefixes[] = {
+        "LC_",   "CUDA_", "NVIDIA_", "HIP_",  "ROCR_", "ROCM_", "HSA_", "AMD_",      "GPU_", "VK_",  "MESA_",
+        "RADV_", "ZE_",   "ONEAPI_", "SYCL_", "GGML_", "OMP_",  "KMP_", "OPENBLAS_", "MKL_", "BLIS_"};
+    for (auto n : kNames)
+        if (name == n) return true;
+    for (auto p : kPrefixes)
+        if (name.starts_with(p)) return true;
+    return false;
+}
+
+std::vector<pid_t> kill_tagged(const std::string& tag, const std::filesystem::path& proc_root) {
+    std::vector<pid_t> killed;
+    if (tag.empty()) return killed;
+    const std::string needle = std::string(kTagVariable) + "=" + tag;
+    const pid_t self = ::getpid();
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(proc_root, ec)) {
+        const auto name = entry.path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+        const pid_t pid = static_cast<pid_t>(std::stol(name));
+        if (pid == self) continue;
+        std::ifstream in(entry.path() / "environ", std::ios::binary);
+        if (!in) continue;
+        const std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        for (std::size_t start = 0; start < env.size();) {
+            const auto end = env.find('\0', start);
+            const std::string_view var(env.data() + start,
+                                       (end == std::string::npos ? env.size() : end) - start);
+            if (var == needle) {
+                if (::kill(pid, SIGKILL) == 0) killed.push_back(pid);
+                break;
+            }
+            if (end == std::string::npos) break;
+            start = end + 1;
+        }
+    }
+    return killed;
 }
 
 std::optional<std::uint64_t> proc_start_ticks(pid_t pid, const std::filesystem::path& proc_root) {

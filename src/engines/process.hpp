@@ -9,6 +9,15 @@
 //
 // PR_SET_PDEATHSIG fires when the *thread* that forked exits: spawn from the io_context's own thread.
 // The destructor SIGKILLs the process group if it is still running and reaps it: no orphans, no zombies.
+//
+// Environment: the child does not inherit loch's environment. Only the names in inherited_env_allowed()
+// pass (locale, PATH/HOME, GPU runtime and math-library tuning), then SpawnSpec::env_add. API keys,
+// tokens and anything else in loch's environment stay with loch.
+//
+// Tag: every child gets LOCH_ENGINE_TAG=<128 random bits> in its environment, which its own children
+// inherit. When the process ends (and at the next start of loch, from the state file), every process that
+// carries the tag is killed: a grandchild that left the process group, or that outlived a SIGKILL of loch,
+// is found by the tag, and a process without it is never touched.
 #pragma once
 
 #include <sys/types.h>
@@ -58,6 +67,7 @@ class Process {
 
     pid_t pid() const;
     pid_t pgid() const;                 // == pid (own group)
+    const std::string& tag() const;     // LOCH_ENGINE_TAG of this process and its descendants
     std::uint64_t start_ticks() const;  // /proc/PID/stat field 22, for PID identity
     std::chrono::system_clock::time_point started_at() const;
 
@@ -85,6 +95,16 @@ class Process {
 // A TCP port on 127.0.0.1 that was free a moment ago (bind port 0, read it back, close). Another program
 // can take it before the engine binds: the engine then exits with `port_in_use` and loch retries.
 std::uint16_t find_free_port();
+
+// 128 random bits as 32 hex digits (std::random_device): engine tags and per-engine secrets.
+std::string random_token();
+
+// Whether an environment variable of loch's may pass to an engine (exact names and prefixes; see above).
+bool inherited_env_allowed(std::string_view name);
+
+// SIGKILLs every process (other than loch itself) whose environment has LOCH_ENGINE_TAG=`tag`; returns
+// their PIDs. A no-op for an empty tag.
+std::vector<pid_t> kill_tagged(const std::string& tag, const std::filesystem::path& proc_root = "/proc");
 
 // Start time of a process in clock ticks since boot (/proc/PID/stat field 22); nullopt if no such PID.
 std::optional<std::uint64_t> proc_start_ticks(pid_t pid, const std::filesystem::path& proc_root = "/proc");

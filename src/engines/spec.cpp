@@ -33,15 +33,19 @@ EngineSpec make_engine_spec(const config::Config& cfg, const config::ModelConfig
     s.stop_grace = cfg.stop_grace;
     s.log_file = cfg.log_dir / (log_file_stem(model.name) + ".log");
     s.env = launch.env;
+    s.hang_after = model.watchdog.value_or(std::chrono::seconds(120));
+    s.api_key = random_token();
     if (model.engine == config::EngineKind::llama_server) {
         if (cfg.llama_server.empty())
             throw std::invalid_argument("no llama-server binary resolved in the config");
         s.argv = llama_server_argv(cfg.llama_server, model, launch);
         s.health_path = "/health";
+        s.env["LLAMA_API_KEY"] = s.api_key;
     } else {
         s.argv = command_argv(model, launch);
         s.health_path = model.command->health_path;
         for (const auto& [k, v] : model.command->env) s.env.emplace(k, v);
+        s.env["LOCH_ENGINE_API_KEY"] = s.api_key;
     }
     return s;
 }

@@ -37,6 +37,13 @@ struct EngineSpec {
     std::chrono::seconds stop_grace{10};
     std::filesystem::path log_file;  // <log_dir>/<model name, filesystem-safe>.log
     std::size_t ring_lines = 500;
+    // Once ready: GET health_path every hang_after/4 (250 ms..5 s); no HTTP answer for hang_after → the
+    // engine is hung and is killed (ExitKind::hung). Zero turns the watch off.
+    std::chrono::milliseconds hang_after{std::chrono::seconds(120)};
+    // loch's secret for this run. llama-server gets it as LLAMA_API_KEY (environment, not argv: argv is
+    // world-readable in /proc) and refuses requests without it; loch sends `Authorization: Bearer <key>`.
+    // A command engine finds it in LOCH_ENGINE_API_KEY and may check it. Never shown in /loch/status.
+    std::string api_key;
 };
 
 // Builds the spec for `model` (dispatching on its engine kind); picks a free port when launch.port == 0.

@@ -22,13 +22,8 @@ using nlohmann::json;
 namespace {
 
 json to_json_record(const EngineRecord& r) {
-    return json{{"model", r.model},
-                {"pid", r.pid},
-                {"pgid", r.pgid},
-                {"start_ticks", r.start_ticks},
-                {"argv", r.argv},
-                {"port", r.port},
-                {"started_unix", r.started_unix}};
+    return json{{"model", r.model}, {"pid", r.pid},   {"pgid", r.pgid}, {"start_ticks", r.start_ticks},
+                {"argv", r.argv},   {"port", r.port}, {"tag", r.tag},   {"started_unix", r.started_unix}};
 }
 
 EngineRecord from_json_record(const json& j) {
@@ -39,6 +34,7 @@ EngineRecord from_json_record(const json& j) {
     r.start_ticks = j.at("start_ticks").get<std::uint64_t>();
     r.argv = j.at("argv").get<std::vector<std::string>>();
     r.port = j.value("port", std::uint16_t{0});
+    r.tag = j.value("tag", std::string{});
     r.started_unix = j.value("started_unix", std::int64_t{0});
     return r;
 }
@@ -126,6 +122,15 @@ CleanupResult kill_recorded_engines(const std::vector<EngineRecord>& records) {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         res.killed.push_back(r);
     }
+    // What the engines forked: survivors of a SIGKILL of loch (the leader died of PDEATHSIG, its children
+    // did not) carry the engine's tag, whatever group or session they are in now.
+    for (const auto& r : records) {
+        const auto pids = kill_tagged(r.tag);
+        if (pids.empty()) continue;
+        std::string list;
+        for (auto p : pids) list += (list.empty() ? "" : ", ") + std::to_string(p);
+        res.descendants_killed.push_back("model " + r.model + ": pid " + list);
+    }
     return res;
 }
 
@@ -179,6 +184,7 @@ CleanupResult StateFile::cleanup_stale() {
     auto k = kill_recorded_engines(stale);
     res.killed = std::move(k.killed);
     res.skipped.insert(res.skipped.end(), k.skipped.begin(), k.skipped.end());
+    res.descendants_killed = std::move(k.descendants_killed);
     save();
     return res;
 }

@@ -8,7 +8,8 @@
 //
 // cleanup_stale(): for each record of a previous loch, kill the process group only if the PID still has
 // the recorded start time AND the recorded argv — a recycled PID is never killed — then wait until it is
-// gone (SIGTERM, then SIGKILL after 2 s).
+// gone (SIGTERM, then SIGKILL after 2 s). Then every process that still carries a record's tag (what the
+// engine forked, in any group) is SIGKILLed: the tag is random per spawn, so nothing else matches.
 #pragma once
 
 #include <sys/types.h>
@@ -28,6 +29,7 @@ struct EngineRecord {
     std::vector<std::string> argv;
     std::uint16_t port = 0;
     std::int64_t started_unix = 0;  // seconds since the epoch (for people)
+    std::string tag;                // LOCH_ENGINE_TAG (engines/process.hpp): finds what the engine forked
 
     friend bool operator==(const EngineRecord&, const EngineRecord&) = default;
 };
@@ -46,6 +48,7 @@ void write_state(const std::filesystem::path& file, const StateSnapshot& s);
 struct CleanupResult {
     std::vector<EngineRecord> killed;
     std::vector<std::string> skipped;  // "pid 1234 (model x): start time differs: a different process now"
+    std::vector<std::string> descendants_killed;  // "model x: pid 4321, 4322" (found by the engine's tag)
 };
 
 // Verified kill of every record; never touches a PID whose start time or argv differ.

@@ -19,6 +19,10 @@ beast_http::status status_of(ErrorKind kind) {
             return beast_http::status::method_not_allowed;
         case ErrorKind::request_too_large:
             return beast_http::status::payload_too_large;
+        case ErrorKind::request_timeout:
+            return beast_http::status::request_timeout;
+        case ErrorKind::too_many_connections:
+            return beast_http::status::service_unavailable;
         // Not the client's fault and not transient: the configured model is larger than the hardware
         // (docs/broker.md: why 507 rather than 400 or 503).
         case ErrorKind::insufficient_memory:

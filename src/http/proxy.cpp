@@ -1,4 +1,8 @@
 // The OpenAI proxy path of http/server: parse → acquire a slot → context check → relay.
+//
+// Lifetime rule: everything a relay opens ends with the relay. RelayGuard closes the upstream socket (the
+// engine sees the connection close and cancels its task) and stops the helpers on every exit path —
+// success, error, client gone, shutdown — so no socket or timer outlives the response.
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -32,16 +36,15 @@ namespace {
 
 constexpr auto tok = asio::as_tuple(asio::use_awaitable);
 
-// Shared between the relay and its two helpers (client watch, liveness probe).
-struct RelayState {
-    bool done = false;
-    bool client_gone = false;
-    bool watchdog_fired = false;
-    std::shared_ptr<beast::tcp_stream> upstream;
+// Ends the relay on every path: marks it done, stops the liveness helper's timer and closes the upstream
+// socket now (not when the last helper lets go of the state).
+struct RelayGuard {
+    std::shared_ptr<RelayState> st;
+    ~RelayGuard() { st->finish(); }
 };
 
 // Notices a client that hangs up while loch waits on the engine: readable + recv() == 0 means EOF. Then the
-// upstream connection is cancelled, which the engine sees as a closed connection and stops generating.
+// upstream connection is closed, which the engine sees as a closed connection and stops generating.
 asio::awaitable<void> watch_client(tcp::socket& client, std::shared_ptr<RelayState> st) {
     auto [ec] = co_await client.async_wait(tcp::socket::wait_read, tok);
     if (ec || st->done) co_return;
@@ -49,43 +52,42 @@ asio::awaitable<void> watch_client(tcp::socket& client, std::shared_ptr<RelaySta
     const auto n = ::recv(client.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
         st->client_gone = true;
-        if (st->upstream) st->upstream->cancel();
+        st->close_upstream();
     }
     // n > 0: a pipelined next request; it is read after this response.
 }
 
 // Non-streaming requests send nothing until done, so silence proves nothing; instead the engine must keep
-// answering GET /health. One that does not for `watchdog` (stopped, hung) is abandoned.
-asio::awaitable<void> liveness(asio::any_io_executor ex, std::string host, std::uint16_t port,
-                               std::chrono::seconds watchdog, std::shared_ptr<RelayState> st) {
-    asio::steady_timer t(ex);
+// answering GET /health. One that does not for `watchdog` (stopped, hung) is abandoned (and the engine's
+// own health watch kills it).
+asio::awaitable<void> liveness(broker::EngineAddress engine, std::chrono::seconds watchdog,
+                               std::shared_ptr<RelayState> st) {
     const auto period = std::clamp<std::chrono::milliseconds>(watchdog / 4, 200ms, 5000ms);
+    const auto ex = co_await asio::this_coro::executor;
     while (!st->done) {
-        t.expires_after(period);
-        co_await t.async_wait(tok);
+        st->liveness_timer.expires_after(period);
+        co_await st->liveness_timer.async_wait(tok);
         if (st->done) co_return;
         auto reply =
-            co_await broker::engine_request(ex, host, port, "GET", "/health", "",
+            co_await broker::engine_request(ex, engine, "GET", "/health", "",
                                             std::chrono::duration_cast<std::chrono::milliseconds>(watchdog));
         if (st->done) co_return;
         if (reply.status == 0) {
             st->watchdog_fired = true;
-            if (st->upstream) st->upstream->cancel();
+            st->close_upstream();
             co_return;
         }
     }
 }
 
-std::string content_type_of(const bhttp::fields& f) {
-    return std::string(f[bhttp::field::content_type]);
-}
-
-// What an upstream failure means for the client: the watchdog fired, or the engine died (with its exit
-// report when it ended within a moment), or the connection broke.
-asio::awaitable<Error> upstream_failure(broker::Broker& broker, std::shared_ptr<engines::Engine> engine,
-                                        std::string model, bool stream, std::chrono::seconds watchdog,
-                                        bool watchdog_fired, boost::system::error_code ec) {
-    if (watchdog_fired || ec == beast::error::timeout) {
+// What an upstream failure means for the client: loch is shutting down, the watchdog fired, or the engine
+// died (with its exit report when it ended within a moment), or the connection broke.
+asio::awaitable<Error> upstream_failure(broker::Broker& broker, const broker::Lease& lease, bool stream,
+                                        std::chrono::seconds watchdog, const RelayState& st,
+                                        boost::system::error_code ec) {
+    if (st.abort) co_return *st.abort;
+    const std::string& model = lease.model();
+    if (st.watchdog_fired || ec == beast::error::timeout) {
         const auto s = watchdog.count();
         nlohmann::json wd = nlohmann::json::object();
         wd["model"] = model;
@@ -96,7 +98,7 @@ asio::awaitable<Error> upstream_failure(broker::Broker& broker, std::shared_ptr<
                 : fmt::format("engine of model '{}' stopped answering /health for {} s (watchdog)", model, s);
         co_return Error(ErrorKind::watchdog_timeout, std::move(msg), std::move(wd));
     }
-    std::optional<engines::ExitReport> report = co_await broker.exit_report(engine, 1500ms);
+    std::optional<engines::ExitReport> report = co_await broker.exit_report(lease.engine(), 1500ms);
     nlohmann::json d = nlohmann::json::object();
     d["model"] = model;
     d["transport_error"] = ec.message();
@@ -111,6 +113,19 @@ asio::awaitable<Error> upstream_failure(broker::Broker& broker, std::shared_ptr<
 }
 
 }  // namespace
+
+void RelayState::close_upstream() {
+    if (!upstream) return;
+    boost::system::error_code ec;
+    upstream->socket().shutdown(tcp::socket::shutdown_both, ec);
+    upstream->socket().close(ec);
+}
+
+void RelayState::finish() {
+    done = true;
+    liveness_timer.cancel();
+    close_upstream();
+}
 
 asio::awaitable<void> Server::check_context(const broker::Lease& lease, const OpenAIRequest& r) {
     if (!lease.slot_ctx() || r.endpoint == Endpoint::embeddings) co_return;
@@ -127,8 +142,8 @@ asio::awaitable<void> Server::check_context(const broker::Lease& lease, const Op
     std::string prompt;
     if (r.endpoint == Endpoint::chat_completions) {
         nlohmann::json tpl = {{"messages", r.body["messages"]}};
-        auto reply = co_await broker::engine_request(ex_, lease.host(), lease.port(), "POST",
-                                                     "/apply-template", tpl.dump(), 30s);
+        auto reply =
+            co_await broker::engine_request(ex_, lease.address(), "POST", "/apply-template", tpl.dump(), 30s);
         auto j = nlohmann::json::parse(reply.body, nullptr, false);
         if (reply.status != 200 || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
             co_return;
@@ -139,8 +154,7 @@ asio::awaitable<void> Server::check_context(const broker::Lease& lease, const Op
         prompt = p.get<std::string>();
     }
     nlohmann::json tk = {{"content", prompt}, {"add_special", true}, {"parse_special", true}};
-    auto reply =
-        co_await broker::engine_request(ex_, lease.host(), lease.port(), "POST", "/tokenize", tk.dump(), 30s);
+    auto reply = co_await broker::engine_request(ex_, lease.address(), "POST", "/tokenize", tk.dump(), 30s);
     auto j = nlohmann::json::parse(reply.body, nullptr, false);
     if (reply.status != 200 || !j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) co_return;
     const std::uint64_t prompt_tokens = j["tokens"].size() + r.prompt_token_ids;
@@ -164,15 +178,30 @@ asio::awaitable<void> Server::check_context(const broker::Lease& lease, const Op
 asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Endpoint endpoint) {
     const unsigned v = req.version();
     const bool keep = req.keep_alive();
-    auto st = std::make_shared<RelayState>();
+    // HTTP/1.0 has no chunked encoding: a stream to such a client is delimited by closing the connection.
+    const bool chunked = v >= 11;
+    auto st = std::make_shared<RelayState>(ex_);
+    RelayGuard guard{st};
+    const auto registration = register_relay(st);
     bool headers_sent = false;
-    bool stream_mode = false;
     std::optional<Error> err;
     broker::Lease lease;
     auto client_watch_started = false;
+    const auto write_body = [&](std::string_view bytes) -> asio::awaitable<boost::system::error_code> {
+        boost::system::error_code ec;
+        std::size_t n = 0;
+        if (chunked)
+            std::tie(ec, n) = co_await asio::async_write(client, bhttp::make_chunk(asio::buffer(bytes)), tok);
+        else
+            std::tie(ec, n) = co_await asio::async_write(client, asio::buffer(bytes), tok);
+        co_return ec;
+    };
     try {
         const OpenAIRequest oreq = parse_openai_request(endpoint, req.body());
-        lease = co_await broker_.acquire(oreq.model);
+        broker::RequestNeeds needs;
+        needs.max_tokens = oreq.max_tokens;
+        lease = co_await broker_.acquire(oreq.model, needs);
+        if (st->abort) throw *st->abort;
         co_await check_context(lease, oreq);
 
         st->upstream = std::make_shared<beast::tcp_stream>(ex_);
@@ -190,17 +219,21 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         ureq.set(bhttp::field::host, lease.host() + ":" + std::to_string(lease.port()));
         ureq.set(bhttp::field::content_type, "application/json");
         ureq.set(bhttp::field::connection, "close");
+        if (!lease.address().api_key.empty())
+            ureq.set(bhttp::field::authorization, "Bearer " + lease.address().api_key);
         if (auto a = req.find(bhttp::field::accept); a != req.end())
             ureq.set(bhttp::field::accept, a->value());
         ureq.body() = std::move(req.body());  // the client's bytes, untouched
         ureq.prepare_payload();
         auto [wec, wn] = co_await bhttp::async_write(up, ureq, tok);
-        if (wec)
-            throw Error(ErrorKind::engine_failed, "cannot send the request to the engine: " + wec.message());
+        if (wec) {
+            if (st->client_gone) co_return false;
+            Error failure = co_await upstream_failure(broker_, lease, oreq.stream, 0s, *st, wec);
+            throw failure;
+        }
 
         const auto watchdog = lease.watchdog().value_or(options_.default_watchdog);
-        if (!oreq.stream)
-            asio::co_spawn(ex_, liveness(ex_, lease.host(), lease.port(), watchdog, st), asio::detached);
+        if (!oreq.stream) asio::co_spawn(ex_, liveness(lease.address(), watchdog, st), asio::detached);
         // A stream has its watchdog on every read; a non-streaming answer may take long legitimately.
         const auto read_timeout = oreq.stream ? std::chrono::duration_cast<std::chrono::seconds>(watchdog)
                                               : std::chrono::seconds(24 * 3600);
@@ -212,12 +245,11 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         auto [hec, hn] = co_await bhttp::async_read_header(up, ubuf, parser, tok);
         if (hec) {
             if (st->client_gone) co_return false;
-            Error failure = co_await upstream_failure(broker_, lease.engine(), lease.model(), oreq.stream,
-                                                      watchdog, st->watchdog_fired, hec);
+            Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, hec);
             throw failure;
         }
         const auto& uh = parser.get();
-        const bool sse = content_type_of(uh).starts_with("text/event-stream");
+        const bool sse = std::string_view(uh[bhttp::field::content_type]).starts_with("text/event-stream");
         char tmp[16 * 1024];
 
         if (!sse) {
@@ -232,13 +264,12 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
                 if (ec == bhttp::error::need_buffer) ec = {};
                 if (ec) {
                     if (st->client_gone) co_return false;
-                    Error failure = co_await upstream_failure(broker_, lease.engine(), lease.model(),
-                                                              oreq.stream, watchdog, st->watchdog_fired, ec);
+                    Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ec);
                     throw failure;
                 }
                 body.append(tmp, sizeof tmp - parser.get().body().size);
             }
-            st->done = true;
+            st->finish();
             bhttp::response<bhttp::string_body> res{uh.result(), v};
             res.set(bhttp::field::server, "loch");
             res.set(bhttp::field::content_type, uh[bhttp::field::content_type].empty()
@@ -254,20 +285,21 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
             co_return keep && !ec;
         }
 
-        // Streaming: headers now, then each complete event as one chunk as soon as it is complete.
-        stream_mode = true;
+        // Streaming: headers now, then the complete events as soon as they are complete (the events of one
+        // upstream read leave in one write).
         bhttp::response<bhttp::empty_body> head{uh.result(), v};
         head.set(bhttp::field::server, "loch");
         head.set(bhttp::field::content_type, uh[bhttp::field::content_type]);
         head.set(bhttp::field::cache_control, "no-cache");
-        head.keep_alive(keep);
-        head.chunked(true);
+        head.keep_alive(keep && chunked);
+        if (chunked) head.chunked(true);
         bhttp::response_serializer<bhttp::empty_body> sr{head};
         auto [hwec, hwn] = co_await bhttp::async_write_header(client, sr, tok);
         if (hwec) co_return false;
         headers_sent = true;
 
         SseFramer framer;
+        std::string batch;
         while (!parser.is_done()) {
             parser.get().body().data = tmp;
             parser.get().body().size = sizeof tmp;
@@ -276,33 +308,30 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
             if (ec == bhttp::error::need_buffer) ec = {};
             if (ec) {
                 if (st->client_gone) co_return false;
-                Error failure = co_await upstream_failure(broker_, lease.engine(), lease.model(), oreq.stream,
-                                                          watchdog, st->watchdog_fired, ec);
+                Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ec);
                 throw failure;
             }
             const std::size_t got = sizeof tmp - parser.get().body().size;
-            for (auto& event : framer.feed(std::string_view(tmp, got))) {
-                auto [cwec, cwn] =
-                    co_await asio::async_write(client, bhttp::make_chunk(asio::buffer(event)), tok);
-                if (cwec) {
-                    st->client_gone = true;  // the upstream closes when `up` goes out of scope
-                    co_return false;
-                }
+            batch.clear();
+            for (auto& event : framer.feed(std::string_view(tmp, got))) batch += event;
+            if (batch.empty()) continue;
+            if (co_await write_body(batch)) {
+                st->client_gone = true;
+                co_return false;
             }
         }
-        if (auto rest = framer.take_rest(); !rest.empty())
-            co_await asio::async_write(client, bhttp::make_chunk(asio::buffer(rest)), tok);
-        st->done = true;
-        auto [lec, ln] = co_await asio::async_write(client, bhttp::make_chunk_last(), tok);
+        st->finish();
+        if (auto rest = framer.take_rest(); !rest.empty()) co_await write_body(rest);
         client.socket().cancel();
+        if (!chunked) co_return false;  // HTTP/1.0: the end of the stream is the end of the connection
+        auto [lec, ln] = co_await asio::async_write(client, bhttp::make_chunk_last(), tok);
         co_return keep && !lec;
     } catch (const Error& e) {
         err = e;
     } catch (const std::exception& e) {
         err = Error(ErrorKind::internal, std::string("internal error: ") + e.what());
     }
-    st->done = true;
-    if (st->upstream) st->upstream->cancel();
+    st->finish();
     if (client_watch_started) {
         boost::system::error_code ignored;
         client.socket().cancel(ignored);
@@ -312,12 +341,11 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         co_await write_error(client, v, keep, *err);
         co_return keep;
     }
-    // Mid-stream: an SSE error event, then a clean end of the chunked body.
+    // Mid-stream: an SSE error event, then a clean end of the body.
     spdlog::warn("stream of '{}' ended by error: {}", lease.model(), err->what());
-    (void)stream_mode;
     const std::string ev = sse_error_event(*err);
-    co_await asio::async_write(client, bhttp::make_chunk(asio::buffer(ev)), tok);
-    co_await asio::async_write(client, bhttp::make_chunk_last(), tok);
+    co_await write_body(ev);
+    if (chunked) co_await asio::async_write(client, bhttp::make_chunk_last(), tok);
     co_return false;
 }
 

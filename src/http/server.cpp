@@ -1,11 +1,16 @@
 #include "http/server.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
+
+#include <fmt/format.h>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http.hpp>
 
@@ -89,11 +94,31 @@ void Server::stop() {
 
 asio::awaitable<void> Server::accept_loop() {
     auto alive = alive_;
+    asio::steady_timer backoff(ex_);
+    auto last_fd_warning = std::chrono::steady_clock::time_point{};
+    std::uint64_t fd_refusals = 0;
     while (*alive && acceptor_.is_open()) {
         auto [ec, sock] = co_await acceptor_.async_accept(tok);
         if (!*alive) co_return;
         if (ec) {
             if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
+            if (ec == asio::error::no_descriptors || ec.value() == ENFILE) {
+                // Out of descriptors: retrying at once spins and floods the log. Wait for sessions to end,
+                // and say so once per interval with the count.
+                ++fd_refusals;
+                const auto now = std::chrono::steady_clock::now();
+                if (now - last_fd_warning >= std::chrono::seconds(10)) {
+                    spdlog::warn(
+                        "accept: {} ({} connection(s) open; {} accept(s) deferred since the last "
+                        "warning); backing off",
+                        ec.message(), sessions_.size(), fd_refusals);
+                    last_fd_warning = now;
+                    fd_refusals = 0;
+                }
+                backoff.expires_after(std::chrono::milliseconds(50));
+                co_await backoff.async_wait(tok);
+                continue;
+            }
             spdlog::warn("accept: {}", ec.message());
             continue;
         }
@@ -105,15 +130,57 @@ asio::awaitable<void> Server::accept_loop() {
 asio::awaitable<void> Server::session(tcp::socket socket) {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
+    Registration<Session> reg(sessions_, Session{&stream, false});
+    if (sessions_.size() > options_.max_connections || shutting_down_) {
+        const Error e = shutting_down_
+                            ? Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5)
+                            : Error(ErrorKind::too_many_connections,
+                                    fmt::format("loch already has {} open connections (max_connections {})",
+                                                sessions_.size() - 1, options_.max_connections),
+                                    {{"open_connections", sessions_.size() - 1},
+                                     {"max_connections", options_.max_connections}},
+                                    1);
+        co_await write_error(stream, 11, false, e);
+        beast::error_code ignored;
+        stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        co_return;
+    }
     for (;;) {
+        reg.it->busy = false;
+        if (shutting_down_) break;
+        // Idle: wait for the first bytes of the next request (a pipelined one may be buffered already).
+        if (buffer.size() == 0) {
+            stream.expires_after(options_.idle_timeout);
+            auto [ec, n] = co_await stream.async_read_some(buffer.prepare(8 * 1024), tok);
+            if (ec) break;  // idle timeout, client closed, or shutdown closing idle connections
+            buffer.commit(n);
+        }
+        reg.it->busy = true;
         bhttp::request_parser<bhttp::string_body> parser;
         parser.body_limit(options_.max_body_bytes);
         parser.header_limit(64 * 1024);
-        stream.expires_after(options_.idle_timeout);
-        auto [ec, n] = co_await bhttp::async_read(stream, buffer, parser, tok);
-        if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == beast::error::timeout ||
+        stream.expires_after(options_.header_timeout);
+        auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, tok);
+        boost::system::error_code ec = hec;
+        bool header_done = !ec;
+        if (!ec && !parser.is_done()) {
+            stream.expires_after(options_.body_timeout);
+            auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, tok);
+            ec = bec;
+        }
+        if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
             ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
             break;
+        if (ec == beast::error::timeout) {
+            const auto limit = header_done ? options_.body_timeout : options_.header_timeout;
+            co_await write_error(
+                stream, 11, false,
+                Error(ErrorKind::request_timeout,
+                      fmt::format("the request's {} did not arrive within {} s",
+                                  header_done ? "body" : "header", limit.count()),
+                      {{"timeout_s", limit.count()}, {"part", header_done ? "body" : "header"}}));
+            break;
+        }
         if (ec == bhttp::error::body_limit) {
             // (Not parser.content_length(): Beast reports the limit before it marks the header done.)
             nlohmann::json d = {{"limit_bytes", options_.max_body_bytes}};
@@ -153,6 +220,49 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
     }
     beast::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+namespace {
+template <class Done>
+asio::awaitable<void> wait_until(Done done, std::chrono::milliseconds limit) {
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+        t.expires_after(std::chrono::milliseconds(20));
+        co_await t.async_wait(tok);
+    }
+}
+}  // namespace
+
+void Server::close_idle() {
+    for (auto& s : sessions_)
+        if (!s.busy) s.stream->socket().cancel();
+}
+
+asio::awaitable<void> Server::drain(std::chrono::milliseconds grace) {
+    stop();
+    shutting_down_ = true;
+    close_idle();
+    const auto none_busy = [&] {
+        return std::none_of(sessions_.begin(), sessions_.end(), [](const Session& s) { return s.busy; });
+    };
+    co_await wait_until(none_busy, grace);
+    // What is still running gets an explicit end: the relay writes the error and finishes its response.
+    const Error e(ErrorKind::shutting_down,
+                  fmt::format("loch is shutting down; the request did not finish within the {} ms grace",
+                              grace.count()),
+                  {{"grace_ms", grace.count()}}, 5);
+    for (auto& w : relays_)
+        if (auto st = w.lock(); st && !st->done) {
+            st->abort = e;
+            st->close_upstream();
+        }
+}
+
+asio::awaitable<void> Server::wait_closed() {
+    co_await wait_until([&] { return relays_.empty(); }, std::chrono::milliseconds(5000));
+    close_idle();
+    co_await wait_until([&] { return sessions_.empty(); }, std::chrono::milliseconds(2000));
 }
 
 asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {

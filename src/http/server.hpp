@@ -7,17 +7,30 @@
 // checked against the slot context. An engine that dies mid-request gives a 502 JSON if nothing was sent yet,
 // otherwise an SSE `error` event and a clean end of the stream. A client that disconnects closes the
 // upstream connection (the engine cancels its task). A watchdog aborts a request whose engine went silent.
+//
+// Connection hygiene: a keep-alive connection idle for idle_timeout is closed; a request's header must
+// arrive within header_timeout of its first byte and its body within body_timeout (else 408 and close:
+// slowloris clients cannot hold loch); beyond max_connections a new connection gets 503
+// too_many_connections and is closed. HTTP/1.0 clients get no chunked encoding (a stream ends with the
+// connection). The accept loop backs off on EMFILE/ENFILE and says so once per interval.
+//
+// Shutdown (drain(), then wait_closed()): stop accepting, close idle connections, give running requests
+// `grace` to finish, then end each one with a `shutting_down` error (an SSE error event and a clean end in a
+// stream, a JSON 503 otherwise) — never a cut stream.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
@@ -33,8 +46,24 @@ struct ServerOptions {
     std::uint16_t port = 8080;  // 0 = any free port (tests)
     std::vector<std::string> api_keys;
     std::uint64_t max_body_bytes = 16 * 1024 * 1024;
-    std::chrono::seconds idle_timeout{120};      // keep-alive connection without a request
+    std::chrono::seconds idle_timeout{30};       // keep-alive connection without a request
+    std::chrono::seconds header_timeout{10};     // first byte of a request → its whole header
+    std::chrono::seconds body_timeout{60};       // header → the whole body
+    std::size_t max_connections = 512;           // open client connections; beyond → 503
     std::chrono::seconds default_watchdog{600};  // models without a watchdog: still never wait forever
+};
+
+// One relay's state, shared with its helpers (client watch, liveness probe) and with shutdown().
+struct RelayState {
+    explicit RelayState(boost::asio::any_io_executor ex) : liveness_timer(ex) {}
+    bool done = false;
+    bool client_gone = false;
+    bool watchdog_fired = false;
+    std::optional<broker::Error> abort;  // shutdown: end the relay with this error
+    std::shared_ptr<boost::beast::tcp_stream> upstream;
+    boost::asio::steady_timer liveness_timer;
+    void close_upstream();
+    void finish();  // done: stop the helpers, close the upstream socket now
 };
 
 class Server {
@@ -46,6 +75,13 @@ class Server {
     std::uint16_t listen();
     void start();  // accept loop
     void stop();   // stop accepting; open connections finish their request
+    // Shutdown, phase 1: stop(), close idle connections, wait up to `grace` for running requests, then
+    // tell each relay still running to end with a shutting_down error. Requests still queued in the broker
+    // get theirs from Broker::shutdown(), which runs between the two phases.
+    boost::asio::awaitable<void> drain(std::chrono::milliseconds grace);
+    // Phase 2: completes when every relay has ended (≤ 5 s) and every connection is closed (≤ 2 s more).
+    boost::asio::awaitable<void> wait_closed();
+    std::size_t connections() const { return sessions_.size(); }
     std::uint16_t port() const { return port_; }
 
     using Request = boost::beast::http::request<boost::beast::http::string_body>;
@@ -56,6 +92,31 @@ class Server {
     boost::asio::awaitable<bool> handle(boost::beast::tcp_stream& stream, Request& req);
     boost::asio::awaitable<bool> proxy(boost::beast::tcp_stream& stream, Request& req, Endpoint endpoint);
     boost::asio::awaitable<void> check_context(const broker::Lease& lease, const OpenAIRequest& r);
+    void close_idle();
+
+    struct Session {
+        boost::beast::tcp_stream* stream = nullptr;
+        bool busy = false;  // a request is being handled (not waiting for the next one)
+    };
+    // Unregisters on destruction (RAII): a relay or session can never be left in the registry.
+    template <class T>
+    struct Registration {
+        std::list<T>* list = nullptr;
+        typename std::list<T>::iterator it;
+        Registration() = default;
+        Registration(std::list<T>& l, T value) : list(&l), it(l.insert(l.end(), std::move(value))) {}
+        Registration(const Registration&) = delete;
+        Registration& operator=(const Registration&) = delete;
+        ~Registration() {
+            if (list) list->erase(it);
+        }
+    };
+    Registration<std::weak_ptr<RelayState>> register_relay(const std::shared_ptr<RelayState>& st) {
+        return {relays_, st};
+    }
+    std::list<Session> sessions_;
+    std::list<std::weak_ptr<RelayState>> relays_;
+    bool shutting_down_ = false;
 
     boost::asio::any_io_executor ex_;
     broker::Broker& broker_;

@@ -372,12 +372,33 @@ models:
     EXPECT_EQ(c.models[1].priority, Priority::interactive);
 }
 
-TEST_F(ConfigTest, OpenListenWithoutKeysIsNoted) {
-    const Config c = parse(std::string("listen: 0.0.0.0\n") + kMinimal);
-    ASSERT_EQ(c.notes.size(), 1u);
-    EXPECT_THAT(c.notes[0], HasSubstr("without api_keys"));
+TEST_F(ConfigTest, OpenListenWithoutKeysIsAnError) {
+    const auto e = errors(std::string("listen: 0.0.0.0\n") + kMinimal).at(0);
+    EXPECT_EQ(e.key, "listen");
+    EXPECT_EQ(e.line, 1);
+    EXPECT_THAT(e.message, HasSubstr("api_keys is empty"));
+    EXPECT_THAT(errors(std::string("listen: '::'\n") + kMinimal).at(0).message, HasSubstr("api_keys"));
+    // With keys it is allowed; loopback without keys too.
+    EXPECT_EQ(parse(std::string("listen: 0.0.0.0\napi_keys: [k1]\n") + kMinimal).listen, "0.0.0.0");
+    EXPECT_EQ(parse(std::string("listen: ::1\n") + kMinimal).listen, "::1");
     EXPECT_THAT(errors(std::string("listen: localhost\n") + kMinimal).at(0).message,
                 HasSubstr("not an IP address"));
+}
+
+TEST_F(ConfigTest, ClientTimeoutsAndConnectionCap) {
+    const Config d = parse(kMinimal);
+    EXPECT_EQ(d.client_timeouts.idle, Seconds{30});
+    EXPECT_EQ(d.client_timeouts.header, Seconds{10});
+    EXPECT_EQ(d.max_connections, 512u);
+    const Config c = parse(
+        std::string("client_timeouts: {idle: 5s, header: 2s, body: 1m}\nmax_connections: 8\n") + kMinimal);
+    EXPECT_EQ(c.client_timeouts.idle, Seconds{5});
+    EXPECT_EQ(c.client_timeouts.header, Seconds{2});
+    EXPECT_EQ(c.client_timeouts.body, Seconds{60});
+    EXPECT_EQ(c.max_connections, 8u);
+    EXPECT_EQ(errors(std::string("max_connections: 0\n") + kMinimal).at(0).key, "max_connections");
+    EXPECT_EQ(errors(std::string("client_timeouts: {idle: 0s}\n") + kMinimal).at(0).key,
+              "client_timeouts.idle");
 }
 
 TEST_F(ConfigTest, LoadFileReportsUnreadableFile) {

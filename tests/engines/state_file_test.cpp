@@ -61,7 +61,7 @@ TEST(StateFile, RoundTrip) {
     s.owner_pid = 42;
     s.owner_start_ticks = 7;
     s.engines.push_back(
-        EngineRecord{"m", 100, 100, 555, {"/bin/llama-server", "-m", "x y.gguf"}, 8081, 1700000000});
+        EngineRecord{"m", 100, 100, 555, {"/bin/llama-server", "-m", "x y.gguf"}, 8081, 1700000000, "t0"});
     write_state(dir / "engines.json", s);
     const auto back = read_state(dir / "engines.json");
     EXPECT_EQ(back.owner_pid, 42);

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include <gtest/gtest.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -61,6 +62,46 @@ class LochServer {
         throw std::runtime_error("loch serve did not come up; log:\n" + proc_->log_tail());
     }
 
+    // Every test case ends with these checks, whatever it did: loch is still running, still answers
+    // /health and /loch/status, exits 0 on SIGTERM, and no sanitizer reported anything. A test that kills
+    // loch on purpose says so with expect_exit().
+    ~LochServer() {
+        if (!proc_) return;
+        if (expect_exit_) {
+            proc_->stop(std::chrono::seconds(5));
+            return;
+        }
+        if (!proc_->running()) {
+            ADD_FAILURE() << "loch died during the test (status " << proc_->poll().value_or(-1)
+                          << "); log tail:\n"
+                          << proc_->log_tail(8000);
+            return;
+        }
+        try {
+            const auto h = test::http_get(port_, "/health", 10s);
+            const auto st = test::http_get(port_, "/loch/status", 30s);
+            // (401: the test configured api_keys; loch answered, which is what is checked here.)
+            if (h.status != 200 || (st.status != 200 && st.status != 401))
+                ADD_FAILURE() << "loch no longer serving after the test: /health " << h.status
+                              << ", /loch/status " << st.status;
+        } catch (const std::exception& e) {
+            ADD_FAILURE() << "loch no longer answers after the test: " << e.what() << "\nlog tail:\n"
+                          << proc_->log_tail(8000);
+        }
+        const auto status = proc_->stop(std::chrono::seconds(40));
+        const std::string log = proc_->log();
+        if (status.value_or(-1) != 0)
+            ADD_FAILURE() << "loch did not exit cleanly on SIGTERM (status " << status.value_or(-1)
+                          << "); log tail:\n"
+                          << proc_->log_tail(8000);
+        for (const char* marker : {"AddressSanitizer", "LeakSanitizer", "runtime error:"})
+            if (log.find(marker) != std::string::npos)
+                ADD_FAILURE() << "sanitizer report in loch's log:\n" << proc_->log_tail(16000);
+    }
+    LochServer(const LochServer&) = delete;
+    LochServer& operator=(const LochServer&) = delete;
+    void expect_exit() { expect_exit_ = true; }
+
     std::uint16_t port() const { return port_; }
     test::Process& process() { return *proc_; }
     std::string log() const { return proc_->log(); }
@@ -87,6 +128,7 @@ class LochServer {
     fs::path dir_, config_;
     std::uint16_t port_ = 0;
     std::optional<test::Process> proc_;
+    bool expect_exit_ = false;
 };
 
 // A streaming POST read incrementally: status and headers first, then one SSE event at a time.
@@ -169,6 +211,31 @@ inline nlohmann::json event_json(const std::string& event) {
     auto data = event.substr(pos + 6);
     while (!data.empty() && (data.back() == '\n' || data.back() == '\r')) data.pop_back();
     return nlohmann::json::parse(data, nullptr, false);
+}
+
+// A variable of a running process's environment (/proc/PID/environ; the tests run as the same user).
+inline std::optional<std::string> process_env(int pid, const std::string& name) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string key = name + "=";
+    for (std::size_t start = 0; start < env.size();) {
+        const auto end = env.find('\0', start);
+        const auto var = env.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        if (var.starts_with(key)) return var.substr(key.size());
+        if (end == std::string::npos) break;
+        start = end + 1;
+    }
+    return std::nullopt;
+}
+
+// GET on an engine's own port with the secret loch gave it (read from the engine's environment).
+inline test::HttpResponse engine_get(int engine_pid, std::uint16_t engine_port, const std::string& target) {
+    test::HttpRequest req;
+    req.port = engine_port;
+    req.target = target;
+    req.timeout = 5s;
+    if (auto key = process_env(engine_pid, "LLAMA_API_KEY")) req.headers["Authorization"] = "Bearer " + *key;
+    return test::http_request(req);
 }
 
 inline bool process_alive(int pid) {

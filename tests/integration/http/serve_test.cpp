@@ -8,70 +8,12 @@
 
 #include <gtest/gtest.h>
 
-#include "loch_server.hpp"
-#include "support/synth_model.hpp"
+#include "fixtures.hpp"
 
 using namespace loch;
 using namespace loch::itest;
 using namespace std::chrono_literals;
 using nlohmann::json;
-
-namespace {
-
-// Small models shared by the suite (generated once).
-struct Models {
-    test::SynthModel tiny{{"--preset", "tiny-llama", "--weights", "small"}, "tiny.gguf"};
-    test::SynthModel tiny2{{"--preset", "tiny-qwen2", "--weights", "small"}, "tiny2.gguf"};
-    test::SynthModel demo{{"--preset", "demo"}, "demo.gguf"};
-    // A long training context so that a stream can run for many seconds (mid-stream tests act on it).
-    test::SynthModel longctx{{"--preset", "tiny-llama", "--weights", "small", "--ctx", "65536"}, "long.gguf"};
-};
-Models& models() {
-    static Models m;
-    return m;
-}
-
-std::string model_entry(const std::string& name, const fs::path& path, const std::string& more = "") {
-    return "  - name: " + name + "\n    path: " + path.string() + "\n" + more;
-}
-
-// A config with the CPU budget `budget` and the given model entries.
-std::string config(const test::TempDir& dir, const std::string& budget, const std::string& entries,
-                   const std::string& global = "") {
-    return "listen: 127.0.0.1\n"
-           "state_dir: " +
-           (dir.path() / "state").string() +
-           "\n"
-           "engine_dir: " +
-           bin().string() + "\n" + global + "devices:\n  cpu:\n    budget: " + budget +
-           "\n"
-           "models:\n" +
-           entries;
-}
-
-std::string chat(const std::string& model, bool stream, int max_tokens, const std::string& extra = "") {
-    json j = {{"model", model},
-              {"stream", stream},
-              {"max_tokens", max_tokens},
-              {"temperature", 0},
-              {"seed", 42},
-              {"messages", json::array({{{"role", "user"}, {"content", "Say something."}}})}};
-    if (!extra.empty()) j.update(json::parse(extra));
-    return j.dump();
-}
-
-// A stream long enough to act on mid-way (tens of seconds): no EOS, many tokens.
-std::string long_stream(const std::string& model) {
-    return chat(model, true, 30000, R"({"ignore_eos":true})");
-}
-
-const std::string kArgs = "    args:\n      ctx: 4096\n      parallel: 1\n      threads: 1\n";
-const std::string kLongArgs = "    args:\n      ctx: 32768\n      parallel: 1\n      threads: 1\n";
-std::string long_model(const std::string& more = "") {
-    return model_entry("tiny", models().longctx.path(), kLongArgs + more);
-}
-
-}  // namespace
 
 class Serve : public ::testing::Test {
   protected:
@@ -312,9 +254,10 @@ TEST_F(Serve, ClientDisconnectCancelsTheEngineRequest) {
     }
     const auto e = loch.engine_status("tiny");
     const std::uint16_t engine_port = e["engine"]["port"].get<std::uint16_t>();
+    const int engine_pid = e["engine"]["pid"].get<int>();
     bool idle = false;
     for (int i = 0; i < 100 && !idle; ++i) {
-        auto slots = json::parse(test::http_get(engine_port, "/slots", 5s).body, nullptr, false);
+        auto slots = json::parse(engine_get(engine_pid, engine_port, "/slots").body, nullptr, false);
         idle = slots.is_array() && !slots.empty() && slots[0]["is_processing"] == false;
         if (!idle) std::this_thread::sleep_for(100ms);
     }
@@ -331,6 +274,7 @@ TEST_F(Serve, LochKilledWithSigkillLeavesNoEngine) {
         pid = loch.engine_pid("tiny");
         ASSERT_TRUE(pid);
         ASSERT_TRUE(process_alive(*pid));
+        loch.expect_exit();
         ::kill(loch.process().pid(), SIGKILL);
         loch.process().wait_for(5s);
     }
@@ -364,13 +308,26 @@ TEST_F(Serve, PromptPlusMaxTokensBeyondTheSlotIs400WithNumbers) {
                     config(dir, "512MiB",
                            model_entry("tiny", models().tiny.path(),
                                        "    args:\n      ctx: 512\n      parallel: 2\n      threads: 1\n")));
+    // max_tokens alone beyond the slot: refused before any engine starts.
     auto r = loch.post("/v1/chat/completions", chat("tiny", false, 1000));
     ASSERT_EQ(r.status, 400) << r.body;
     auto e = json::parse(r.body)["error"];
     EXPECT_EQ(e["type"], "context_length_exceeded");
     EXPECT_EQ(e["slot_ctx"], 256);
     EXPECT_EQ(e["max_tokens"], 1000);
-    EXPECT_GT(e["prompt_tokens"].get<int>(), 0);
+    EXPECT_EQ(loch.engine_status("tiny")["state"], "stopped") << "an engine was started for a junk request";
+    EXPECT_EQ(loch.engine_status("tiny")["runs"], 0);
+    // A long prompt plus a max_tokens that fits alone: counted by the engine's tokenizer.
+    std::string words;
+    for (int i = 0; i < 300; ++i) words += "word ";
+    json body = json::parse(chat("tiny", false, 100));
+    body["messages"][0]["content"] = words;
+    r = loch.post("/v1/chat/completions", body.dump());
+    ASSERT_EQ(r.status, 400) << r.body;
+    e = json::parse(r.body)["error"];
+    EXPECT_EQ(e["type"], "context_length_exceeded");
+    EXPECT_GT(e["prompt_tokens"].get<int>(), 100);
+    EXPECT_EQ(e["counted_by"], "engine /tokenize");
 }
 
 TEST_F(Serve, ConfigErrorsNameFileAndLine) {

@@ -1,0 +1,69 @@
+// Shared by the end-to-end suites: generated models, config snippets and request bodies.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "loch_server.hpp"
+#include "support/synth_model.hpp"
+
+namespace loch::itest {
+
+using nlohmann::json;
+
+// Small models shared by the suite (generated once).
+struct Models {
+    test::SynthModel tiny{{"--preset", "tiny-llama", "--weights", "small"}, "tiny.gguf"};
+    test::SynthModel tiny2{{"--preset", "tiny-qwen2", "--weights", "small"}, "tiny2.gguf"};
+    test::SynthModel demo{{"--preset", "demo"}, "demo.gguf"};
+    // A long training context so that a stream can run for many seconds (mid-stream tests act on it).
+    test::SynthModel longctx{{"--preset", "tiny-llama", "--weights", "small", "--ctx", "65536"}, "long.gguf"};
+};
+inline Models& models() {
+    static Models m;
+    return m;
+}
+
+inline std::string model_entry(const std::string& name, const fs::path& path, const std::string& more = "") {
+    return "  - name: " + name + "\n    path: " + path.string() + "\n" + more;
+}
+
+// A config with the CPU budget `budget` and the given model entries.
+inline std::string config(const test::TempDir& dir, const std::string& budget, const std::string& entries,
+                          const std::string& global = "") {
+    return "listen: 127.0.0.1\n"
+           "state_dir: " +
+           (dir.path() / "state").string() +
+           "\n"
+           "engine_dir: " +
+           bin().string() + "\n" + global + "devices:\n  cpu:\n    budget: " + budget +
+           "\n"
+           "models:\n" +
+           entries;
+}
+
+inline std::string chat(const std::string& model, bool stream, int max_tokens,
+                        const std::string& extra = "") {
+    json j = {{"model", model},
+              {"stream", stream},
+              {"max_tokens", max_tokens},
+              {"temperature", 0},
+              {"seed", 42},
+              {"messages", json::array({{{"role", "user"}, {"content", "Say something."}}})}};
+    if (!extra.empty()) j.update(json::parse(extra));
+    return j.dump();
+}
+
+// A stream long enough to act on mid-way (tens of seconds): no EOS, many tokens.
+inline std::string long_stream(const std::string& model) {
+    return chat(model, true, 30000, R"({"ignore_eos":true})");
+}
+
+inline const std::string kArgs = "    args:\n      ctx: 4096\n      parallel: 1\n      threads: 1\n";
+inline const std::string kLongArgs = "    args:\n      ctx: 32768\n      parallel: 1\n      threads: 1\n";
+inline std::string long_model(const std::string& more = "") {
+    return model_entry("tiny", models().longctx.path(), kLongArgs + more);
+}
+
+}  // namespace loch::itest
