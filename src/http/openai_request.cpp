@@ -32,17 +32,38 @@ namespace {
     throw Error(ErrorKind::invalid_request, std::move(message), std::move(details));
 }
 
-// A prompt may be a string, an array of strings, an array of token ids, or an array of those arrays.
-void count_prompt(const nlohmann::json& p, OpenAIRequest& r, const char* field, int depth = 0) {
-    if (depth > 2) bad(std::string("'") + field + "' is nested too deeply");
+// A prompt is what llama-server accepts: a string; an array of strings and/or token ids (mixed); or an array
+// of such arrays (several prompts). Token ids are non-negative integers. Anything else — a bare number, an
+// object, an empty array, a float, a negative id — is refused here, before any engine starts.
+void count_prompt_item(const nlohmann::json& p, OpenAIRequest& r, const char* field) {
     if (p.is_string()) {
         r.prompt_bytes += p.get_ref<const std::string&>().size();
-    } else if (p.is_number_integer() || p.is_number_unsigned()) {
+    } else if (p.is_number_unsigned() || (p.is_number_integer() && p.get<std::int64_t>() >= 0)) {
         r.prompt_token_ids += 1;
-    } else if (p.is_array()) {
-        for (const auto& x : p) count_prompt(x, r, field, depth + 1);
     } else {
-        bad(std::string("'") + field + "' must be a string, an array of strings or an array of token ids");
+        bad(std::string("'") + field + "' items must be strings or token ids (non-negative integers), got " +
+            p.type_name());
+    }
+}
+
+void count_prompt(const nlohmann::json& p, OpenAIRequest& r, const char* field) {
+    const auto shape = std::string("'") + field +
+                       "' must be a string, an array of strings or token ids, or an array of such arrays";
+    if (p.is_string()) {
+        r.prompt_bytes += p.get_ref<const std::string&>().size();
+        return;
+    }
+    if (!p.is_array() || p.empty()) bad(shape);
+    for (const auto& x : p) {
+        if (!x.is_array()) {
+            count_prompt_item(x, r, field);
+            continue;
+        }
+        if (x.empty()) bad(shape);
+        for (const auto& y : x) {
+            if (y.is_array()) bad(std::string("'") + field + "' is nested too deeply");
+            count_prompt_item(y, r, field);
+        }
     }
 }
 

@@ -28,7 +28,40 @@ using broker::ErrorKind;
 
 namespace {
 constexpr auto tok = asio::as_tuple(asio::use_awaitable);
-}
+
+// A deadline for reading one request that cancels the read instead of closing the socket (what a Beast
+// stream timeout does), so that the client can still be told 408. The timer's handler holds only a weak
+// reference: a session that ended first is never touched.
+class ReadDeadline {
+  public:
+    ReadDeadline(asio::any_io_executor ex, tcp::socket& socket)
+        : state_(std::make_shared<State>(State{asio::steady_timer(ex), &socket, false})) {}
+    ~ReadDeadline() { state_->timer.cancel(); }
+    ReadDeadline(const ReadDeadline&) = delete;
+    ReadDeadline& operator=(const ReadDeadline&) = delete;
+
+    void arm(std::chrono::steady_clock::duration d) {
+        state_->fired = false;
+        state_->timer.expires_after(d);
+        state_->timer.async_wait([weak = std::weak_ptr<State>(state_)](boost::system::error_code ec) {
+            auto s = weak.lock();
+            if (ec || !s) return;
+            s->fired = true;
+            s->socket->cancel();
+        });
+    }
+    void disarm() { state_->timer.cancel(); }
+    bool fired() const { return state_->fired; }
+
+  private:
+    struct State {
+        asio::steady_timer timer;
+        tcp::socket* socket;
+        bool fired;
+    };
+    std::shared_ptr<State> state_;
+};
+}  // namespace
 
 std::string dump(const nlohmann::json& j) {
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -131,6 +164,7 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
     Registration<Session> reg(sessions_, Session{&stream, false});
+    ReadDeadline deadline(ex_, stream.socket());
     if (sessions_.size() > options_.max_connections || shutting_down_) {
         const Error e = shutting_down_
                             ? Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5)
@@ -159,19 +193,18 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
         bhttp::request_parser<bhttp::string_body> parser;
         parser.body_limit(options_.max_body_bytes);
         parser.header_limit(64 * 1024);
-        stream.expires_after(options_.header_timeout);
+        stream.expires_never();
+        deadline.arm(options_.header_timeout);
         auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, tok);
         boost::system::error_code ec = hec;
-        bool header_done = !ec;
+        const bool header_done = !ec;
         if (!ec && !parser.is_done()) {
-            stream.expires_after(options_.body_timeout);
+            deadline.arm(options_.body_timeout);
             auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, tok);
             ec = bec;
         }
-        if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
-            ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
-            break;
-        if (ec == beast::error::timeout) {
+        deadline.disarm();
+        if (deadline.fired() && !shutting_down_) {
             const auto limit = header_done ? options_.body_timeout : options_.header_timeout;
             co_await write_error(
                 stream, 11, false,
@@ -181,6 +214,9 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
                       {{"timeout_s", limit.count()}, {"part", header_done ? "body" : "header"}}));
             break;
         }
+        if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+            ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
+            break;
         if (ec == bhttp::error::body_limit) {
             // (Not parser.content_length(): Beast reports the limit before it marks the header done.)
             nlohmann::json d = {{"limit_bytes", options_.max_body_bytes}};

@@ -68,3 +68,22 @@ TEST(OpenAIRequest, BadBodiesNameTheProblem) {
     EXPECT_NE(error_of(Endpoint::completions, R"({"model":"m","prompt":[[[[1]]]]})").find("nested"),
               std::string::npos);
 }
+
+// The prompt shapes llama-server accepts pass; every other shape is loch's 400, not the engine's.
+TEST(OpenAIRequest, PromptShapesAreCheckedBeforeTheEngineSeesThem) {
+    for (const char* ok :
+         {R"("hi")", R"(["a","b"])", R"([1,2])", R"(["a",3,"b"])", R"([[1,2],[3]])", R"([["a",1]])"}) {
+        SCOPED_TRACE(ok);
+        EXPECT_NO_THROW(
+            parse_openai_request(Endpoint::completions, std::string(R"({"model":"m","prompt":)") + ok + "}"));
+    }
+    for (const char* bad :
+         {"5", "[]", "[[]]", "[-3]", "[1.5]", "[true]", "null", R"({"a":1})", "[[[1]]]", R"([{"x":1}])"}) {
+        SCOPED_TRACE(bad);
+        EXPECT_NE(error_of(Endpoint::completions, std::string(R"({"model":"m","prompt":)") + bad + "}")
+                      .find("'prompt'"),
+                  std::string::npos);
+    }
+    EXPECT_NE(error_of(Endpoint::embeddings, R"({"model":"m","input":5.5})").find("'input'"),
+              std::string::npos);
+}
