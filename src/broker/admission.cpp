@@ -38,6 +38,9 @@ void to_json(nlohmann::json& j, const Decision& d) {
         j["need_bytes"] = d.refusal.need;
         j["capacity_bytes"] = d.refusal.capacity;
         j["largest_free_bytes"] = d.refusal.largest_free;
+        j["empty_capacity_bytes"] = d.refusal.empty_capacity;
+        j["outside_bytes"] = d.refusal.outside;
+        j["driver_reserved_bytes"] = d.refusal.driver_reserved;
         j["would_help"] = d.refusal.would_help;
     }
 }
@@ -52,7 +55,8 @@ bool loading_on(const AdmissionInput& in, const std::string& device) {
 struct EvictionPlan {
     std::vector<std::string> victims;
     std::uint64_t freed = 0;
-    double cost = 0;  // Σ 1/score: what the victims are worth keeping
+    double cost = 0;                 // Σ 1/score: what the victims are worth keeping
+    bool fits_empty_device = false;  // chosen by the empty-device rule, not by the free figure
 };
 
 // The smallest prefix of the best victims (by score) that makes `need` fit on its device.
@@ -72,6 +76,21 @@ std::optional<EvictionPlan> plan_eviction(const AdmissionInput& in, const Ledger
         plan.cost += 1.0 / std::max(victim_score(*e), 1e-9);
     }
     if (free + plan.freed >= need.bytes) return plan;
+    // By the numbers even every candidate is not enough — yet the model fits the device with nothing of
+    // loch's on it but what must stay. Then what the ledger calls "outside" is likely the candidates' own
+    // memory beyond their reservations (a figure no probe attributed): stop them all, and admission runs
+    // again on what the probe shows once they are gone (start, or refuse with the numbers — never a wait
+    // until max_wait).
+    if (candidates.empty()) return std::nullopt;
+    std::uint64_t staying = 0;
+    for (const auto& e : in.engines)
+        if (e.device == need.device &&
+            std::find(plan.victims.begin(), plan.victims.end(), e.name) == plan.victims.end())
+            staying += e.bytes;
+    if (need.bytes + staying <= ledger.empty_capacity(need.device)) {
+        plan.fits_empty_device = true;
+        return plan;
+    }
     return std::nullopt;
 }
 
@@ -104,7 +123,7 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
     std::optional<EvictionPlan> best;
     const Need* best_need = nullptr;
     for (const auto& n : in.needs) {
-        if (!ledger.has_device(n.device) || n.bytes > ledger.capacity(n.device)) continue;
+        if (!ledger.has_device(n.device) || n.bytes > ledger.empty_capacity(n.device)) continue;
         if (loading_on(in, n.device)) {
             // A load in flight holds its reservation; evicting for it now would race with it.
             continue;
@@ -120,9 +139,16 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
         d.device = best_need->device;
         d.victims = best->victims;
         d.freed_bytes = best->freed;
-        d.reason = fmt::format("fits on {} after stopping {} idle engine(s) freeing {}: needs {}, {} free",
-                               d.device, d.victims.size(), human_bytes(best->freed),
-                               human_bytes(best_need->bytes), human_bytes(ledger.free(d.device)));
+        d.reason =
+            best->fits_empty_device
+                ? fmt::format(
+                      "fits the empty {} ({} of {}): stopping every idle engine there ({}), "
+                      "then deciding on what the probe shows",
+                      d.device, human_bytes(best_need->bytes), human_bytes(ledger.empty_capacity(d.device)),
+                      d.victims.size())
+                : fmt::format("fits on {} after stopping {} idle engine(s) freeing {}: needs {}, {} free",
+                              d.device, d.victims.size(), human_bytes(best->freed),
+                              human_bytes(best_need->bytes), human_bytes(ledger.free(d.device)));
         return d;
     }
     // 3. Never fits: larger than every allowed device even with nothing of loch running.
@@ -147,10 +173,22 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
             return d;
         }
         const auto cap = ledger.capacity(closest->device);
+        const auto* lim = ledger.limits(closest->device);
         d.device = closest->device;
-        d.refusal = {closest->bytes, cap, largest_free, closest->device, what_would_help(*closest, cap)};
-        d.reason = fmt::format("needs {} on {} but its capacity is {} even with every loch engine stopped",
-                               human_bytes(closest->bytes), closest->device, human_bytes(cap));
+        d.refusal.need = closest->bytes;
+        d.refusal.capacity = cap;
+        d.refusal.largest_free = largest_free;
+        d.refusal.device = closest->device;
+        d.refusal.would_help = what_would_help(*closest, cap);
+        d.refusal.empty_capacity = ledger.empty_capacity(closest->device);
+        d.refusal.outside = ledger.outside(closest->device);
+        d.refusal.driver_reserved = lim ? lim->driver_reserved.bytes : 0;
+        d.reason = fmt::format(
+            "needs {} on {} but at most {} can ever be free there (total {}, driver reserves {}, configured "
+            "reserve {}, other programs hold {})",
+            human_bytes(closest->bytes), closest->device, human_bytes(cap),
+            human_bytes(lim ? lim->total.bytes : 0), human_bytes(d.refusal.driver_reserved),
+            human_bytes(lim ? lim->reserve.bytes : 0), human_bytes(d.refusal.outside));
         return d;
     }
     // 4. Wait: memory is held by busy engines, higher-priority engines, a load in flight, or outside use.

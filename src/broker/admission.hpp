@@ -28,6 +28,8 @@ struct Need {
     std::uint64_t ctx = 0;            // total context (all slots)
     std::uint32_t slots = 1;
     std::uint32_t layers = 0;  // repeating layers (for the CPU-layers hint)
+    Source source = Source::formula;
+    std::string why;  // how `bytes` was decided (the reservation rule's candidates)
 };
 
 // One engine as admission sees it.
@@ -50,6 +52,9 @@ struct Refusal {
     std::uint64_t capacity = 0;      // that device's capacity with no engine of loch running
     std::uint64_t largest_free = 0;  // the most free memory on any allowed device right now
     std::string device;
+    std::uint64_t empty_capacity = 0;     // the device with nothing on it but the driver (and the reserve)
+    std::uint64_t outside = 0;            // what other programs hold there now
+    std::uint64_t driver_reserved = 0;    // what the driver keeps for itself
     std::vector<std::string> would_help;  // human advice with numbers
 };
 

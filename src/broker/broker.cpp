@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <regex>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -17,8 +18,24 @@
 namespace loch::broker {
 
 namespace asio = boost::asio;
+
+// "allocating 163840.00 MiB on device 0: cudaMalloc failed" → bytes; nullopt without a size in MiB/GiB.
+std::optional<std::uint64_t> failed_allocation_bytes(const std::string& line) {
+    static const std::regex re(R"(([0-9]+(?:\.[0-9]+)?) ?(MiB|GiB|MB|GB))");
+    std::smatch mt;
+    if (!std::regex_search(line, mt, re)) return std::nullopt;
+    const double v = std::stod(mt[1].str());
+    const double unit = mt[2] == "GiB"  ? double(kGiB)
+                        : mt[2] == "GB" ? 1e9
+                        : mt[2] == "MB" ? 1e6
+                                        : double(kMiB);
+    return static_cast<std::uint64_t>(v * unit);
+}
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+
+// What one llama-fit-params run holds on a GPU while it sizes a model (H200: ~518 MiB), rounded up.
+constexpr std::uint64_t kDryRunGpuBytes = 640 * kMiB;
 
 enum class ModelState { stopped, loading, ready, stopping };
 static std::string_view to_string(ModelState s) {
@@ -52,6 +69,10 @@ struct Broker::Model {
     std::optional<Footprint> footprint;
     bool planning = false;
     std::optional<MemoryFigure> measured;
+    // Highest use seen per device over every run (engine log, per-process probe): the next admission
+    // reserves at least this. Raised too when a load dies of out-of-memory.
+    std::map<std::string, MemoryFigure> peak;
+    std::uint32_t oom_retries = 0;  // start-up OOMs answered by raising the figure and trying once more
     double avg_request_s = 5.0;
     std::string stop_reason;
     std::uint64_t runs = 0;
@@ -156,10 +177,49 @@ void Broker::refresh_devices() {
             l.reserve = {dc.reserve, Source::configured, "devices." + d.id + ".reserve"};
             if (dc.budget)
                 l.cap = MemoryFigure{*dc.budget, Source::configured, "devices." + d.id + ".budget"};
+            if (d.driver_reserved) l.driver_reserved = *d.driver_reserved;
             ledger_.set_device(std::move(l));
         }
         if (d.used) ledger_.observe_used(d.id, d.used->bytes);
     }
+    observe_engines(snap);
+}
+
+void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {
+    for (auto& [name, m] : models_) {
+        if (!m->engine || m->state == ModelState::stopped || m->device.empty()) continue;
+        const auto pid = m->engine->pid();
+        if (!pid) continue;
+        std::optional<MemoryFigure> seen;
+        if (m->device == "cpu") {
+            if (auto rss = devices_->resident_bytes(*pid))
+                seen = MemoryFigure{*rss, Source::measured, "engine RSS (anonymous + mapped file pages)"};
+        } else {
+            for (const auto& d : snap)
+                if (d.id == m->device)
+                    if (auto it = d.process_bytes.find(*pid); it != d.process_bytes.end())
+                        seen = MemoryFigure{it->second, Source::measured, "per-process use on the device"};
+        }
+        if (!seen) continue;
+        note_peak(*m, *seen);
+        ledger_.raise_to_measured(m->device, name, *seen);
+    }
+}
+
+void Broker::note_peak(Model& m, const MemoryFigure& f) {
+    auto& p = m.peak[m.device];
+    if (f.bytes > p.bytes) p = f;
+}
+
+Need Broker::need_on(const Model& m, const Need& planned) const {
+    Need n = planned;
+    if (auto it = m.peak.find(planned.device); it != m.peak.end() && it->second.bytes > n.bytes) {
+        n.why = fmt::format("measured peak {} of an earlier run ({}) > {}", human_bytes(it->second.bytes),
+                            it->second.detail, planned.why);
+        n.bytes = it->second.bytes;
+        n.source = Source::measured;
+    }
+    return n;
 }
 
 void Broker::evict_expired() {
@@ -354,7 +414,15 @@ Broker::Serve Broker::try_serve(Waiter& w) {
                                       {"capacity_bytes", d.refusal.capacity},
                                       {"largest_free_bytes", d.refusal.largest_free},
                                       {"would_help", d.refusal.would_help},
+                                      {"empty_capacity_bytes", d.refusal.empty_capacity},
+                                      {"outside_bytes", d.refusal.outside},
+                                      {"driver_reserved_bytes", d.refusal.driver_reserved},
                                       {"footprint_source", to_string(m.footprint->source)}};
+            for (const auto& n : admission_input(m).needs)
+                if (n.device == d.refusal.device) {
+                    details["need_source"] = to_string(n.source);
+                    details["need_detail"] = n.why;
+                }
             throw Error(ErrorKind::insufficient_memory,
                         fmt::format("model '{}' does not fit: {} (largest free now {})", m.name(), d.reason,
                                     human_bytes(d.refusal.largest_free)),
@@ -420,7 +488,7 @@ AdmissionInput Broker::admission_input(const Model& m) const {
     AdmissionInput in;
     in.priority = rank(m.cfg->priority);
     if (m.footprint)
-        for (const auto& n : m.footprint->needs) in.needs.push_back(n);
+        for (const auto& n : m.footprint->needs) in.needs.push_back(need_on(m, n));
     const auto now = Clock::now();
     for (const auto& [name, o] : models_) {
         if (o.get() == &m || o->state == ModelState::stopped) continue;
@@ -453,14 +521,36 @@ asio::awaitable<void> Broker::ensure_footprint(Model& m) {
     }
     m.planning = true;
     auto alive = alive_;
+    // The dry run allocates on the devices it sizes (~0.5 GiB on a GPU): it never runs beside a load there,
+    // and holds a reservation while it runs. (Cached results return at once.)
+    const auto devices = allowed_devices(m);
+    asio::steady_timer t(strand_);
+    const auto busy = [&] {
+        return std::any_of(devices.begin(), devices.end(),
+                           [&](const auto& d) { return loading_devices_.contains(d); });
+    };
+    while (busy()) {
+        t.expires_after(20ms);
+        co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (!*alive) co_return;
+    }
+    const std::string holder = "dry run of " + m.name();
+    for (const auto& d : devices) {
+        loading_devices_.insert(d);
+        if (d != "cpu" && ledger_.has_device(d))
+            ledger_.reserve(d, holder,
+                            {kDryRunGpuBytes, Source::configured, "llama-fit-params on the device"});
+    }
     Footprint fp;
     try {
-        fp = co_await footprints_->estimate(cfg_, *m.cfg, allowed_devices(m));
+        fp = co_await footprints_->estimate(cfg_, *m.cfg, devices);
     } catch (const std::exception& e) {
-        fp = formula_footprint(cfg_, *m.cfg, allowed_devices(m));
+        fp = formula_footprint(cfg_, *m.cfg, devices);
         fp.detail += std::string("; estimate failed: ") + e.what();
     }
     if (!*alive) co_return;
+    ledger_.release(holder);
+    for (const auto& d : devices) loading_devices_.erase(d);
     // Keep only the devices admission may use, in the model's preference order.
     m.footprint = std::move(fp);
     m.planning = false;
@@ -470,11 +560,12 @@ asio::awaitable<void> Broker::ensure_footprint(Model& m) {
 // Engines: load, stop, exit
 
 void Broker::begin_load(Model& m, const std::string& device) {
-    const Need* need = nullptr;
+    std::optional<Need> need;
     for (const auto& n : m.footprint->needs)
-        if (n.device == device) need = &n;
+        if (n.device == device) need = need_on(m, n);
     ledger_.reserve(device, m.name(),
-                    MemoryFigure{need ? need->bytes : 0, m.footprint->source, m.footprint->detail});
+                    need ? MemoryFigure{need->bytes, need->source, need->why}
+                         : MemoryFigure{0, m.footprint->source, m.footprint->detail});
     loading_devices_.insert(device);
     m.state = ModelState::loading;
     m.device = device;
@@ -517,6 +608,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::Engine> en
     if (m.engine != engine) co_return;  // superseded (shut down meanwhile)
     if (!res.ready) {
         m.state = ModelState::stopped;
+        const auto reserved = ledger_.reservation(m.device, m.name());
         ledger_.release(m.name());
         m.last_engine = engine;
         m.engine.reset();
@@ -524,12 +616,32 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::Engine> en
         m.last_exit = r;
         m.crashes.record(Clock::now(), r);
         spdlog::warn("'{}' failed to start: {}", m.name(), r.summary);
+        nlohmann::json details = {{"model", m.name()}, {"exit", r}};
+        if (r.kind == engines::ExitKind::out_of_memory && reserved) {
+            // Learn from it: the model needs more than was reserved. Raise its figure by the allocation that
+            // failed (or a quarter), so that the next admission makes room for that much or refuses with the
+            // numbers — the same failure never repeats.
+            const auto failed = failed_allocation_bytes(r.matched_line);
+            const std::uint64_t raised = reserved->bytes + failed.value_or(reserved->bytes / 4 + 64 * kMiB);
+            note_peak(m,
+                      {raised, Source::measured,
+                       fmt::format("out of memory at load with {} reserved{}", human_bytes(reserved->bytes),
+                                   failed ? "; a " + human_bytes(*failed) + " allocation failed" : "")});
+            details["reserved_bytes"] = reserved->bytes;
+            details["raised_to_bytes"] = raised;
+            spdlog::warn("'{}': out of memory at load; its figure on {} is now {} (was {})", m.name(),
+                         m.device, human_bytes(raised), human_bytes(reserved->bytes));
+            if (m.oom_retries++ == 0) {  // once: the waiters stay and admission decides again
+                pump();
+                co_return;
+            }
+        }
         fail_waiters(m, Error(ErrorKind::engine_failed,
-                              fmt::format("model '{}' failed to start: {}", m.name(), r.summary),
-                              {{"model", m.name()}, {"exit", r}}));
+                              fmt::format("model '{}' failed to start: {}", m.name(), r.summary), details));
         pump();
         co_return;
     }
+    m.oom_retries = 0;
     // The slot context decides the 400 for prompt + max_tokens: ask the engine (it may cap ctx at the
     // model's training context, or not split it over slots) before any request is let in.
     if (m.cfg->engine == config::EngineKind::llama_server) {
@@ -573,7 +685,9 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::Engine> en
         if (fig.bytes > 0) {
             fig.bytes += cfg_.device(m.device).margin;
             m.measured = fig;
-            ledger_.replace_with_measured(m.device, m.name(), fig);
+            // The log's buffers are a floor (they leave out the process's own memory): they raise the
+            // reservation, never lower it; the per-process probe raises it further as the engine works.
+            ledger_.raise_to_measured(m.device, m.name(), fig);
         }
     }
     ledger_.mark_loaded(m.device, m.name());

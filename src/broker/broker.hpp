@@ -36,6 +36,9 @@ namespace loch::broker {
 
 class Broker;
 
+// The size of the allocation an out-of-memory line names ("allocating 163840.00 MiB … failed"), if any.
+std::optional<std::uint64_t> failed_allocation_bytes(const std::string& line);
+
 // One request's hold on one slot of a ready engine. Releasing (destructor) frees the slot and lets the
 // next waiter in.
 class Lease {
@@ -130,6 +133,11 @@ class Broker {
     boost::asio::awaitable<void> ensure_footprint(Model& m);
     boost::asio::awaitable<void> tick_loop();
     void refresh_devices();
+    void observe_engines(const std::vector<DeviceSnapshot>& snap);
+    void note_peak(Model& m, const MemoryFigure& f);
+    // The planned need raised to the highest use measured on earlier runs (the reservation rule's third
+    // candidate).
+    Need need_on(const Model& m, const Need& planned) const;
     void evict_expired();
     int retry_after_s(const Model& m) const;
     Model* find(const std::string& name_or_alias);

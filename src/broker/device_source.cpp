@@ -1,5 +1,8 @@
 #include "broker/device_source.hpp"
 
+#include <fstream>
+#include <sstream>
+
 #include "devices/probe.hpp"
 
 namespace loch::broker {
@@ -26,9 +29,23 @@ std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
         s.name = d.name;
         s.total = *pool->total;
         if (pool->used) s.used = *pool->used;
+        for (const auto& pu : d.processes)
+            if (pu.pool == pool->kind) s.process_bytes[pu.pid] += pu.bytes.bytes;
         out.push_back(std::move(s));
     }
     return out;
+}
+
+std::optional<std::uint64_t> ProbedDevices::resident_bytes(int pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (!line.starts_with("VmRSS:")) continue;
+        std::istringstream ss(line.substr(6));
+        std::uint64_t kib = 0;
+        if (ss >> kib) return kib * 1024;
+    }
+    return std::nullopt;
 }
 
 }  // namespace loch::broker

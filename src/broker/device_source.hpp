@@ -5,6 +5,7 @@
 // FixedDevices is for configurations that name only a budget (and for the unit tests of the broker logic).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,8 @@ struct DeviceSnapshot {
     MemoryFigure total;
     std::optional<MemoryFigure>
         used;  // whole device, including loch's engines; unknown → no outside use known
+    std::optional<MemoryFigure> driver_reserved;  // never free (NVML v2 `reserved`)
+    std::map<int, std::uint64_t> process_bytes;   // per PID, where the platform reports it (NVML, fdinfo)
     std::string name;
 };
 
@@ -25,12 +28,15 @@ class DeviceSource {
   public:
     virtual ~DeviceSource() = default;
     virtual std::vector<DeviceSnapshot> snapshot() = 0;
+    // Resident memory of a process on the CPU (RSS: anonymous + mapped file pages); nullopt if unknown.
+    virtual std::optional<std::uint64_t> resident_bytes(int /*pid*/) { return std::nullopt; }
 };
 
 // The live machine via devices::probe() (GPUs through NVML / sysfs, the CPU through /proc/meminfo).
 class ProbedDevices : public DeviceSource {
   public:
     std::vector<DeviceSnapshot> snapshot() override;
+    std::optional<std::uint64_t> resident_bytes(int pid) override;  // /proc/PID/status VmRSS
 };
 
 class FixedDevices : public DeviceSource {

@@ -2,12 +2,18 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <boost/asio/use_awaitable.hpp>
 
 #include "engines/engine.hpp"
 #include "engines/process.hpp"
+#include "gguf/reader.hpp"
 #include "plan/dry_run.hpp"
+#include "plan/plan.hpp"
 
 namespace loch::broker {
 
@@ -28,25 +34,6 @@ Placement placement_for(const std::string& device) {
         return {{"ROCm" + digits(device)}, engines::kAllLayers};
     if (device.starts_with("vulkan")) return {{"Vulkan" + digits(device)}, engines::kAllLayers};
     return {{}, engines::kAllLayers};
-}
-
-Footprint formula_footprint(const config::Config& cfg, const config::ModelConfig& model,
-                            const std::vector<std::string>& devices) {
-    Footprint fp;
-    fp.source = Source::formula;
-    std::error_code ec;
-    const auto size = model.path.empty() ? 0 : std::filesystem::file_size(model.path, ec);
-    fp.detail = "model file size " + human_bytes(ec ? 0 : size) + " + configured margin (no dry run)";
-    for (const auto& d : devices) {
-        Need n;
-        n.device = d;
-        n.weights_bytes = ec ? 0 : size;
-        n.ctx = model.args.ctx;
-        n.slots = model.args.parallel;
-        n.bytes = n.weights_bytes + cfg.device(d).margin;
-        fp.needs.push_back(n);
-    }
-    return fp;
 }
 
 namespace {
@@ -81,6 +68,179 @@ asio::awaitable<std::optional<std::string>> run_async(asio::any_io_executor ex, 
 
 }  // namespace
 
+namespace {
+
+std::optional<gguf::GgmlType> cache_type(const std::optional<std::string>& name) {
+    if (!name) return gguf::GgmlType::F16;
+    return gguf::type_from_name(*name);
+}
+
+// llama-server's settings for `model` on `device`, as the planner takes them.
+plan::Settings plan_settings(const config::ModelConfig& model, const std::string& device) {
+    const auto& a = model.args;
+    plan::Settings s;
+    s.n_ctx = a.ctx;
+    s.n_parallel = std::max<std::uint32_t>(1, a.parallel);
+    const Placement pl = placement_for(device);
+    if (device != "cpu") {
+        for (const auto& d : pl.llama_devices) {
+            std::string low;
+            for (char c : d) low += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            s.gpus.push_back(low);
+        }
+        s.n_gpu_layers = a.n_gpu_layers.value_or(pl.n_gpu_layers);
+    } else {
+        s.n_gpu_layers = 0;
+    }
+    s.flash_attn = a.flash_attn == config::FlashAttn::on    ? plan::FlashAttn::on
+                   : a.flash_attn == config::FlashAttn::off ? plan::FlashAttn::off
+                                                            : plan::FlashAttn::automatic;
+    if (auto t = cache_type(a.cache_type_k)) s.type_k = *t;
+    if (auto t = cache_type(a.cache_type_v)) s.type_v = *t;
+    if (a.ubatch) s.n_ubatch = *a.ubatch;
+    if (a.batch) s.n_batch = *a.batch;
+    s.n_ubatch = std::min(s.n_ubatch, s.n_batch);
+    return s;
+}
+
+// The planner's figures for `device`: the device's total, and (CPU) what a dry run does not count.
+struct Planned {
+    MemoryFigure total;
+    std::uint64_t weights = 0, kv = 0;
+    std::uint32_t layers = 0;
+    std::uint64_t overhead = 0;          // per-process overhead (the dry run never counts it)
+    std::uint64_t resident_weights = 0;  // CPU: mapped + repacked weights (the dry run counts only part)
+};
+
+std::optional<Planned> planned_for(const gguf::Model& m, const config::ModelConfig& model,
+                                   const std::string& device, std::string* why) {
+    try {
+        const plan::Plan p = plan::make_plan(m, plan_settings(model, device));
+        const plan::DevicePlan* dp = nullptr;
+        if (device == "cpu")
+            dp = p.find("cpu");
+        else if (!p.settings.gpus.empty())
+            dp = p.find(p.settings.gpus.front());
+        if (!dp) return std::nullopt;
+        Planned out;
+        out.total = {dp->total(), Source::formula,
+                     fmt::format("loch plan: weights {} + repack {} + KV {} + compute {} + output {} + "
+                                 "overhead {}",
+                                 human_bytes(dp->weights.bytes), human_bytes(dp->repack.bytes),
+                                 human_bytes(dp->kv.bytes), human_bytes(dp->compute.bytes),
+                                 human_bytes(dp->output.bytes), human_bytes(dp->overhead.bytes))};
+        out.weights = dp->weights.bytes + dp->repack.bytes;
+        out.kv = dp->kv.bytes;
+        out.layers = p.shape.n_layer;
+        out.overhead = dp->overhead.bytes;
+        out.resident_weights = device == "cpu" ? dp->weights.bytes + dp->repack.bytes : 0;
+        return out;
+    } catch (const std::exception& e) {
+        *why = e.what();
+        return std::nullopt;
+    }
+}
+
+std::uint64_t file_size_or_zero(const std::filesystem::path& p) {
+    std::error_code ec;
+    const auto size = p.empty() ? 0 : std::filesystem::file_size(p, ec);
+    return ec ? 0 : size;
+}
+
+// What identifies a file for the cache: path, size and modification time.
+std::string file_identity(const std::filesystem::path& p) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(p, ec);
+    const auto mtime = std::filesystem::last_write_time(p, ec);
+    return fmt::format("{}|{}|{}", p.string(), ec ? 0 : size, ec ? 0 : mtime.time_since_epoch().count());
+}
+
+}  // namespace
+
+MemoryFigure largest_of(const std::vector<Candidate>& candidates) {
+    MemoryFigure best;
+    std::string all;
+    const Candidate* winner = nullptr;
+    for (const auto& c : candidates) {
+        all += fmt::format("{}{} {} ({})", all.empty() ? "" : "; ", c.what, human_bytes(c.figure.bytes),
+                           to_string(c.figure.source));
+        if (!winner || c.figure.bytes > winner->figure.bytes) winner = &c;
+    }
+    if (!winner) return best;
+    best.bytes = winner->figure.bytes;
+    best.source = winner->figure.source;
+    best.detail = "largest of: " + all + " → " + winner->what;
+    return best;
+}
+
+Footprint formula_footprint(const config::Config& cfg, const config::ModelConfig& model,
+                            const std::vector<std::string>& devices) {
+    Footprint fp;
+    fp.source = Source::formula;
+    const auto size = file_size_or_zero(model.path);
+    std::optional<gguf::Model> m;
+    std::string why;
+    if (model.engine == config::EngineKind::llama_server && !model.path.empty()) {
+        try {
+            m = gguf::read_model(model.path);
+        } catch (const std::exception& e) {
+            why = e.what();
+        }
+    }
+    fp.detail =
+        m ? "loch plan"
+          : "model file size " + human_bytes(size) + " (no plan" + (why.empty() ? "" : ": " + why) + ")";
+    for (const auto& d : devices) {
+        Need n;
+        n.device = d;
+        n.ctx = model.args.ctx;
+        n.slots = model.args.parallel;
+        std::optional<Planned> pl;
+        if (m) pl = planned_for(*m, model, d, &why);
+        if (pl) {
+            n.weights_bytes = pl->weights;
+            n.kv_bytes = pl->kv;
+            n.layers = pl->layers;
+            n.bytes = pl->total.bytes;
+            n.why = pl->total.detail;
+        } else {
+            n.weights_bytes = size;
+            n.bytes = size;
+            n.why = "model file size";
+        }
+        n.bytes += cfg.device(d).margin;
+        fp.needs.push_back(n);
+    }
+    return fp;
+}
+
+asio::awaitable<std::optional<std::string>> EngineDryRunFootprint::dry_run(
+    const std::vector<std::string>& argv, std::string* why) {
+    // The cache: the same file, flags and engine build give the same answer.
+    std::string key;
+    for (const auto& a : argv) key += a + '\x1f';
+    key += file_identity(fit_params_);
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i)
+        if (argv[i] == "-m") key += "|" + file_identity(argv[i + 1]);
+    nlohmann::json cache = nlohmann::json::object();
+    if (!cache_file_.empty()) {
+        std::ifstream in(cache_file_);
+        cache = nlohmann::json::parse(in, nullptr, false);
+        if (!cache.is_object()) cache = nlohmann::json::object();
+        if (auto it = cache.find(key); it != cache.end() && it->is_string()) co_return it->get<std::string>();
+    }
+    auto out = co_await run_async(ex_, argv, std::chrono::seconds(120), why);
+    if (out && !cache_file_.empty()) {
+        cache[key] = *out;
+        std::error_code ec;
+        std::filesystem::create_directories(cache_file_.parent_path(), ec);
+        const auto tmp = cache_file_.string() + ".tmp";
+        std::ofstream(tmp) << cache.dump();
+        std::filesystem::rename(tmp, cache_file_, ec);
+    }
+    co_return out;
+}
+
 asio::awaitable<Footprint> EngineDryRunFootprint::estimate(const config::Config& cfg,
                                                            const config::ModelConfig& model,
                                                            const std::vector<std::string>& devices) {
@@ -94,10 +254,16 @@ asio::awaitable<Footprint> EngineDryRunFootprint::estimate(const config::Config&
             ")";
         co_return formula;
     }
+    std::optional<gguf::Model> m;
+    try {
+        m = gguf::read_model(model.path);
+    } catch (const std::exception&) {
+    }
     Footprint fp;
     fp.source = Source::engine_dry_run;
-    fp.detail = "llama-fit-params with the engine's flags";
-    for (const auto& d : devices) {
+    fp.detail = "largest of loch's plan and llama-fit-params (engine flags) + what a dry run leaves out";
+    for (std::size_t di = 0; di < devices.size(); ++di) {
+        const auto& d = devices[di];
         const Placement pl = placement_for(d);
         engines::LaunchOptions launch;
         launch.n_gpu_layers = pl.n_gpu_layers;
@@ -119,7 +285,7 @@ asio::awaitable<Footprint> EngineDryRunFootprint::estimate(const config::Config&
         full.insert(full.end(), args.begin(), args.end());
         full.insert(full.end(), {"--fit", "off", "--fit-print", "on"});
         std::string why;
-        auto out = co_await run_async(ex_, full, std::chrono::seconds(120), &why);
+        auto out = co_await dry_run(full, &why);
         std::optional<plan::DryRunResult> parsed;
         if (out) {
             try {
@@ -128,22 +294,40 @@ asio::awaitable<Footprint> EngineDryRunFootprint::estimate(const config::Config&
                 why = e.what();
             }
         }
+        Need n = formula.needs[di];
         if (!parsed) {
             formula.detail += "; dry run failed on " + d + ": " + why;
-            co_return formula;
+            fp.needs.push_back(n);
+            continue;
         }
-        Need n;
-        n.device = d;
-        n.ctx = model.args.ctx;
-        n.slots = model.args.parallel;
+        std::uint64_t dry = 0, dry_weights = 0, dry_kv = 0;
         for (const auto& dev : parsed->devices) {
             // The CPU placement counts host buffers; a GPU placement counts the GPU's (host ones are RAM).
             if ((d == "cpu") != (dev.device == "cpu")) continue;
-            n.weights_bytes += dev.model.bytes;
-            n.kv_bytes += dev.context.bytes;
-            n.bytes += dev.total();
+            dry_weights += dev.model.bytes;
+            dry_kv += dev.context.bytes;
+            dry += dev.total();
         }
-        n.bytes += cfg.device(d).margin;
+        // What the dry run leaves out: the process overhead everywhere; on the CPU also the part of the
+        // resident weights (mapped file pages + repacked copy) beyond the weight buffers it reports.
+        std::uint64_t leaves_out = 0;
+        if (m) {
+            std::string pwhy;
+            if (auto p = planned_for(*m, model, d, &pwhy))
+                leaves_out =
+                    p->overhead + (p->resident_weights > dry_weights ? p->resident_weights - dry_weights : 0);
+        }
+        const std::uint64_t margin = cfg.device(d).margin;
+        const auto best = largest_of(
+            {{"loch plan", {n.bytes, Source::formula, n.why}},
+             {"dry run + what it leaves out",
+              {dry + leaves_out + margin, Source::engine_dry_run,
+               fmt::format("llama-fit-params {} + {}", human_bytes(dry), human_bytes(leaves_out))}}});
+        n.bytes = best.bytes;
+        n.why = best.detail;
+        n.source = best.source;
+        n.weights_bytes = std::max(n.weights_bytes, dry_weights);
+        n.kv_bytes = std::max(n.kv_bytes, dry_kv);
         fp.needs.push_back(n);
     }
     co_return fp;

@@ -38,12 +38,15 @@ void Ledger::reserve(const std::string& device, const std::string& engine, Memor
     }
 }
 
-void Ledger::replace_with_measured(const std::string& device, const std::string& engine,
-                                   MemoryFigure measured) {
+bool Ledger::raise_to_measured(const std::string& device, const std::string& engine, MemoryFigure measured) {
     auto it = devices_.find(device);
-    if (it == devices_.end()) return;
+    if (it == devices_.end()) return false;
     for (auto& r : it->second.reservations)
-        if (r.engine == engine) r.figure = std::move(measured);
+        if (r.engine == engine && measured.bytes > r.figure.bytes) {
+            r.figure = std::move(measured);
+            return true;
+        }
+    return false;
 }
 
 void Ledger::mark_loaded(const std::string& device, const std::string& engine) {
@@ -73,13 +76,26 @@ const DeviceLimits* Ledger::limits(const std::string& device) const {
     return it == devices_.end() ? nullptr : &it->second.limits;
 }
 
+std::uint64_t Ledger::empty_capacity(const std::string& device) const {
+    auto it = devices_.find(device);
+    if (it == devices_.end()) return 0;
+    const auto& l = it->second.limits;
+    std::uint64_t c = sub_floor(sub_floor(l.total.bytes, l.driver_reserved.bytes), l.reserve.bytes);
+    if (l.cap) c = std::min(c, l.cap->bytes);
+    return c;
+}
+
 std::uint64_t Ledger::capacity(const std::string& device) const {
     auto it = devices_.find(device);
     if (it == devices_.end()) return 0;
     const auto& l = it->second.limits;
-    std::uint64_t c = sub_floor(l.total.bytes, l.reserve.bytes);
-    if (l.cap) c = std::min(c, l.cap->bytes);
-    return c;
+    // Others' use here counts every reservation of loch's as loch's, loading ones too: a load in flight
+    // must not make another model look as if it could never fit.
+    const std::uint64_t others =
+        it->second.probed ? sub_floor(it->second.probe_used, own(device)) : std::uint64_t{0};
+    const std::uint64_t physical =
+        sub_floor(sub_floor(sub_floor(l.total.bytes, l.driver_reserved.bytes), l.reserve.bytes), others);
+    return l.cap ? std::min(physical, l.cap->bytes) : physical;
 }
 
 std::uint64_t Ledger::own(const std::string& device) const {
@@ -110,7 +126,8 @@ std::uint64_t Ledger::free(const std::string& device) const {
     if (it == devices_.end()) return 0;
     const auto& l = it->second.limits;
     // Two limits bind at once: the physical device shared with everything else, and loch's own cap.
-    std::uint64_t physical = sub_floor(sub_floor(l.total.bytes, l.reserve.bytes), outside(device));
+    std::uint64_t physical = sub_floor(
+        sub_floor(sub_floor(l.total.bytes, l.driver_reserved.bytes), l.reserve.bytes), outside(device));
     std::uint64_t limit = l.cap ? std::min(physical, l.cap->bytes) : physical;
     return sub_floor(limit, own(device));
 }
@@ -136,6 +153,8 @@ nlohmann::json Ledger::to_json() const {
         j["total"] = d.limits.total;
         j["reserve"] = d.limits.reserve;
         if (d.limits.cap) j["cap"] = *d.limits.cap;
+        j["driver_reserved"] = d.limits.driver_reserved;
+        j["empty_capacity_bytes"] = empty_capacity(id);
         j["capacity_bytes"] = capacity(id);
         j["outside_bytes"] = outside(id);
         j["own_bytes"] = own(id);

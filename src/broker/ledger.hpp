@@ -1,9 +1,11 @@
 // broker/ledger — who holds how much memory on each device, as loch sees it.
 //
-// Per device: the budget loch may use (configured cap and/or the probe's total minus a reserve), memory used
-// by everything outside loch (probe's used − loch's own measured use), and one reservation per engine. A
-// reservation starts as the planner's estimate at admission and is replaced by the measured actual once the
-// engine's log reports it. Pure bookkeeping: no I/O, owned by the broker's strand.
+// Per device: the budget loch may use (configured cap and/or the probe's total minus the driver's own
+// reservation and a configured reserve), memory used by everything outside loch (probe's used − loch's
+// loaded engines), and one reservation per engine. A reservation starts as the reservation rule's figure
+// (broker/footprint.hpp) and only ever grows while the engine runs: to the engine log's figure and to the
+// per-process peaks the probes observe. Free memory therefore never goes up before the probe shows it.
+// Pure bookkeeping: no I/O, owned by the broker's strand.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +23,9 @@ namespace loch::broker {
 struct DeviceLimits {
     std::string id;                   // "cpu", "cuda0", ...
     MemoryFigure total;               // physical size per the probe (or configured)
-    MemoryFigure reserve;             // kept free for the system / driver
+    MemoryFigure reserve;             // kept free for the system (configured)
     std::optional<MemoryFigure> cap;  // configured budget for loch on this device
+    MemoryFigure driver_reserved;     // never free: the driver's own (NVML v2 `reserved`); 0 if unknown
 };
 
 struct Reservation {
@@ -38,7 +41,9 @@ class Ledger {
     void observe_used(const std::string& device, std::uint64_t used_bytes);
 
     void reserve(const std::string& device, const std::string& engine, MemoryFigure planned);
-    void replace_with_measured(const std::string& device, const std::string& engine, MemoryFigure measured);
+    // Raises the engine's reservation to `measured` when that is larger (a log figure, a per-process peak);
+    // never lowers it. Returns whether it grew.
+    bool raise_to_measured(const std::string& device, const std::string& engine, MemoryFigure measured);
     void mark_loaded(const std::string& device, const std::string& engine);
     void release(const std::string& engine);  // on every device
 
@@ -46,7 +51,10 @@ class Ledger {
     std::vector<std::string> devices() const;
     const DeviceLimits* limits(const std::string& device) const;
 
-    // What loch may hold on the device when none of its engines runs: min(cap, total − reserve).
+    // The device with nothing on it but the driver: min(cap, total − driver_reserved − reserve).
+    std::uint64_t empty_capacity(const std::string& device) const;
+    // What can ever be free for loch with the other programs' use as it is now:
+    // min(cap, total − driver_reserved − reserve − outside). A model larger than this is refused at once.
     std::uint64_t capacity(const std::string& device) const;
     std::uint64_t own(const std::string& device) const;      // Σ reservations
     std::uint64_t outside(const std::string& device) const;  // others' use, from the last probe

@@ -46,6 +46,19 @@ std::optional<std::uint32_t> layer_of(std::string_view name) {
     return il;
 }
 
+// Types ggml-cpu/repack.cpp repacks (ggml_repack_get_optimal_repack_type) on the CPUs of this build's
+// architecture — the engine runs on the machine loch runs on. x86-64: Q4_0, Q4_K, IQ4_NL, MXFP4 need AVX2,
+// Q2_K AVX-512 (counted: a plan may not be under on a machine that has it). ARM: also Q5_K, Q6_K, Q8_0.
+bool repackable(gguf::GgmlType t) {
+    using T = gguf::GgmlType;
+    if (t == T::Q4_0 || t == T::Q4_K || t == T::IQ4_NL || t == T::MXFP4 || t == T::Q2_K) return true;
+#if defined(__aarch64__) || defined(__arm__)
+    return t == T::Q5_K || t == T::Q6_K || t == T::Q8_0;
+#else
+    return false;
+#endif
+}
+
 bool is_expert_tensor(std::string_view name) {
     return name.find("_exps.") != std::string_view::npos || name.find("_exps") + 5 == name.size();
 }
@@ -221,6 +234,7 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
     };
     std::vector<Range> host_range;
     std::uint64_t largest_host_layer_tensor = 0;  // see the compute buffer below
+    std::uint64_t host_repack = 0;
     for (const auto& t : model.tensors) {
         int where = out_dev;  // output.weight, output_norm.weight and any other non-layer tensor
         if (t.name.starts_with("token_embd.")) {
@@ -244,6 +258,10 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
             r.first = std::min(r.first, t.offset);
             r.last = std::max(r.last, t.offset + bytes);
             if (layer_of(t.name)) largest_host_layer_tensor = std::max(largest_host_layer_tensor, bytes);
+            // token_embd feeds GET_ROWS, which the repack buffer does not take; matrix weights do.
+            if (st.cpu_repack && !t.name.starts_with("token_embd.") && repackable(t.type) &&
+                t.dims.size() >= 2 && t.dims[1] % 4 == 0)
+                host_repack += bytes;
         } else {
             // ggml-cuda get_alloc_size: quantized rows padded to MATRIX_ROW_PADDING (512); 128-byte
             // alignment.
@@ -265,6 +283,8 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
     for (std::size_t i = 0; i < n_gpu; ++i)
         dev[i].weights = {gpu_weight[i], Source::formula, fmt::format("{} layers of weights", dev[i].layers)};
     dev[n_gpu].weights = {host_weights, Source::formula, "mmapped file range of the tensors kept on the CPU"};
+    dev[n_gpu].repack = {host_repack, Source::formula,
+                         "CPU_REPACK copy of repackable CPU weights (their file pages stay resident too)"};
 
     // ---- KV cache (llama-kv-cache.cpp: on the device of its layer, offload_kqv on)
     std::vector<std::uint64_t> kv(n_gpu + 1, 0);
@@ -312,9 +332,12 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
                          fmt::format("logits: {} vocab x {} row(s) x 4 bytes", s.n_vocab, out_rows)};
 
     // ---- overhead and margin
+    const std::uint64_t growth = runtime_growth_bytes(s, d.flash_attn);
     for (std::size_t i = 0; i < n_gpu; ++i)
-        dev[i].overhead = {st.gpu_overhead_bytes, Source::configured,
-                           "per-process GPU context (CUDA context, cuBLAS workspace)"};
+        dev[i].overhead = {st.gpu_overhead_bytes + growth, Source::formula,
+                           fmt::format("per-process GPU context (CUDA context, cuBLAS workspace) {} + growth "
+                                       "after real prompts {}",
+                                       human_bytes(st.gpu_overhead_bytes), human_bytes(growth))};
     dev[n_gpu].overhead = {st.cpu_overhead_bytes, Source::configured, "engine process outside ggml buffers"};
     for (auto& dp : dev) {
         const double base = static_cast<double>(dp.total());
@@ -377,9 +400,9 @@ int max_gpu_layers(const gguf::Model& model, Settings st, std::uint64_t budget) 
 }
 
 void to_json(nlohmann::json& j, const DevicePlan& d) {
-    j = {{"device", d.device},     {"layers", d.layers},   {"weights", d.weights},
-         {"kv_cache", d.kv},       {"compute", d.compute}, {"output", d.output},
-         {"overhead", d.overhead}, {"margin", d.margin},   {"total_bytes", d.total()}};
+    j = {{"device", d.device},   {"layers", d.layers},      {"weights", d.weights},   {"kv_cache", d.kv},
+         {"compute", d.compute}, {"output", d.output},      {"overhead", d.overhead}, {"margin", d.margin},
+         {"repack", d.repack},   {"total_bytes", d.total()}};
 }
 
 void to_json(nlohmann::json& j, const Plan& p) {
@@ -491,6 +514,16 @@ std::optional<std::uint64_t> parse_bytes(std::string_view t) {
     const double bytes = v * mul;
     if (!(bytes >= 0) || bytes > 1.8e19) return std::nullopt;
     return static_cast<std::uint64_t>(std::llround(bytes));
+}
+
+}  // namespace loch::plan
+
+namespace loch::plan {
+
+std::uint64_t runtime_growth_bytes(const ModelShape& shape, bool flash_attn) {
+    if (!flash_attn) return 160 * kMiB;         // measured ~140 MiB
+    if (shape.n_expert > 0) return 128 * kMiB;  // measured ~110 MiB
+    return 32 * kMiB;                           // measured 20–26 MiB
 }
 
 }  // namespace loch::plan

@@ -3,8 +3,10 @@
 // make_plan() reproduces the pinned llama.cpp's own arithmetic (docs/plan.md names the source lines):
 // which layers land on which device for -ngl / --tensor-split / --n-cpu-moe, the KV cache with n_ctx
 // padding, per-slot streams, per-layer KV heads, cache types, iSWA and MLA, the output buffer, and the
-// compute buffer of the worst-case graph. To that it adds what llama.cpp itself never counts: a fixed
-// per-device overhead (CUDA context and cuBLAS workspace, ~600 MiB measured on an H200) and a margin.
+// compute buffer of the worst-case graph, and on the CPU the repacked copy of repackable weights. To that
+// it adds what llama.cpp itself never counts: a per-process overhead (GPU: CUDA context and cuBLAS
+// workspace, ~600 MiB measured on an H200 after a trivial decode, plus what real prompts add — see
+// runtime_growth_bytes; CPU: the process outside its buffers) and a margin.
 // Every figure is a MemoryFigure with source `formula` (or `configured` for overhead and margin);
 // the engine's dry run (plan/dry_run.hpp) and the engine's log (plan/engine_log.hpp) give the other sources.
 #pragma once
@@ -46,16 +48,24 @@ struct Settings {
     // GPUs the engine will use, in order ("cuda0", "cuda1", "rocm0", "vulkan0", ...). Empty ⇒ CPU only.
     std::vector<std::string> gpus;
     std::uint64_t gpu_overhead_bytes = 600 * kMiB;  // per GPU process: CUDA context, cuBLAS workspace
-    std::uint64_t cpu_overhead_bytes = 0;           // engine process text and heap outside ggml buffers
-    double margin_fraction = 0.0;                   // added on top of each device's total
+    // The engine process outside ggml buffers (binary, heap, thread stacks, tokenizer, HTTP server):
+    // llama-server's RSS minus its buffers after a 4-ubatch prompt on this CPU build, with headroom.
+    std::uint64_t cpu_overhead_bytes = 64 * kMiB;
+    // CPU weights of repackable types (x86-64: Q4_0, Q4_K, Q2_K, IQ4_NL, MXFP4; ARM also Q5_K, Q6_K, Q8_0)
+    // are copied into
+    // the CPU_REPACK buffer at load (ggml-cpu/repack.cpp) while their file pages stay mapped and resident:
+    // both count. Off for a build without the repack buffer.
+    bool cpu_repack = true;
+    double margin_fraction = 0.0;  // added on top of each device's total
 };
 
 struct DevicePlan {
     std::string device;        // "cuda0", ..., "cpu" (host RAM)
     std::uint32_t layers = 0;  // repeating layers placed here (+1 for the output layer where it lives)
-    MemoryFigure weights, kv, compute, output, overhead, margin;
+    MemoryFigure weights, repack, kv, compute, output, overhead, margin;
     std::uint64_t total() const {
-        return weights.bytes + kv.bytes + compute.bytes + output.bytes + overhead.bytes + margin.bytes;
+        return weights.bytes + repack.bytes + kv.bytes + compute.bytes + output.bytes + overhead.bytes +
+               margin.bytes;
     }
 };
 
@@ -78,6 +88,12 @@ struct Plan {
     const DevicePlan* find(std::string_view device) const;
     std::uint64_t gpu_total() const;  // every non-cpu device
 };
+
+// What a GPU process grows by after real prompts (several ubatches), beyond its state after a trivial
+// decode: cuBLAS/cuDNN workspaces and allocator pools. H200, pinned llama.cpp, ~1100-token prompt:
+// +20–26 MiB dense with flash attention, ~110 MiB MoE, ~140 MiB without flash attention. Planned at the
+// measured maximum of each class, rounded up.
+std::uint64_t runtime_growth_bytes(const ModelShape& shape, bool flash_attn);
 
 // Throws std::runtime_error for settings llama.cpp would reject (n_parallel 0, ubatch 0, ...).
 Plan make_plan(const gguf::Model& model, const Settings& settings);

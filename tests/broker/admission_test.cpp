@@ -143,3 +143,60 @@ TEST(VictimScore, IdleLongerAndCheaperToReloadScoresHigher) {
     heavy.weight = 5;
     EXPECT_GT(victim_score(engine("a", 1, true, 100, 1)), victim_score(heavy));
 }
+
+// Issue 8, item 7: model C is loaded and idle but uses more than its reservation (the probe shows the rest
+// as "outside"); a model that fits the empty card must evict C, not wait until max_wait.
+TEST(Admission, EvictsForAModelThatFitsTheEmptyDeviceEvenWhenTheNumbersSayOtherwise) {
+    Ledger l = ledger_with(80 * kGiB);
+    l.reserve("gpu0", "C", {30 * kGiB, Source::measured, "log"});
+    l.mark_loaded("gpu0", "C");
+    l.observe_used("gpu0", 45 * kGiB);  // C really holds 45: 15 GiB look like someone else's
+    AdmissionInput in{{need(60 * kGiB)}, 1, {engine("C", 30 * kGiB, true, 100, 5)}, {}};
+    // By the numbers: free 80 - 15 - 30 = 35, + 30 from C = 65 ≥ 60 → plain eviction works here...
+    EXPECT_EQ(decide(in, l).kind, Decision::Kind::evict_then_start);
+    // ...and with C's real use even larger (outside 40 GiB), only the empty-device rule evicts it.
+    l.observe_used("gpu0", 70 * kGiB);
+    const auto d = decide(in, l);
+    ASSERT_EQ(d.kind, Decision::Kind::evict_then_start) << d.reason;
+    EXPECT_EQ(d.victims, std::vector<std::string>{"C"});
+    EXPECT_NE(d.reason.find("empty"), std::string::npos) << d.reason;
+    // A busy (not evictable) engine that leaves too little even on an otherwise empty device: no eviction.
+    AdmissionInput busy{{need(60 * kGiB)}, 1, {engine("C", 30 * kGiB, false, 0, 5)}, {}};
+    EXPECT_NE(decide(busy, l).kind, Decision::Kind::evict_then_start);
+}
+
+// Issue 8, item 6: what exceeds total − driver reservation − reserve − others' use is refused at once, with
+// each term in the answer.
+TEST(Admission, RefusesAtOnceWhatCanNeverBeFreeWithTheNumbers) {
+    Ledger l;
+    DeviceLimits d;
+    d.id = "gpu0";
+    d.total = {140 * kGiB, Source::measured, "NVML"};
+    d.driver_reserved = {615 * kMiB, Source::measured, "NVML v2 reserved"};
+    l.set_device(d);
+    // Between total and what can ever be free: refused, not queued.
+    AdmissionInput in{{need(140 * kGiB - 300 * kMiB)}, 1, {}, {}};
+    auto dec = decide(in, l);
+    ASSERT_EQ(dec.kind, Decision::Kind::refuse) << dec.reason;
+    EXPECT_EQ(dec.refusal.capacity, 140 * kGiB - 615 * kMiB);
+    EXPECT_EQ(dec.refusal.driver_reserved, 615 * kMiB);
+    EXPECT_NE(dec.reason.find("driver reserves"), std::string::npos) << dec.reason;
+    // Just under: started.
+    AdmissionInput under{{need(140 * kGiB - 700 * kMiB)}, 1, {}, {}};
+    EXPECT_EQ(decide(under, l).kind, Decision::Kind::start);
+    // Another program's use counts while it lasts.
+    l.observe_used("gpu0", 2 * kGiB);
+    const auto o = decide(under, l);
+    ASSERT_EQ(o.kind, Decision::Kind::refuse);
+    EXPECT_EQ(o.refusal.outside, 2 * kGiB);
+}
+
+// A load in flight must not make another model look as if it could never fit (its partial allocation shows
+// in the probe before it is marked loaded).
+TEST(Admission, ALoadInFlightIsNotCountedAsOthersUseForRefusal) {
+    Ledger l = ledger_with(20 * kGiB);
+    l.reserve("gpu0", "loading", {8 * kGiB, Source::formula, ""});
+    l.observe_used("gpu0", 6 * kGiB);  // part of it is allocated already
+    AdmissionInput in{{need(12 * kGiB)}, 1, {}, {"gpu0"}};
+    EXPECT_EQ(decide(in, l).kind, Decision::Kind::wait);
+}

@@ -43,18 +43,36 @@ TEST(Ledger, LoadingReservationDoesNotHideOutsideUse) {
     EXPECT_EQ(l.free("gpu0"), 5 * kGiB);
 }
 
-TEST(Ledger, MeasuredReplacesPlanned) {
+// A measured figure below the reservation does not lower it (free must not go up before the probe shows
+// the memory free); a larger one (a per-process peak) raises it.
+TEST(Ledger, MeasuredOnlyRaisesTheReservation) {
     Ledger l;
     l.set_device(dev("cpu", 64 * kGiB, 0, 2 * kGiB));
     l.reserve("cpu", "a", {1 * kGiB, Source::engine_dry_run, "dry run"});
-    l.replace_with_measured("cpu", "a", {600 * kMiB, Source::measured, "log"});
+    EXPECT_FALSE(l.raise_to_measured("cpu", "a", {600 * kMiB, Source::measured, "log"}));
     auto r = l.reservation("cpu", "a");
     ASSERT_TRUE(r);
-    EXPECT_EQ(r->bytes, 600 * kMiB);
-    EXPECT_EQ(r->source, Source::measured);
-    EXPECT_EQ(l.free("cpu"), 2 * kGiB - 600 * kMiB);
+    EXPECT_EQ(r->bytes, 1 * kGiB);
+    EXPECT_EQ(r->source, Source::engine_dry_run);
+    EXPECT_TRUE(l.raise_to_measured("cpu", "a", {1280 * kMiB, Source::measured, "peak RSS"}));
+    EXPECT_EQ(l.reservation("cpu", "a")->bytes, 1280 * kMiB);
+    EXPECT_EQ(l.reservation("cpu", "a")->source, Source::measured);
+    EXPECT_EQ(l.free("cpu"), 2 * kGiB - 1280 * kMiB);
     l.release("a");
     EXPECT_EQ(l.free("cpu"), 2 * kGiB);
+}
+
+// What can ever be free leaves out the driver's reservation and what other programs hold now.
+TEST(Ledger, CapacityIsWhatCanEverBeFree) {
+    Ledger l;
+    auto d = dev("nvidia:0", 140 * kGiB, 1 * kGiB);
+    d.driver_reserved = {615 * kMiB, Source::measured, "NVML v2 reserved"};
+    l.set_device(d);
+    EXPECT_EQ(l.empty_capacity("nvidia:0"), 139 * kGiB - 615 * kMiB);
+    l.observe_used("nvidia:0", 3 * kGiB);  // another program
+    EXPECT_EQ(l.outside("nvidia:0"), 3 * kGiB);
+    EXPECT_EQ(l.capacity("nvidia:0"), 136 * kGiB - 615 * kMiB);
+    EXPECT_EQ(l.free("nvidia:0"), l.capacity("nvidia:0"));
 }
 
 TEST(Ledger, BudgetCapAndPhysicalLimitBothBind) {
@@ -66,7 +84,8 @@ TEST(Ledger, BudgetCapAndPhysicalLimitBothBind) {
     // Others use 23.5 GiB: the physical limit binds.
     l.observe_used("cpu", 23 * kGiB + 512 * kMiB);
     EXPECT_EQ(l.free("cpu"), 512 * kMiB);
-    EXPECT_EQ(l.capacity("cpu"), 1 * kGiB);
+    EXPECT_EQ(l.capacity("cpu"), 512 * kMiB);
+    EXPECT_EQ(l.empty_capacity("cpu"), 1 * kGiB);
 }
 
 TEST(Ledger, UnknownDeviceIsRejectedForReservations) {
