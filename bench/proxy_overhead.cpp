@@ -63,7 +63,19 @@ struct StreamTimes {
 };
 
 // One POST; for a stream, the arrival time of every SSE event.
-StreamTimes post(std::uint16_t port, const std::string& target, const std::string& body, bool stream) {
+// The secret loch gave the engine (engines/spec.hpp): direct requests and nginx must send it too.
+std::string engine_key(int pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    const std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string key = "LLAMA_API_KEY=";
+    const auto at = env.find(key);
+    if (at == std::string::npos) return {};
+    const auto end = env.find('\0', at);
+    return env.substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
+}
+
+StreamTimes post(std::uint16_t port, const std::string& target, const std::string& body, bool stream,
+                 const std::string& bearer = {}) {
     asio::io_context ioc;
     asio::ip::tcp::socket sock(ioc);
     sock.connect({asio::ip::make_address("127.0.0.1"), port});
@@ -73,6 +85,7 @@ StreamTimes post(std::uint16_t port, const std::string& target, const std::strin
     bhttp::request<bhttp::string_body> req{bhttp::verb::post, target, 11};
     req.set(bhttp::field::host, "127.0.0.1");
     req.set(bhttp::field::content_type, "application/json");
+    if (!bearer.empty()) req.set(bhttp::field::authorization, "Bearer " + bearer);
     req.body() = body;
     req.prepare_payload();
     const auto t0 = Clock::now();
@@ -170,9 +183,13 @@ int main(int argc, char** argv) {
         const json warm = {{"model", "bench"}, {"prompt", "Hi"}, {"max_tokens", 1}, {"temperature", 0}};
         post(loch_port, "/v1/completions", warm.dump(), false);
         std::uint16_t engine_port = 0;
+        std::string key;
         const json status = json::parse(loch::test::http_get(loch_port, "/loch/status").body);
         for (const auto& e : status["engines"])
-            if (e["name"] == "bench") engine_port = e["engine"]["port"].get<std::uint16_t>();
+            if (e["name"] == "bench") {
+                engine_port = e["engine"]["port"].get<std::uint16_t>();
+                key = engine_key(e["engine"]["pid"].get<int>());
+            }
         if (!engine_port) throw std::runtime_error("no engine port in /loch/status");
 
         // nginx in front of the same engine.
@@ -189,7 +206,8 @@ int main(int argc, char** argv) {
             << (ndir / "scgi").string() << ";\n  upstream engine { server 127.0.0.1:" << engine_port
             << "; keepalive 8; }\n  server {\n    listen 127.0.0.1:" << nginx_port
             << ";\n    location / {\n      proxy_pass http://engine;\n      proxy_http_version 1.1;\n"
-            << "      proxy_set_header Connection \"\";\n      proxy_buffering off;\n      proxy_cache off;\n"
+            << "      proxy_set_header Connection \"\";\n      proxy_set_header Authorization \"Bearer "
+            << key << "\";\n      proxy_buffering off;\n      proxy_cache off;\n"
             << "      proxy_read_timeout 300s;\n    }\n  }\n}\n";
         loch::test::Process ngx(nginx,
                                 {"-p", ndir.string(), "-c", (ndir / "nginx.conf").string(), "-e",
@@ -209,12 +227,15 @@ int main(int argc, char** argv) {
         for (int r = 0; r < requests; ++r)
             for (int k = 0; k < 3; ++k) {
                 auto& t = targets[(r + k) % 3];
-                t.request_us.push_back(post(t.port, "/v1/completions", one.dump(), false).arrivals_us.back());
+                const std::string bearer = t.port == engine_port ? key : std::string();
+                t.request_us.push_back(
+                    post(t.port, "/v1/completions", one.dump(), false, bearer).arrivals_us.back());
             }
         for (int r = 0; r < streams; ++r)
             for (int k = 0; k < 3; ++k) {
                 auto& t = targets[(r + k) % 3];
-                const auto times = post(t.port, "/v1/chat/completions", stream.dump(), true);
+                const auto times = post(t.port, "/v1/chat/completions", stream.dump(), true,
+                                        t.port == engine_port ? key : std::string());
                 if (times.arrivals_us.empty()) continue;
                 t.first_event_us.push_back(times.arrivals_us.front());
                 for (std::size_t i = 1; i < times.arrivals_us.size(); ++i)
