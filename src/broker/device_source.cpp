@@ -29,6 +29,7 @@ std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
         s.name = d.name;
         s.total = *pool->total;
         if (pool->used) s.used = *pool->used;
+        if (pool->reserved) s.driver_reserved = *pool->reserved;
         for (const auto& pu : d.processes)
             if (pu.pool == pool->kind) s.process_bytes[pu.pid] += pu.bytes.bytes;
         out.push_back(std::move(s));

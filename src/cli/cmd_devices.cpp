@@ -51,6 +51,7 @@ void print_text(const devices::DeviceReport& r) {
             fmt::print("  {}:\n", pool_label(d, p.kind));
             fmt::print("    total {}\n    used  {}\n    free  {}\n", figure(p.total), figure(p.used),
                        figure(p.free));
+            if (p.reserved) fmt::print("    reserved by the driver {}\n", figure(p.reserved));
         }
         if (d.vendor == devices::Vendor::amd)
             fmt::print("  Vulkan device-local heap: {}\n", figure(d.vulkan_device_local_heap));

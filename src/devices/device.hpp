@@ -50,6 +50,9 @@ struct MemoryPool {
     ProbedFigure total;
     ProbedFigure used;
     ProbedFigure free;
+    // Never free: what the driver/firmware keeps for itself (NVML v2). Unknown where the platform does not
+    // say; then `used` includes it.
+    ProbedFigure reserved = ProbedFigure::unknown("not reported");
 };
 
 // Memory one process holds on one device pool, as the platform reports it (NVML, DRM fdinfo).

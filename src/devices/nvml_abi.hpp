@@ -23,6 +23,15 @@ struct nvmlMemory_t {  // nvmlDeviceGetMemoryInfo (v1)
     unsigned long long used;
 };
 
+struct nvmlMemory_v2_t {  // nvmlDeviceGetMemoryInfo_v2: `reserved` (driver/firmware) apart from `used`
+    unsigned int version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+};
+inline constexpr unsigned nvmlMemory_v2 = static_cast<unsigned>(sizeof(nvmlMemory_v2_t)) | (2u << 24);
+
 struct nvmlProcessInfo_v1_t {  // nvmlDeviceGetComputeRunningProcesses (unversioned symbol)
     unsigned int pid;
     unsigned long long usedGpuMemory;
@@ -42,6 +51,7 @@ using GetCountFn = nvmlReturn_t (*)(unsigned int*);
 using GetHandleFn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
 using GetNameFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
 using GetMemoryFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
+using GetMemoryV2Fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*);
 using GetProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
 using GetProcessesV1Fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_v1_t*);
 using DriverVersionFn = nvmlReturn_t (*)(char*, unsigned int);

@@ -51,6 +51,7 @@ NvmlProbe probe_nvidia(const std::string& library, const Sysroot& root) {
     auto get_handle = symbol<nvml::GetHandleFn>(lib.get(), "nvmlDeviceGetHandleByIndex_v2");
     auto get_name = symbol<nvml::GetNameFn>(lib.get(), "nvmlDeviceGetName");
     auto get_memory = symbol<nvml::GetMemoryFn>(lib.get(), "nvmlDeviceGetMemoryInfo");
+    auto get_memory_v2 = symbol<nvml::GetMemoryV2Fn>(lib.get(), "nvmlDeviceGetMemoryInfo_v2");
     auto get_procs = symbol<nvml::GetProcessesFn>(lib.get(), "nvmlDeviceGetComputeRunningProcesses_v3");
     const char* procs_symbol = "nvmlDeviceGetComputeRunningProcesses_v3";
     if (!get_procs) {
@@ -118,7 +119,19 @@ NvmlProbe probe_nvidia(const std::string& library, const Sysroot& root) {
         MemoryPool vram;
         vram.kind = PoolKind::vram;
         nvml::nvmlMemory_t mem{};
-        if (auto rc = get_memory(h, &mem); rc == nvml::NVML_SUCCESS) {
+        nvml::nvmlMemory_v2_t mem2{};
+        mem2.version = nvml::nvmlMemory_v2;
+        if (get_memory_v2 && get_memory_v2(h, &mem2) == nvml::NVML_SUCCESS) {
+            // v2: the driver's reservation apart; used + reserved + free = total.
+            auto fig = [&](unsigned long long v, const char* field) {
+                const std::string detail = fmt::format("NVML nvmlDeviceGetMemoryInfo_v2({}).{}", i, field);
+                return ProbedFigure::known({v, Source::measured, detail}, detail);
+            };
+            vram.total = fig(mem2.total, "total");
+            vram.used = fig(mem2.used, "used");
+            vram.free = fig(mem2.free, "free");
+            vram.reserved = fig(mem2.reserved, "reserved");
+        } else if (auto rc = get_memory(h, &mem); rc == nvml::NVML_SUCCESS) {
             auto fig = [&](unsigned long long v, const char* field) {
                 const std::string detail = fmt::format("NVML nvmlDeviceGetMemoryInfo({}).{}", i, field);
                 return ProbedFigure::known({v, Source::measured, detail}, detail);
@@ -126,6 +139,7 @@ NvmlProbe probe_nvidia(const std::string& library, const Sysroot& root) {
             vram.total = fig(mem.total, "total");
             vram.used = fig(mem.used, "used");
             vram.free = fig(mem.free, "free");
+            vram.reserved = ProbedFigure::unknown("NVML v1 (no nvmlDeviceGetMemoryInfo_v2): counted in used");
         } else {
             const auto reason = "nvmlDeviceGetMemoryInfo: " + why(rc);
             vram.total = vram.used = vram.free = ProbedFigure::unknown(reason);

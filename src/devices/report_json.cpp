@@ -25,7 +25,8 @@ nlohmann::json to_json(const Device& d) {
         pools.push_back({{"kind", to_string(p.kind)},
                          {"total", to_json(p.total)},
                          {"used", to_json(p.used)},
-                         {"free", to_json(p.free)}});
+                         {"free", to_json(p.free)},
+                         {"reserved", to_json(p.reserved)}});
     nlohmann::json procs = nlohmann::json::array();
     for (const auto& p : d.processes) {
         nlohmann::json bytes;

@@ -47,7 +47,7 @@ TEST(CliDevices, LochNvmlLibraryLoadsTheTestDoubleThroughTheCli) {
     const auto& gpu = device(j, "nvidia:0");
     EXPECT_EQ(gpu.at("name"), "NVIDIA H200");
     EXPECT_EQ(gpu.at("pools").at(0).at("free").at("bytes"), 150754820096ull - (20ull << 30));
-    EXPECT_EQ(gpu.at("pools").at(0).at("free").at("detail"), "NVML nvmlDeviceGetMemoryInfo(0).free");
+    EXPECT_EQ(gpu.at("pools").at(0).at("free").at("detail"), "NVML nvmlDeviceGetMemoryInfo_v2(0).free");
 }
 
 TEST(CliDevices, TextReportNamesPoolsBudgetAndHolders) {

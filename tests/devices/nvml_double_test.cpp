@@ -34,8 +34,11 @@ TEST(NvmlProbe, ReadsMemoryDriverCapabilityAndProcessesFromTheCAbi) {
     const auto* vram = gpu->pool(PoolKind::vram);
     ASSERT_NE(vram, nullptr);
     EXPECT_EQ(vram->total->bytes, 150754820096ull);
-    EXPECT_EQ(vram->total->detail, "NVML nvmlDeviceGetMemoryInfo(0).total");
-    EXPECT_EQ(vram->used->bytes, 20 * kGiB);
+    EXPECT_EQ(vram->total->detail, "NVML nvmlDeviceGetMemoryInfo_v2(0).total");
+    // v2: the driver's reservation is its own figure, not part of `used`.
+    ASSERT_TRUE(vram->reserved);
+    EXPECT_EQ(vram->reserved->bytes, 615 * kMiB);
+    EXPECT_EQ(vram->used->bytes, 20 * kGiB - 615 * kMiB);
     EXPECT_EQ(vram->free->bytes, 150754820096ull - 20 * kGiB);
     EXPECT_EQ(gpu->usable.budget->bytes, 150754820096ull - 20 * kGiB);
     // pid 999 has NVML_VALUE_NOT_AVAILABLE: not a row with a made-up number, but said in the note.
@@ -57,6 +60,20 @@ TEST(NvmlProbe, GrowsTheProcessBufferWhenNvmlSaysItIsTooSmall) {
     const auto* gpu = r.find("nvidia:0");
     ASSERT_NE(gpu, nullptr);
     EXPECT_EQ(gpu->processes.size(), 100u) << gpu->processes_note;
+}
+
+// A driver without nvmlDeviceGetMemoryInfo_v2: v1's figures, `used` including the reservation, said so.
+TEST(NvmlProbe, WithoutV2MemoryInfoTheReservationIsInUsedAndSaidSo) {
+    Scenario s("v1-only");
+    const auto r = probe(with_double());
+    const auto* gpu = r.find("nvidia:0");
+    ASSERT_NE(gpu, nullptr);
+    const auto* vram = gpu->pool(PoolKind::vram);
+    ASSERT_NE(vram, nullptr);
+    EXPECT_EQ(vram->used->bytes, 20 * kGiB);
+    EXPECT_EQ(vram->total->detail, "NVML nvmlDeviceGetMemoryInfo(0).total");
+    EXPECT_FALSE(vram->reserved);
+    EXPECT_NE(vram->reserved.detail.find("counted in used"), std::string::npos);
 }
 
 TEST(NvmlProbe, FailedInitIsANoteWithNvmlsErrorNotACrash) {

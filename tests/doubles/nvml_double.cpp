@@ -5,6 +5,7 @@
 //   (unset) / "h200"   one "NVIDIA H200" with 141 GiB, 2 compute processes (one without a memory figure)
 //   "init-fails"       nvmlInit_v2 returns NVML_ERROR_DRIVER_NOT_LOADED (9)
 //   "many-processes"   100 processes of 1 MiB each (more than the probe's first buffer holds)
+//   "v1-only"          nvmlDeviceGetMemoryInfo_v2 is not supported (NVML_ERROR_FUNCTION_NOT_FOUND, 13)
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -26,7 +27,8 @@ nvmlDevice_t the_device() {
 }
 
 constexpr unsigned long long kTotal = 150754820096ull;  // 143771 MiB, what an H200 reports
-constexpr unsigned long long kUsed = 20ull << 30;
+constexpr unsigned long long kUsed = 20ull << 30;       // v1: includes the driver's reservation
+constexpr unsigned long long kReserved = 615ull << 20;  // what an idle H200 keeps (NVML v2 `reserved`)
 
 }  // namespace
 
@@ -60,6 +62,15 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetName(nvmlDevice
 __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t, nvmlMemory_t* m) {
     m->total = kTotal;
     m->used = kUsed;
+    m->free = kTotal - kUsed;
+    return NVML_SUCCESS;
+}
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t, nvmlMemory_v2_t* m) {
+    if (scenario() == "v1-only") return 13;
+    if (m->version != nvmlMemory_v2) return 25;  // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+    m->total = kTotal;
+    m->reserved = kReserved;
+    m->used = kUsed - kReserved;
     m->free = kTotal - kUsed;
     return NVML_SUCCESS;
 }
