@@ -11,8 +11,20 @@ std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
     std::vector<DeviceSnapshot> out;
     // The individual probes (not devices::probe()): no Vulkan, no firmware, nothing the broker does not use.
     const devices::Sysroot root("/");
-    const auto system = devices::probe_system(root, devices::Env{});
-    std::vector<devices::Device> found = devices::probe_nvidia("libnvidia-ml.so.1", root).devices;
+    if (!system_)
+        system_ = devices::probe_system(root, devices::Env{});
+    else
+        devices::refresh_memory(root, *system_);
+    const auto& system = *system_;
+    std::vector<devices::Device> found;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= nvml_retry_at_) {
+        auto nv = devices::probe_nvidia("libnvidia-ml.so.1", root);
+        // No library (a machine without the NVIDIA driver): a failing dlopen each second is wasted work.
+        if (nv.devices.empty() && nv.note.find("dlopen") != std::string::npos)
+            nvml_retry_at_ = now + std::chrono::seconds(60);
+        found = std::move(nv.devices);
+    }
     for (auto& d : devices::probe_amd(root)) found.push_back(std::move(d));
     found.push_back(devices::probe_cpu(system));
     for (const auto& d : found) {

@@ -5,12 +5,14 @@
 // FixedDevices is for configurations that name only a budget (and for the unit tests of the broker logic).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/memory.hpp"
+#include "devices/device.hpp"
 
 namespace loch::broker {
 
@@ -33,10 +35,17 @@ class DeviceSource {
 };
 
 // The live machine via devices::probe() (GPUs through NVML / sysfs, the CPU through /proc/meminfo).
+// Costs ~nothing when idle: the system facts that do not change (firmware, kernel, environment) are
+// probed once and only the memory counters re-read; a missing NVML library is looked for again once a
+// minute, not every tick.
 class ProbedDevices : public DeviceSource {
   public:
     std::vector<DeviceSnapshot> snapshot() override;
     std::optional<std::uint64_t> resident_bytes(int pid) override;  // /proc/PID/status VmRSS
+
+  private:
+    std::optional<devices::SystemInfo> system_;
+    std::chrono::steady_clock::time_point nvml_retry_at_{};
 };
 
 class FixedDevices : public DeviceSource {

@@ -35,6 +35,9 @@ DeviceReport probe(const ProbeOptions& options);
 
 // The individual probes, for tests and for the broker's periodic refresh.
 SystemInfo probe_system(const Sysroot& root, std::optional<Env> env);
+// Re-reads only what changes from second to second (/proc/meminfo, the cgroup's current use): the broker's
+// tick refreshes a SystemInfo with it instead of probing firmware, kernel and environment again.
+void refresh_memory(const Sysroot& root, SystemInfo& s);
 std::vector<Device> probe_amd(const Sysroot& root);
 Device probe_cpu(const SystemInfo& system);
 

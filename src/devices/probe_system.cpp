@@ -201,6 +201,13 @@ std::string process_command(const Sysroot& root, int pid) {
     return trim(cmd);
 }
 
+void refresh_memory(const Sysroot& root, SystemInfo& s) {
+    const auto meminfo = root.read("/proc/meminfo");
+    s.mem_total = meminfo_field(meminfo, "MemTotal");
+    s.mem_available = meminfo_field(meminfo, "MemAvailable");
+    probe_cgroup(root, s);
+}
+
 SystemInfo probe_system(const Sysroot& root, std::optional<Env> env) {
     SystemInfo s;
     const auto meminfo = root.read("/proc/meminfo");
