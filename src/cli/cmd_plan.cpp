@@ -190,19 +190,47 @@ void run_plan(const PlanOptions& o) {
         auto ctx = plan::max_context(model, st, dev, *budget);
         nlohmann::json f = {{"device", dev}, {"budget_bytes", *budget}};
         f["max_context_full_offload"] = ctx ? nlohmann::json(*ctx) : nlohmann::json(nullptr);
-        if (!st.gpus.empty()) f["max_gpu_layers_at_ctx"] = plan::max_gpu_layers(model, st, *budget);
+        // Every answer is re-planned at exactly its settings (the same plan the broker reserves), and the
+        // headroom it leaves in the budget is said: an answer is only ever one whose plan fits.
+        std::uint64_t ctx_plan = 0, ngl_plan = 0;
+        if (ctx) {
+            auto at = st;
+            at.n_ctx = *ctx;
+            at.n_gpu_layers = -1;
+            const auto pa = plan::make_plan(model, at);
+            const auto* d = pa.find(dev);
+            ctx_plan = d ? d->total() : 0;
+            f["max_context_plan_bytes"] = ctx_plan;
+            f["max_context_headroom_bytes"] = *budget - std::min(*budget, ctx_plan);
+        }
+        int ngl = 0;
+        if (!st.gpus.empty()) {
+            ngl = plan::max_gpu_layers(model, st, *budget);
+            f["max_gpu_layers_at_ctx"] = ngl;
+            auto at = st;
+            at.n_gpu_layers = ngl;
+            const auto pa = plan::make_plan(model, at);
+            const auto* d = pa.find(dev);
+            ngl_plan = d ? d->total() : 0;
+            f["max_gpu_layers_plan_bytes"] = ngl_plan;
+            f["max_gpu_layers_headroom_bytes"] = *budget - std::min(*budget, ngl_plan);
+        }
         out["fit"] = f;
         if (!o.json) {
             std::printf("\nfit in %s MiB on %s:\n", mib(*budget).c_str(), dev.c_str());
             if (ctx)
                 std::printf(
-                    "  largest context with every layer there: %u%s\n", *ctx,
-                    *ctx >= p.shape.n_ctx_train ? " (the model's training context; more is not tried)" : "");
+                    "  largest context with every layer there: %u%s\n    plan %s MiB, headroom %s MiB\n",
+                    *ctx,
+                    *ctx >= p.shape.n_ctx_train ? " (the model's training context; more is not tried)" : "",
+                    mib(ctx_plan).c_str(), mib(*budget - std::min(*budget, ctx_plan)).c_str());
             else
                 std::printf("  not even a 256-token context fits with every layer there\n");
             if (!st.gpus.empty())
-                std::printf("  most layers there at -c %u: %d of %u (-ngl)\n", st.n_ctx,
-                            f["max_gpu_layers_at_ctx"].get<int>(), p.shape.n_layer + 1);
+                std::printf(
+                    "  most layers there at -c %u: %d of %u (-ngl)\n    plan %s MiB, headroom %s MiB\n",
+                    st.n_ctx, ngl, p.shape.n_layer + 1, mib(ngl_plan).c_str(),
+                    mib(*budget - std::min(*budget, ngl_plan)).c_str());
         }
     }
     if (o.json) std::printf("%s\n", dump(out).c_str());
