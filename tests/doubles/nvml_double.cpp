@@ -65,7 +65,8 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo(nvml
     m->free = kTotal - kUsed;
     return NVML_SUCCESS;
 }
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t, nvmlMemory_v2_t* m) {
+__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t,
+                                                                               nvmlMemory_v2_t* m) {
     if (scenario() == "v1-only") return 13;
     if (m->version != nvmlMemory_v2) return 25;  // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
     m->total = kTotal;
