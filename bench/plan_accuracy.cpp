@@ -293,6 +293,8 @@ int main(int argc, char** argv) {
                 md_out, jsonl_out;
     double overhead_mib = 600, deadline_s = 0;
     int threads = 2;
+    std::uint32_t prompt_ubatches = 3;
+    bool warmup = true;
     std::vector<std::string> from_jsonl, skip_done;
     bool replan = false;
     app.add_option("--mode", mode, "cpu | gpu")->check(CLI::IsMember({"cpu", "gpu"}));
@@ -307,6 +309,10 @@ int main(int argc, char** argv) {
     app.add_option("--overhead-mib", overhead_mib, "per-GPU overhead the plan adds (CUDA context)");
     app.add_option("--deadline-s", deadline_s, "start no new case after this many seconds (0 = no limit)");
     app.add_option("--threads", threads, "llama-server -t");
+    app.add_option(
+        "--prompt-ubatches", prompt_ubatches,
+        "measure after a prompt of this many ubatches (capped at the slot); 0 = only a 4-token one");
+    app.add_flag("!--no-warmup", warmup, "start llama-server with --no-warmup (default: its warm-up runs)");
     app.add_option("--from-jsonl", from_jsonl, "make the report from recorded cases instead of running any");
     app.add_option("--skip-done", skip_done,
                    "skip the case ids recorded (without error) in these jsonl files");
@@ -401,8 +407,9 @@ int main(int argc, char** argv) {
             }
 
             std::vector<std::string> sargs = args;
-            sargs.insert(sargs.end(),
-                         {"-lv", "4", "--fit", "off", "-t", std::to_string(threads), "--no-warmup"});
+            sargs.insert(sargs.end(), {"-lv", "4", "--fit", "off", "-t", std::to_string(threads)});
+            // The engine's start-up warm-up allocates too (issue 8: OOMs there); --no-warmup only on request.
+            if (!warmup) sargs.push_back("--no-warmup");
             test::EngineProcess::Options opt;
             opt.exe = server;
             opt.startup_timeout = std::chrono::seconds(gpu ? 300 : 120);
@@ -415,6 +422,19 @@ int main(int argc, char** argv) {
                 // measured.
                 try {
                     eng.post_json("/completion", R"({"prompt":"Hello world, this is a test","n_predict":4})");
+                    // Then real work: a prompt of several ubatches (token ids, so no tokenizer is needed),
+                    // after which compute pools and workspaces are at the size a user sees. Issue 8: the
+                    // process grew by 20–140 MiB beyond its size after a 4-token prompt.
+                    const std::uint32_t slot = p.n_ctx_seq > 16 ? p.n_ctx_seq - 16 : 0;
+                    const std::uint32_t n = std::min<std::uint32_t>(prompt_ubatches * p.n_ubatch, slot);
+                    if (n > 0) {
+                        nlohmann::json ids = nlohmann::json::array();
+                        for (std::uint32_t i = 0; i < n; ++i) ids.push_back(100 + i % 1000);
+                        const nlohmann::json req = {
+                            {"prompt", ids}, {"n_predict", 4}, {"cache_prompt", false}};
+                        eng.post_json("/completion", req.dump());
+                        rec["long_prompt_tokens"] = n;
+                    }
                 } catch (const std::exception& e) {
                     rec["completion_error"] = e.what();
                 }
