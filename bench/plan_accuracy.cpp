@@ -156,6 +156,9 @@ std::vector<Case> cases_for(const std::vector<ModelSpec>& models, bool gpu) {
             c.push_back({m.name + "/c32768/np4/fa-auto", &m, 32768, 4, plan::FlashAttn::automatic});
             c.push_back({m.name + "/c8192/np1/fa-off", &m, 8192, 1, plan::FlashAttn::off});
             c.push_back({m.name + "/c8192/np1/fa-auto/ngl20", &m, 8192, 1, plan::FlashAttn::automatic, 20});
+            // Partial offload at a long context: the host layers' work is what grows (issue 8).
+            c.push_back({m.name + "/c65536/np1/fa-auto/ngl20", &m, 65536, 1, plan::FlashAttn::automatic, 20});
+            c.push_back({m.name + "/c65536/np1/fa-off/ngl20", &m, 65536, 1, plan::FlashAttn::off, 20});
         }
     }
     return c;

@@ -91,8 +91,8 @@ struct Plan {
 
 // What a GPU process grows by after real prompts (several ubatches), beyond its state after a trivial
 // decode: cuBLAS/cuDNN workspaces and allocator pools. H200, pinned llama.cpp, ~1100-token prompt:
-// +20–26 MiB dense with flash attention, ~110 MiB MoE, ~140 MiB without flash attention. Planned at the
-// measured maximum of each class, rounded up.
+// +20–26 MiB dense with flash attention, ~110 MiB MoE, ~140 MiB without flash attention, ~162 MiB MoE
+// without. Planned as 32 MiB + 96 for MoE + 128 without flash attention.
 std::uint64_t runtime_growth_bytes(const ModelShape& shape, bool flash_attn);
 
 // Throws std::runtime_error for settings llama.cpp would reject (n_parallel 0, ubatch 0, ...).
