@@ -121,24 +121,23 @@ NvmlProbe probe_nvidia(const std::string& library, const Sysroot& root) {
         nvml::nvmlMemory_t mem{};
         nvml::nvmlMemory_v2_t mem2{};
         mem2.version = nvml::nvmlMemory_v2;
+        // A figure named by the NVML call and field it came from.
+        const auto fig = [&](const char* call, unsigned long long v, const char* field) {
+            const std::string detail = fmt::format("NVML {}({}).{}", call, i, field);
+            return ProbedFigure::known({v, Source::measured, detail}, detail);
+        };
         if (get_memory_v2 && get_memory_v2(h, &mem2) == nvml::NVML_SUCCESS) {
             // v2: the driver's reservation apart; used + reserved + free = total.
-            auto fig = [&](unsigned long long v, const char* field) {
-                const std::string detail = fmt::format("NVML nvmlDeviceGetMemoryInfo_v2({}).{}", i, field);
-                return ProbedFigure::known({v, Source::measured, detail}, detail);
-            };
-            vram.total = fig(mem2.total, "total");
-            vram.used = fig(mem2.used, "used");
-            vram.free = fig(mem2.free, "free");
-            vram.reserved = fig(mem2.reserved, "reserved");
+            const char* call = "nvmlDeviceGetMemoryInfo_v2";
+            vram.total = fig(call, mem2.total, "total");
+            vram.used = fig(call, mem2.used, "used");
+            vram.free = fig(call, mem2.free, "free");
+            vram.reserved = fig(call, mem2.reserved, "reserved");
         } else if (auto rc = get_memory(h, &mem); rc == nvml::NVML_SUCCESS) {
-            auto fig = [&](unsigned long long v, const char* field) {
-                const std::string detail = fmt::format("NVML nvmlDeviceGetMemoryInfo({}).{}", i, field);
-                return ProbedFigure::known({v, Source::measured, detail}, detail);
-            };
-            vram.total = fig(mem.total, "total");
-            vram.used = fig(mem.used, "used");
-            vram.free = fig(mem.free, "free");
+            const char* call = "nvmlDeviceGetMemoryInfo";
+            vram.total = fig(call, mem.total, "total");
+            vram.used = fig(call, mem.used, "used");
+            vram.free = fig(call, mem.free, "free");
             vram.reserved = ProbedFigure::unknown("NVML v1 (no nvmlDeviceGetMemoryInfo_v2): counted in used");
         } else {
             const auto reason = "nvmlDeviceGetMemoryInfo: " + why(rc);
