@@ -14,6 +14,7 @@
 #include "gguf/reader.hpp"
 #include "plan/dry_run.hpp"
 #include "plan/plan.hpp"
+#include "plan/reservation.hpp"
 
 namespace loch::broker {
 
@@ -108,8 +109,6 @@ struct Planned {
     MemoryFigure total;
     std::uint64_t weights = 0, kv = 0;
     std::uint32_t layers = 0;
-    std::uint64_t overhead = 0;          // per-process overhead (the dry run never counts it)
-    std::uint64_t resident_weights = 0;  // CPU: mapped + repacked weights (the dry run counts only part)
 };
 
 std::optional<Planned> planned_for(const gguf::Model& m, const config::ModelConfig& model,
@@ -132,8 +131,6 @@ std::optional<Planned> planned_for(const gguf::Model& m, const config::ModelConf
         out.weights = dp->weights.bytes + dp->repack.bytes;
         out.kv = dp->kv.bytes;
         out.layers = p.shape.n_layer;
-        out.overhead = dp->overhead.bytes;
-        out.resident_weights = device == "cpu" ? dp->weights.bytes + dp->repack.bytes : 0;
         return out;
     } catch (const std::exception& e) {
         *why = e.what();
@@ -300,34 +297,31 @@ asio::awaitable<Footprint> EngineDryRunFootprint::estimate(const config::Config&
             fp.needs.push_back(n);
             continue;
         }
-        std::uint64_t dry = 0, dry_weights = 0, dry_kv = 0;
-        for (const auto& dev : parsed->devices) {
-            // The CPU placement counts host buffers; a GPU placement counts the GPU's (host ones are RAM).
-            if ((d == "cpu") != (dev.device == "cpu")) continue;
-            dry_weights += dev.model.bytes;
-            dry_kv += dev.context.bytes;
-            dry += dev.total();
-        }
-        // What the dry run leaves out: the process overhead everywhere; on the CPU also the part of the
-        // resident weights (mapped file pages + repacked copy) beyond the weight buffers it reports.
-        std::uint64_t leaves_out = 0;
+        // What the dry run counts plus what it leaves out (plan/reservation.hpp); without a plan of the
+        // file, only what it counts.
+        std::optional<plan::Plan> p;
         if (m) {
-            std::string pwhy;
-            if (auto p = planned_for(*m, model, d, &pwhy))
-                leaves_out =
-                    p->overhead + (p->resident_weights > dry_weights ? p->resident_weights - dry_weights : 0);
+            try {
+                p = plan::make_plan(*m, plan_settings(model, d));
+            } catch (const std::exception&) {
+                // the formula candidate already says why the file cannot be planned
+            }
         }
+        const plan::DevicePlan* dp = nullptr;
+        if (p)
+            dp = d == "cpu" || p->settings.gpus.empty() ? p->find("cpu") : p->find(p->settings.gpus.front());
+        const plan::DryRunCandidate c = plan::dry_run_candidate(*parsed, d == "cpu", dp);
         const std::uint64_t margin = cfg.device(d).margin;
         const auto best = largest_of(
             {{"loch plan", {n.bytes, Source::formula, n.why}},
              {"dry run + what it leaves out",
-              {dry + leaves_out + margin, Source::engine_dry_run,
-               fmt::format("llama-fit-params {} + {}", human_bytes(dry), human_bytes(leaves_out))}}});
+              {c.bytes() + margin, Source::engine_dry_run,
+               fmt::format("llama-fit-params {} + {}", human_bytes(c.counted), human_bytes(c.leaves_out))}}});
         n.bytes = best.bytes;
         n.why = best.detail;
         n.source = best.source;
-        n.weights_bytes = std::max(n.weights_bytes, dry_weights);
-        n.kv_bytes = std::max(n.kv_bytes, dry_kv);
+        n.weights_bytes = std::max(n.weights_bytes, c.weights);
+        n.kv_bytes = std::max(n.kv_bytes, c.kv);
         fp.needs.push_back(n);
     }
     co_return fp;

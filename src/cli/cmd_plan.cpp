@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "gguf/reader.hpp"
 #include "plan/dry_run.hpp"
 #include "plan/plan.hpp"
+#include "plan/reservation.hpp"
 #include "synth/synth.hpp"
 
 namespace loch::cli {
@@ -111,6 +113,30 @@ void print_table(const plan::Plan& p) {
     for (const auto& n : p.notes) std::printf("note: %s\n", n.c_str());
 }
 
+// The model as a file for the dry runs: the given GGUF, or a preset written once as a sparse file (zeros
+// cost no disk) and removed when the command ends.
+class ModelFile {
+  public:
+    ModelFile(const PlanOptions& o, const gguf::Model& model) : path_(o.file) {
+        if (!path_.empty()) return;
+        tmp_ = std::filesystem::temp_directory_path() /
+               fmt::format("loch-plan-{}-{}.gguf", o.preset, ::getpid());
+        synth::write_model(tmp_, model, synth::Weights::zeros);
+        path_ = tmp_.string();
+    }
+    ~ModelFile() {
+        std::error_code ec;
+        if (!tmp_.empty()) std::filesystem::remove(tmp_, ec);
+    }
+    ModelFile(const ModelFile&) = delete;
+    ModelFile& operator=(const ModelFile&) = delete;
+    const std::string& path() const { return path_; }
+
+  private:
+    std::string path_;
+    std::filesystem::path tmp_;
+};
+
 std::string default_fit_params_bin() {
     std::error_code ec;
     auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -141,45 +167,33 @@ void run_plan(const PlanOptions& o) {
 
     if (!o.json) print_table(p);
     nlohmann::json out = p;
-    // Engine dry run: needs a file; a preset is written as a sparse file (zeros cost no disk) to a temp dir.
+    std::optional<ModelFile> file;
+    if (o.dry_run) file.emplace(o, model);
+    auto dry_run_at = [&](const plan::Settings& at) {
+        return plan::run_fit_params(o.fit_params_bin.empty() ? default_fit_params_bin() : o.fit_params_bin,
+                                    file->path(), plan::engine_args(at));
+    };
     if (o.dry_run) {
-        std::string path = o.file;
-        std::filesystem::path tmp;
-        if (path.empty()) {
-            tmp = std::filesystem::temp_directory_path() /
-                  fmt::format("loch-plan-{}-{}.gguf", o.preset, ::getpid());
-            synth::write_model(tmp, model, synth::Weights::zeros);
-            path = tmp.string();
-        }
-        try {
-            auto args = plan::engine_args(st);
-            const auto dr = plan::run_fit_params(
-                o.fit_params_bin.empty() ? default_fit_params_bin() : o.fit_params_bin, path, args);
-            nlohmann::json jd = nlohmann::json::array();
+        const auto dr = dry_run_at(st);
+        nlohmann::json jd = nlohmann::json::array();
+        for (const auto& d : dr.devices)
+            jd.push_back({{"device", d.device},
+                          {"name", d.name},
+                          {"model", d.model},
+                          {"context", d.context},
+                          {"compute", d.compute},
+                          {"total_bytes", d.total()}});
+        out["engine_dry_run"] = jd;
+        out["reservation_rule"] =
+            "the broker reserves the larger of loch's plan and the dry run + what it leaves out (the GPU "
+            "context; on the CPU the resident mapped and repacked weights)";
+        if (!o.json) {
+            std::printf("\nengine dry run (llama-fit-params, whole MiB):\n");
             for (const auto& d : dr.devices)
-                jd.push_back({{"device", d.device},
-                              {"name", d.name},
-                              {"model", d.model},
-                              {"context", d.context},
-                              {"compute", d.compute},
-                              {"total_bytes", d.total()}});
-            out["engine_dry_run"] = jd;
-            out["trusted"] = "formula";
-            out["trusted_why"] =
-                "the dry run leaves out the GPU context and the output buffer and reserves n_batch rows of "
-                "logits";
-            if (!o.json) {
-                std::printf("\nengine dry run (llama-fit-params, whole MiB):\n");
-                for (const auto& d : dr.devices)
-                    std::printf("%-8s model %s  context %s  compute %s  total %s\n", d.device.c_str(),
-                                mib(d.model.bytes).c_str(), mib(d.context.bytes).c_str(),
-                                mib(d.compute.bytes).c_str(), mib(d.total()).c_str());
-            }
-        } catch (...) {
-            if (!tmp.empty()) std::filesystem::remove(tmp);
-            throw;
+                std::printf("%-8s model %s  context %s  compute %s  total %s\n", d.device.c_str(),
+                            mib(d.model.bytes).c_str(), mib(d.context.bytes).c_str(),
+                            mib(d.compute.bytes).c_str(), mib(d.total()).c_str());
         }
-        if (!tmp.empty()) std::filesystem::remove(tmp);
     }
     if (!o.fit.empty()) {
         auto budget = plan::parse_bytes(o.fit);
@@ -187,50 +201,75 @@ void run_plan(const PlanOptions& o) {
             throw std::runtime_error(
                 fmt::format("--fit '{}' is not a size (24GiB, 512MiB, 8000000000)", o.fit));
         const std::string dev = st.gpus.empty() ? "cpu" : st.gpus.front();
-        auto ctx = plan::max_context(model, st, dev, *budget);
-        nlohmann::json f = {{"device", dev}, {"budget_bytes", *budget}};
-        f["max_context_full_offload"] = ctx ? nlohmann::json(*ctx) : nlohmann::json(nullptr);
-        // Every answer is re-planned at exactly its settings (the same plan the broker reserves), and the
-        // headroom it leaves in the budget is said: an answer is only ever one whose plan fits.
-        std::uint64_t ctx_plan = 0, ngl_plan = 0;
-        if (ctx) {
-            auto at = st;
-            at.n_ctx = *ctx;
-            at.n_gpu_layers = -1;
+        // An answer is one whose reservation fits: the plan, and with --dry-run also the dry run plus what
+        // it leaves out (the broker's rule), each re-computed at exactly the answer's settings.
+        auto reservation = [&](const plan::Settings& at) {
             const auto pa = plan::make_plan(model, at);
             const auto* d = pa.find(dev);
-            ctx_plan = d ? d->total() : 0;
-            f["max_context_plan_bytes"] = ctx_plan;
-            f["max_context_headroom_bytes"] = *budget - std::min(*budget, ctx_plan);
+            std::uint64_t r = d ? d->total() : 0;
+            if (o.dry_run) r = std::max(r, plan::dry_run_candidate(dry_run_at(at), dev == "cpu", d).bytes());
+            return r;
+        };
+        nlohmann::json f = {{"device", dev},
+                            {"budget_bytes", *budget},
+                            {"checked_by", o.dry_run ? "loch plan and the engine dry run" : "loch plan"}};
+        // Largest context with every layer there: the formula's answer, stepped down by what the dry run
+        // adds beyond the budget (a few tries; each is one dry run).
+        std::optional<std::uint32_t> ctx;
+        std::uint64_t ctx_res = 0;
+        {
+            std::uint64_t formula_budget = *budget;
+            for (int attempt = 0; attempt < 6; ++attempt) {
+                ctx = plan::max_context(model, st, dev, formula_budget);
+                if (!ctx) break;
+                auto at = st;
+                at.n_ctx = *ctx;
+                if (dev != "cpu") at.n_gpu_layers = -1;
+                ctx_res = reservation(at);
+                if (ctx_res <= *budget) break;
+                const std::uint64_t excess = ctx_res - *budget;
+                formula_budget = formula_budget > excess ? formula_budget - excess : 0;
+                ctx.reset();
+            }
+        }
+        f["max_context_full_offload"] = ctx ? nlohmann::json(*ctx) : nlohmann::json(nullptr);
+        if (ctx) {
+            f["max_context_reservation_bytes"] = ctx_res;
+            f["max_context_headroom_bytes"] = *budget - ctx_res;
         }
         int ngl = 0;
+        std::uint64_t ngl_res = 0;
         if (!st.gpus.empty()) {
             ngl = plan::max_gpu_layers(model, st, *budget);
+            for (; ngl > 0; --ngl) {
+                auto at = st;
+                at.n_gpu_layers = ngl;
+                ngl_res = reservation(at);
+                if (ngl_res <= *budget) break;
+            }
             f["max_gpu_layers_at_ctx"] = ngl;
-            auto at = st;
-            at.n_gpu_layers = ngl;
-            const auto pa = plan::make_plan(model, at);
-            const auto* d = pa.find(dev);
-            ngl_plan = d ? d->total() : 0;
-            f["max_gpu_layers_plan_bytes"] = ngl_plan;
-            f["max_gpu_layers_headroom_bytes"] = *budget - std::min(*budget, ngl_plan);
+            f["max_gpu_layers_reservation_bytes"] = ngl_res;
+            f["max_gpu_layers_headroom_bytes"] = *budget - std::min(*budget, ngl_res);
         }
         out["fit"] = f;
         if (!o.json) {
-            std::printf("\nfit in %s MiB on %s:\n", mib(*budget).c_str(), dev.c_str());
+            std::printf("\nfit in %s MiB on %s (checked by %s):\n", mib(*budget).c_str(), dev.c_str(),
+                        o.dry_run ? "loch plan and the engine dry run" : "loch plan");
             if (ctx)
                 std::printf(
-                    "  largest context with every layer there: %u%s\n    plan %s MiB, headroom %s MiB\n",
+                    "  largest context with every layer there: %u%s\n    reservation %s MiB, headroom %s "
+                    "MiB\n",
                     *ctx,
                     *ctx >= p.shape.n_ctx_train ? " (the model's training context; more is not tried)" : "",
-                    mib(ctx_plan).c_str(), mib(*budget - std::min(*budget, ctx_plan)).c_str());
+                    mib(ctx_res).c_str(), mib(*budget - ctx_res).c_str());
             else
                 std::printf("  not even a 256-token context fits with every layer there\n");
             if (!st.gpus.empty())
                 std::printf(
-                    "  most layers there at -c %u: %d of %u (-ngl)\n    plan %s MiB, headroom %s MiB\n",
-                    st.n_ctx, ngl, p.shape.n_layer + 1, mib(ngl_plan).c_str(),
-                    mib(*budget - std::min(*budget, ngl_plan)).c_str());
+                    "  most layers there at -c %u: %d of %u (-ngl)\n    reservation %s MiB, headroom %s "
+                    "MiB\n",
+                    st.n_ctx, ngl, p.shape.n_layer + 1, mib(ngl_res).c_str(),
+                    mib(*budget - std::min(*budget, ngl_res)).c_str());
         }
     }
     if (o.json) std::printf("%s\n", dump(out).c_str());

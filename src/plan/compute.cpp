@@ -78,6 +78,27 @@ std::uint64_t compute_buffer_bytes(const ComputeInputs& in, ComputeBackend backe
     return activations(d, in, backend) + inputs(d, in.flash_attn);
 }
 
+std::uint64_t host_layers_on_gpu_bytes(const ComputeInputs& in, const HostLayerCopies& c) {
+    if (c.kv_bytes == 0 && c.weight_bytes == 0) return 0;
+    const Dims d = dims(in);
+    const std::uint64_t row = d.n * kF32;  // one f32 value per token
+    const std::uint64_t head_v = in.shape.head_v ? in.shape.head_v : in.shape.head_k;
+    // Alive through every split: the graph inputs (the mask copied to the GPU once) and the residual.
+    const std::uint64_t base = inputs(d, in.flash_attn) + row * d.E;
+    // The attention split: K and V copies, Q and the attention output (and KQ without flash attention).
+    std::uint64_t attention = c.kv_bytes + row * (d.Q + d.heads * head_v);
+    if (!in.flash_attn) attention += c.kv_cells * row * d.heads;
+    // A weight split: the weight copy with the FFN activations around it (dense: the normed input and two
+    // n_ff rows; MoE: the per-expert rows as in activations()), or an attention projection's.
+    std::uint64_t ffn = d.E + d.Q + d.K + d.V;
+    if (d.X == 0 || in.shape.n_layer_dense_lead > 0) ffn = std::max(ffn, d.E + 2 * d.F);
+    if (d.X > 0 && d.used > 0)
+        ffn = std::max(ffn, std::max(d.used * 3 * d.Fe + d.E, d.used * (d.Fe + 2 * d.E)));
+    const std::uint64_t weight = c.weight_bytes + row * ffn;
+    // One residual-sized block for what ggml-alloc's fragmentation adds (gemma-3-12b: 6 MiB measured).
+    return base + attention + weight + row * d.E;
+}
+
 std::uint64_t host_input_bytes(const ComputeInputs& in) {
     const Dims d = dims(in);
     // The token-embedding lookup and its copy for the device (measured on the H200: two rows of n_embd).

@@ -31,4 +31,21 @@ std::uint64_t compute_buffer_bytes(const ComputeInputs& in, ComputeBackend backe
 // Bytes of the host compute buffer when every layer runs on GPUs (inputs and the token-embedding lookup).
 std::uint64_t host_input_bytes(const ComputeInputs& in);
 
+// Partial offload (some layers' weights and KV stay on the host). For batches of at least 32 tokens the
+// scheduler runs those layers' matrix products on the GPU anyway (ggml-backend.cpp: "1.off", op_offload),
+// and every op between two offloaded ones follows them there ("expand gpu down"). So the GPU's compute
+// buffer also holds, per host layer, one split's copies of its inputs:
+//   - the attention split: the whole K and V of that layer (views of the host KV cache, n_kv cells), plus
+//     the KQ scores without flash attention — this is what grows with the context;
+//   - each weight split: one host weight tensor (a new split starts at every offloaded weight, so only
+//     one is there at a time) with the FFN's activations.
+// ggml-alloc reuses a freed split's memory only where the next one fits into it, so the bound adds the
+// two (H200: Qwen3-30B-A3B at -c 65536 -ngl 20 needs more than the larger alone).
+struct HostLayerCopies {
+    std::uint64_t kv_bytes = 0;      // largest K + V of one host layer, all streams (0: no host layer)
+    std::uint64_t kv_cells = 0;      // that layer's cells per stream (width of the KQ scores)
+    std::uint64_t weight_bytes = 0;  // largest weight tensor of a host layer
+};
+std::uint64_t host_layers_on_gpu_bytes(const ComputeInputs& in, const HostLayerCopies& copies);
+
 }  // namespace loch::plan

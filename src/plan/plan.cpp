@@ -301,15 +301,28 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
     ComputeInputs ci{s, d.n_ubatch, d.n_outputs, d.n_ctx_seq, d.n_ctx_swa, d.flash_attn, st.type_k};
     const std::uint64_t main_compute =
         compute_buffer_bytes(ci, n_gpu > 0 ? ComputeBackend::gpu : ComputeBackend::cpu);
-    // Partial offload: for large batches the scheduler runs matrix products of CPU-resident layer weights
-    // on the GPU (op_offload), copying the weight into the GPU's compute buffer; the largest such tensor is
-    // the bound (H200: +154 MiB measured for Qwen3-30B-A3B experts at -ngl 20; dense models need less).
-    const std::uint64_t offload_copy = n_gpu > 0 ? largest_host_layer_tensor : 0;
+    // Partial offload: host layers run their large-batch work on the GPU with copies of their weights and
+    // KV (compute.hpp, host_layers_on_gpu_bytes). H200, -c 65536 -ngl 20: 345 / 378 / 607 MiB logged for
+    // llama-3.1-8b / qwen3-30b-a3b / gemma-3-12b where the full-offload graph alone gives 172 / 147 / 224.
+    HostLayerCopies copies;
+    copies.weight_bytes = largest_host_layer_tensor;
+    for (std::uint32_t il = 0; il < s.n_layer && n_gpu > 0; ++il) {
+        if (pl.layer_device[il] >= 0) continue;
+        const std::uint64_t kv_il = layer_kv_bytes(s, st, d, il);
+        if (kv_il > copies.kv_bytes) {
+            copies.kv_bytes = kv_il;
+            copies.kv_cells = s.is_swa[il] ? d.n_ctx_swa : d.n_ctx_seq;
+        }
+    }
+    const std::uint64_t host_layers = n_gpu > 0 ? host_layers_on_gpu_bytes(ci, copies) : 0;
     for (std::size_t i = 0; i < n_gpu; ++i) {
         if (dev[i].layers == 0) continue;
-        dev[i].compute = {main_compute + offload_copy, Source::formula,
-                          fmt::format("worst-case graph: {} tokens, {} KV cells, flash attention {}",
-                                      d.n_ubatch, d.n_ctx_seq, d.flash_attn ? "on" : "off")};
+        const bool partial = host_layers > main_compute;
+        dev[i].compute = {
+            std::max(main_compute, host_layers), Source::formula,
+            fmt::format("worst-case graph: {} tokens, {} KV cells, flash attention {}{}", d.n_ubatch,
+                        d.n_ctx_seq, d.flash_attn ? "on" : "off",
+                        partial ? "; host layers' K/V and weights copied for large batches" : "")};
     }
     {
         std::uint64_t host = 0;

@@ -308,5 +308,50 @@ TEST(ParseBytes, Units) {
     EXPECT_FALSE(parse_bytes("1e99TB").has_value());
 }
 
+TEST(Compute, Partial_offload_is_never_under_what_the_H200_allocated) {
+    // CUDA0 compute buffers logged by the pinned llama-server on the H200
+    // (bench/results/h200-2026-12-01-*.jsonl) with 20 of the layers on the GPU: the host layers' K/V and
+    // weights are copied into it for large batches.
+    struct Row {
+        const char* preset;
+        std::uint32_t ctx;
+        FlashAttn fa;
+        double logged_mib;
+    };
+    for (const Row r : {Row{"llama-3.1-8b", 8192, FlashAttn::automatic, 129.5},
+                        Row{"llama-3.1-8b", 65536, FlashAttn::automatic, 345.0},
+                        Row{"llama-3.1-8b", 65536, FlashAttn::off, 4505.0},
+                        Row{"qwen3-30b-a3b", 8192, FlashAttn::automatic, 246.0},
+                        Row{"qwen3-30b-a3b", 65536, FlashAttn::automatic, 378.0},
+                        Row{"gemma-3-12b", 8192, FlashAttn::automatic, 130.6},
+                        Row{"gemma-3-12b", 65536, FlashAttn::automatic, 607.0}}) {
+        Settings s = ctx(r.ctx);
+        s.gpus = {"cuda0"};
+        s.n_gpu_layers = 20;
+        s.flash_attn = r.fa;
+        const Plan p = make_plan(preset(r.preset), s);
+        const auto* g = p.find("cuda0");
+        const double planned = static_cast<double>(g->compute.bytes) / kMiB;
+        EXPECT_GE(planned, r.logged_mib) << r.preset << " ctx " << r.ctx;
+        // Safe, not wasteful: within 2.5 % of the device total.
+        EXPECT_LT(planned - r.logged_mib, 0.025 * static_cast<double>(g->total()) / kMiB)
+            << r.preset << " ctx " << r.ctx;
+    }
+}
+
+TEST(Compute, Partial_offload_grows_with_the_host_layers_context) {
+    Settings s = ctx(16384);
+    s.gpus = {"cuda0"};
+    s.n_gpu_layers = 20;
+    const auto model = preset("llama-3.1-8b");
+    const auto short_ctx = make_plan(model, s).find("cuda0")->compute.bytes;
+    s.n_ctx = 131072;
+    const auto long_ctx = make_plan(model, s).find("cuda0")->compute.bytes;
+    // One host layer's K + V (f16, 1024 wide each) at 131072 cells is 512 MiB; at 16384, 64 MiB.
+    EXPECT_GE(long_ctx - short_ctx, 448 * kMiB);
+    s.n_gpu_layers = -1;  // everything on the GPU: no host layer to copy
+    EXPECT_LT(make_plan(model, s).find("cuda0")->compute.bytes, long_ctx - 448 * kMiB);
+}
+
 }  // namespace
 }  // namespace loch::plan

@@ -2,12 +2,16 @@
 // output) within ±3% of the buffers the engine logs, for llama, qwen3moe and gemma3 synthetic models.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+
+#include <nlohmann/json.hpp>
 
 #include "gguf/reader.hpp"
 #include "plan/dry_run.hpp"
 #include "plan/engine_log.hpp"
 #include "plan/plan.hpp"
+#include "plan/reservation.hpp"
 #include "support/engine_process.hpp"
 #include "support/synth_model.hpp"
 
@@ -111,6 +115,53 @@ TEST(DryRun, Fit_params_agrees_with_the_plan_on_weights_and_kv) {
     EXPECT_NEAR(static_cast<double>(host->model.bytes), static_cast<double>(p.find("cpu")->weights.bytes),
                 kMiB);
     EXPECT_NEAR(static_cast<double>(host->context.bytes), static_cast<double>(p.find("cpu")->kv.bytes), kMiB);
+}
+
+// `loch plan --fit --dry-run` answers only what the broker's rule admits: the dry run + what it leaves out
+// fits too. On this model the dry run counts more than the formula near the budget, so the formula-only
+// answer must be stepped down (issue 8: "--fit" answers that then did not fit).
+TEST(FitAnswers, Pass_the_dry_run_as_well_as_the_plan) {
+    const std::uint64_t budget = 120 * kMiB;
+    const auto fit_params = (test::bin_dir() / "llama-fit-params").string();
+    auto fit = [&](bool dry) {
+        std::vector<std::string> argv{(test::bin_dir() / "loch").string(),
+                                      "plan",
+                                      "--preset",
+                                      "demo",
+                                      "-c",
+                                      "8192",
+                                      "--fit",
+                                      "120MiB",
+                                      "--json",
+                                      "--fit-params-bin",
+                                      fit_params};
+        if (dry) argv.push_back("--dry-run");
+        const auto r = run_capture(argv, std::chrono::seconds(60));
+        EXPECT_EQ(r.exit_status, 0) << r.err;
+        return nlohmann::json::parse(r.out).at("fit");
+    };
+    const auto formula_only = fit(false);
+    const auto checked = fit(true);
+    ASSERT_TRUE(checked["max_context_full_offload"].is_number()) << checked.dump();
+    const std::uint32_t ctx = checked["max_context_full_offload"];
+    const std::uint32_t formula_ctx = formula_only["max_context_full_offload"];
+    EXPECT_LE(ctx, formula_ctx);
+    EXPECT_LE(checked["max_context_reservation_bytes"].get<std::uint64_t>(), budget);
+
+    // Independently: at the answer both candidates fit; at the formula's own answer the dry run did not.
+    test::SynthModel model({"--preset", "demo"});
+    const gguf::Model m = gguf::read_model(model.path());
+    auto candidate_at = [&](std::uint32_t n_ctx) {
+        Settings st;
+        st.n_ctx = n_ctx;
+        const Plan p = make_plan(m, st);
+        const auto dr = run_fit_params(fit_params, model.path().string(), engine_args(st));
+        return std::max(p.find("cpu")->total(), dry_run_candidate(dr, true, p.find("cpu")).bytes());
+    };
+    EXPECT_LE(candidate_at(ctx), budget);
+    if (ctx < formula_ctx) {
+        EXPECT_GT(candidate_at(formula_ctx), budget) << "stepped down although the formula's answer fitted";
+    }
 }
 
 }  // namespace
