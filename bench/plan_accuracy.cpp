@@ -49,6 +49,9 @@ struct Case {
     std::uint32_t ctx, parallel;
     plan::FlashAttn fa;
     int ngl = -1;  // GPU mode: layers on the GPU (-1 = all)
+    // A `loch plan --fit` answer: the budget it was asked for (the case's ctx or ngl is the planner's
+    // answer).
+    std::uint64_t fit_budget = 0;
 };
 
 // The settings a case runs with; the same for the live run and for --replan.
@@ -125,7 +128,31 @@ std::vector<ModelSpec> gpu_models() {
     return m;
 }
 
-std::vector<Case> cases_for(const std::vector<ModelSpec>& models, bool gpu) {
+// The planner's inverse answers as cases (issue 8: servers started at "--fit" answers died of OOM): the
+// largest context with every layer on a 24 GiB card, and the most layers at a long context on 16 GiB.
+void add_fit_cases(std::vector<Case>& c, const std::vector<ModelSpec>& models, double overhead_mib) {
+    constexpr std::uint64_t kGiB = 1ull << 30;
+    for (const auto& m : models) {
+        if (m.name == "llama-3.1-70b" || m.name == "qwen2.5-32b" || m.name == "deepseek-v2-lite") continue;
+        const gguf::Model model = model_of(m);
+        Case probe{"", &m, 4096, 1, plan::FlashAttn::automatic};
+        plan::Settings st = settings_of(probe, true, overhead_mib);
+        if (auto ctx = plan::max_context(model, st, "cuda0", 24 * kGiB))
+            c.push_back({fmt::format("{}/fit-ctx-24GiB/c{}", m.name, *ctx), &m, *ctx, 1,
+                         plan::FlashAttn::automatic, -1, 24 * kGiB});
+        for (const auto fa : {plan::FlashAttn::automatic, plan::FlashAttn::off}) {
+            const std::uint32_t ctx = fa == plan::FlashAttn::off ? 32768 : 131072;
+            Case at{"", &m, ctx, 1, fa};
+            const int ngl = plan::max_gpu_layers(model, settings_of(at, true, overhead_mib), 16 * kGiB);
+            if (ngl > 0)
+                c.push_back({fmt::format("{}/fit-ngl-16GiB/c{}/fa-{}/ngl{}", m.name, ctx,
+                                         fa == plan::FlashAttn::off ? "off" : "auto", ngl),
+                             &m, ctx, 1, fa, ngl, 16 * kGiB});
+        }
+    }
+}
+
+std::vector<Case> cases_for(const std::vector<ModelSpec>& models, bool gpu, double overhead_mib) {
     std::vector<Case> c;
     for (const auto& m : models) {
         auto add = [&](std::uint32_t ctx, std::uint32_t np, plan::FlashAttn fa) {
@@ -159,7 +186,12 @@ std::vector<Case> cases_for(const std::vector<ModelSpec>& models, bool gpu) {
             // Partial offload at a long context: the host layers' work is what grows (issue 8).
             c.push_back({m.name + "/c65536/np1/fa-auto/ngl20", &m, 65536, 1, plan::FlashAttn::automatic, 20});
             c.push_back({m.name + "/c65536/np1/fa-off/ngl20", &m, 65536, 1, plan::FlashAttn::off, 20});
+            c.push_back(
+                {m.name + "/c131072/np1/fa-auto/ngl20", &m, 131072, 1, plan::FlashAttn::automatic, 20});
+            c.push_back({m.name + "/c32768/np4/fa-auto/ngl20", &m, 32768, 4, plan::FlashAttn::automatic, 20});
+            c.push_back({m.name + "/c32768/np4/fa-off/ngl20", &m, 32768, 4, plan::FlashAttn::off, 20});
         }
+        add_fit_cases(c, models, overhead_mib);
     }
     return c;
 }
@@ -173,7 +205,8 @@ struct Row {
     std::uint64_t m_weights = 0, m_kv = 0, m_compute = 0, m_output = 0;
     // dry run, same device
     std::optional<std::uint64_t> d_total;
-    std::optional<std::uint64_t> smi_bytes;  // nvidia-smi per-process
+    std::optional<std::uint64_t> smi_bytes;   // nvidia-smi per-process
+    std::optional<std::uint64_t> fit_budget;  // a `--fit` answer's budget
     std::string error;
     std::uint64_t f_total_buffers() const { return f_weights + f_kv + f_compute + f_output; }
     std::uint64_t m_total_buffers() const { return m_weights + m_kv + m_compute + m_output; }
@@ -244,6 +277,7 @@ Row row_from_record(const nlohmann::json& rec, const std::string& device) {
                 r.d_total = d["model"].get<std::uint64_t>() + d["context"].get<std::uint64_t>() +
                             d["compute"].get<std::uint64_t>();
     if (rec.contains("nvidia_smi_bytes")) r.smi_bytes = rec["nvidia_smi_bytes"].get<std::uint64_t>();
+    if (rec.contains("fit_budget_bytes")) r.fit_budget = rec["fit_budget_bytes"].get<std::uint64_t>();
     return r;
 }
 
@@ -288,6 +322,44 @@ Stats stats(std::vector<double> v) {
     return s;
 }
 
+// The broker's rule on the GPU (broker/footprint.hpp): the larger of the plan and the dry run + the
+// overhead it leaves out, against nvidia-smi after the long prompt; and each `--fit` answer's truth
+// against its budget.
+std::string reservation_table(const std::vector<Row>& rows) {
+    std::string md =
+        "\n| case | plan total | dry run + overhead | reservation | nvidia-smi | reservation − truth | "
+        "fit budget | truth ≤ budget |\n|---|---|---|---|---|---|---|---|\n";
+    std::size_t n = 0, under = 0, fits = 0, over_budget = 0;
+    std::vector<double> errs;
+    for (const auto& r : rows) {
+        if (!r.error.empty() || !r.smi_bytes) continue;
+        const std::uint64_t plan_total = r.f_total_buffers() + r.f_overhead;
+        const std::uint64_t dry = r.d_total ? *r.d_total + r.f_overhead : 0;
+        const std::uint64_t res = std::max(plan_total, dry);
+        const double e = rel(static_cast<double>(res), static_cast<double>(*r.smi_bytes));
+        errs.push_back(e);
+        ++n;
+        under += res < *r.smi_bytes;
+        std::string budget = "-", ok = "-";
+        if (r.fit_budget) {
+            ++fits;
+            over_budget += *r.smi_bytes > *r.fit_budget;
+            budget = mib(*r.fit_budget);
+            ok = *r.smi_bytes <= *r.fit_budget
+                     ? fmt::format("yes ({} MiB left)", mib(*r.fit_budget - *r.smi_bytes))
+                     : "NO";
+        }
+        md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", r.id, mib(plan_total),
+                          r.d_total ? mib(dry) : "-", mib(res), mib(*r.smi_bytes), pct(e), budget, ok);
+    }
+    const auto s = stats(errs);
+    md += fmt::format(
+        "\nReservation vs nvidia-smi: {} cases, {} under the truth, median {:.2f}% over, worst {}; `--fit` "
+        "answers: {}, {} over their budget.\n",
+        n, under, s.median_signed * 100, pct(s.worst), fits, over_budget);
+    return md;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -307,6 +379,8 @@ int main(int argc, char** argv) {
     app.add_option("--fit-params", fit_params, "llama-fit-params binary");
     app.add_option("--work", work, "where the synthetic models are written (sparse files)");
     app.add_option("--cases", cases_filter, "comma-separated substrings: run only matching case ids");
+    bool list = false;
+    app.add_flag("--list", list, "print the selected case ids and exit");
     app.add_option("--markdown", md_out, "also write the markdown report here");
     app.add_option("--jsonl", jsonl_out, "append one JSON object per case here");
     app.add_option("--overhead-mib", overhead_mib, "per-GPU overhead the plan adds (CUDA context)");
@@ -330,7 +404,7 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
 
     const auto models = gpu ? gpu_models() : cpu_models();
-    auto all_cases = cases_for(models, gpu);
+    auto all_cases = cases_for(models, gpu, overhead_mib);
     std::vector<Case> cases;
     for (const auto& c : all_cases) {
         if (cases_filter.empty()) {
@@ -358,6 +432,10 @@ int main(int argc, char** argv) {
                       [&](const Case& c) { return std::find(done.begin(), done.end(), c.id) != done.end(); });
     }
     if (!from_jsonl.empty()) cases.clear();
+    if (list) {
+        for (const auto& c : cases) std::printf("%s\n", c.id.c_str());
+        return 0;
+    }
 
     std::ofstream jsonl;
     if (!jsonl_out.empty()) jsonl.open(jsonl_out, std::ios::app);
@@ -373,6 +451,7 @@ int main(int argc, char** argv) {
         row.id = c.id;
         row.device = gpu ? "cuda0" : "cpu";
         nlohmann::json rec = {{"case", c.id}};
+        if (c.fit_budget) rec["fit_budget_bytes"] = c.fit_budget;
         try {
             // The model file (written once per model: zero weights, sparse).
             const fs::path path = fs::path(work) / (c.model->name + ".gguf");
@@ -569,6 +648,7 @@ int main(int argc, char** argv) {
     line(gpu ? "device buffers (model+KV+compute)" : "all buffers", e_t);
     line("dry run vs buffers", e_dry);
     if (gpu) line("plan total (+overhead) vs nvidia-smi", e_smi);
+    if (gpu) md += reservation_table(rows);
     std::printf("%s", md.c_str());
     if (!md_out.empty()) std::ofstream(md_out) << md;
     std::size_t failed = 0;

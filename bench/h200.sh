@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The GPU half of issue 8, on the lent H200 (`device` tool), from the repository root there:
+#   1. builds the pinned llama.cpp with CUDA into build-gpu/ (docs/engine-build.md), once per warm machine;
+#   2. `admission-scenario`: loch serve with models sized against the GPU's empty capacity;
+#   3. `plan-accuracy --mode gpu`: the reservation rule vs nvidia-smi after a long prompt, continuing from
+#      build-gpu/h200.jsonl (--skip-done) until DEADLINE seconds.
+# Carried in devcarry/: llama.cpp.bundle, loch, plan-accuracy, admission-scenario (built here; they need only
+# glibc). Results go to $OUT (or ./h200-out).
+#   bash bench/h200.sh [scenario|accuracy|all] [SECONDS]    (SECONDS: the whole call's budget, default 540)
+set -euo pipefail
+WHAT=${1:-all}
+END=$(( $(date +%s) + ${2:-540} ))
+R=$PWD
+G=$R/build-gpu
+OUT=${OUT:-$R/h200-out}
+mkdir -p "$G" "$OUT"
+B=$G/llama.cpp/build/bin
+if [ ! -x "$B/llama-server" ]; then
+  t0=$(date +%s)
+  rm -rf "$G/llama.cpp"
+  git clone -q "$R/devcarry/llama.cpp.bundle" "$G/llama.cpp"
+  cmake -S "$G/llama.cpp" -B "$G/llama.cpp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF >"$OUT/build.log" 2>&1
+  cmake --build "$G/llama.cpp/build" -j"$(nproc)" --target llama-server llama-fit-params >>"$OUT/build.log" 2>&1
+  echo "llama.cpp CUDA build: $(( $(date +%s) - t0 )) s"
+fi
+export LD_LIBRARY_PATH=$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv
+if [ "$WHAT" = scenario ] || [ "$WHAT" = all ]; then
+  t0=$(date +%s)
+  timeout "${SCENARIO_S:-240}" "$R/devcarry/admission-scenario" --loch "$R/devcarry/loch" --engine-dir "$B" --device nvidia:0 \
+    --work "$G/scenario" --json "$OUT/scenario.json" 2>&1 | tee "$OUT/scenario.txt" || true
+  cp -f "$G"/scenario/loch-scenario.log "$OUT/" 2>/dev/null || true
+  echo "scenario: $(( $(date +%s) - t0 )) s"
+fi
+if [ "$WHAT" = accuracy ] || [ "$WHAT" = all ]; then
+  touch "$G/h200.jsonl"
+  DEADLINE=$(( END - $(date +%s) - 90 ))   # the last case may take up to ~90 s (a 70B at 128k)
+  "$R/devcarry/plan-accuracy" --mode gpu --server "$B/llama-server" --fit-params "$B/llama-fit-params" \
+    --work "$G/models" --prompt-ubatches 3 --jsonl "$G/h200.jsonl" --skip-done "$G/h200.jsonl" \
+    --markdown "$OUT/h200.md" --deadline-s "$DEADLINE" --threads 8 ${CASES:+--cases "$CASES"} \
+    >"$OUT/accuracy.txt" 2>&1 || true
+  cp -f "$G/h200.jsonl" "$OUT/"
+  tail -5 "$OUT/accuracy.txt"
+fi
