@@ -33,3 +33,9 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 printf '\n==> Tests under ASan + UBSan (ctest: unit, then integration against the real llama-server)\n'
 ctest --test-dir "$ASAN" --output-on-failure --timeout 900 -j "$(nproc)" -L unit
 ctest --test-dir "$ASAN" --output-on-failure --timeout 900 -L integration
+
+printf '\n==> Admission scenario on the CPU (bench/admission_scenario.cpp, 1 GiB budget, sanitized loch)\n'
+scenario=$(mktemp -d)
+"$ASAN/bin/admission-scenario" --loch "$ASAN/bin/loch" --engine-dir "$ASAN/bin" --device cpu --preset demo \
+  --budget 1073741824 --work "$scenario"
+rm -rf "$scenario"

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -415,4 +416,57 @@ TEST_F(Robust, WhatAnEngineForkedIsGoneAfterLochIsKilledAndRestarted) {
     EXPECT_TRUE(processes_with_env("LOCH_ENGINE_TAG", tag).empty())
         << "a process forked by the stale engine survived";
     EXPECT_NE(again.log().find("forked by a stale engine"), std::string::npos) << again.log();
+}
+
+// The dry run is accounted for (issue 8, defect 8): while it runs it holds the device like a load (shown in
+// /loch/status as a loading device, and no load starts beside it there), and its result is cached across a
+// restart of loch. Test double: the real llama-fit-params behind a script that waits a second and counts
+// its runs.
+TEST_F(Robust, DryRunHoldsTheDeviceAndIsCachedAcrossRestarts) {
+    const fs::path engines = dir.path() / "engines";
+    fs::create_directories(engines);
+    fs::create_symlink(bin() / "llama-server", engines / "llama-server");
+    const fs::path runs = dir.path() / "dry-runs";
+    {
+        std::ofstream s(engines / "llama-fit-params");
+        s << "#!/bin/sh\n# test double: the real llama-fit-params, a second late, counting its runs\necho "
+             "run >> "
+          << runs.string() << "\nsleep 1\nexec " << (bin() / "llama-fit-params").string() << " \"$@\"\n";
+    }
+    fs::permissions(engines / "llama-fit-params", fs::perms::owner_all);
+    std::string cfg =
+        config(dir, "1GiB", model_entry("a", models().tiny.path()) + model_entry("b", models().tiny2.path()));
+    const std::string from = "engine_dir: " + bin().string();
+    cfg.replace(cfg.find(from), from.size(), "engine_dir: " + engines.string());
+    auto count_runs = [&] {
+        std::ifstream in(runs);
+        int n = 0;
+        for (std::string l; std::getline(in, l);) ++n;
+        return n;
+    };
+    {
+        LochServer loch(dir.path(), cfg);
+        auto first = std::async(std::launch::async, [&] {
+            return loch.post("/v1/completions", R"({"model":"a","prompt":"Hi","max_tokens":2})").status;
+        });
+        // While a's dry run runs (a second), the CPU is a loading device and a is not loading yet.
+        bool held = false;
+        for (int i = 0; i < 40 && !held; ++i) {
+            const json s = loch.status();
+            const json a = loch.engine_status("a");
+            for (const auto& d : s["loading_devices"]) held |= d == "cpu" && a["state"] == "stopped";
+            std::this_thread::sleep_for(25ms);
+        }
+        EXPECT_TRUE(held) << "the dry run did not hold the device";
+        // A second model asked for meanwhile waits for the device instead of loading beside the dry run.
+        auto second = std::async(std::launch::async, [&] {
+            return loch.post("/v1/completions", R"({"model":"b","prompt":"Hi","max_tokens":2})").status;
+        });
+        EXPECT_EQ(first.get(), 200);
+        EXPECT_EQ(second.get(), 200);
+        EXPECT_EQ(count_runs(), 2);
+    }
+    LochServer again(dir.path(), cfg);
+    EXPECT_EQ(again.post("/v1/completions", R"({"model":"a","prompt":"Hi","max_tokens":2})").status, 200);
+    EXPECT_EQ(count_runs(), 2) << "the dry run ran again after a restart instead of coming from its cache";
 }
