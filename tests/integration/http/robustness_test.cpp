@@ -470,3 +470,42 @@ TEST_F(Robust, DryRunHoldsTheDeviceAndIsCachedAcrossRestarts) {
     EXPECT_EQ(again.post("/v1/completions", R"({"model":"a","prompt":"Hi","max_tokens":2})").status, 200);
     EXPECT_EQ(count_runs(), 2) << "the dry run ran again after a restart instead of coming from its cache";
 }
+
+// Fault injection (issue 8, "OOM at load is learned from"): an engine that dies of out-of-memory while
+// loading has its figure raised by the allocation that failed; loch tries once more if that still fits
+// and otherwise refuses with the numbers — never the same failure twice in a row. Test double: a command
+// engine that prints a CUDA out-of-memory line and exits, counting its starts.
+TEST_F(Robust, OutOfMemoryAtLoadRaisesTheFigureThenRetriesOnceOrRefuses) {
+    auto oom_engine = [&](const std::string& name, const std::string& mib) {
+        const fs::path runs = dir.path() / (name + ".runs");
+        return "  - name: " + name +
+               "\n    engine: command\n    command:\n      argv: [/bin/sh, -c, \"echo run >> " +
+               runs.string() + "; echo 'ggml_backend_cuda_buffer_type_alloc_buffer: allocating " + mib +
+               ".00 MiB on device 0: cudaMalloc failed: out of memory' >&2; exit 1\"]\n    path: " +
+               models().tiny.path().string() + "\n";
+    };
+    auto runs_of = [&](const std::string& name) {
+        std::ifstream in(dir.path() / (name + ".runs"));
+        int n = 0;
+        for (std::string l; std::getline(in, l);) ++n;
+        return n;
+    };
+    LochServer loch(dir.path(), config(dir, "1GiB", oom_engine("small", "64") + oom_engine("huge", "4096")));
+    // 64 MiB more still fits the 1 GiB budget: one retry with the raised figure, then the engine's error.
+    auto r = loch.post("/v1/completions", R"({"model":"small","prompt":"Hi","max_tokens":2})");
+    EXPECT_EQ(r.status, 502) << r.body;
+    EXPECT_EQ(runs_of("small"), 2);
+    json e = json::parse(r.body)["error"];
+    EXPECT_EQ(e["type"], "engine_failed");
+    EXPECT_GT(e["raised_to_bytes"].get<std::uint64_t>(), e["reserved_bytes"].get<std::uint64_t>());
+    EXPECT_NE(e["message"].get<std::string>().find("out of memory"), std::string::npos) << e.dump();
+    // 4 GiB more can never fit 1 GiB: after one start, refused at once with the numbers.
+    r = loch.post("/v1/completions", R"({"model":"huge","prompt":"Hi","max_tokens":2})");
+    EXPECT_EQ(r.status, 507) << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"]["type"], "insufficient_memory");
+    EXPECT_EQ(runs_of("huge"), 1);
+    // And it stays refused without another start: the learned figure is kept.
+    r = loch.post("/v1/completions", R"({"model":"huge","prompt":"Hi","max_tokens":2})");
+    EXPECT_EQ(r.status, 507) << r.body;
+    EXPECT_EQ(runs_of("huge"), 1);
+}
