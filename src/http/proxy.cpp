@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -204,50 +206,50 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         if (st->abort) throw *st->abort;
         co_await check_context(lease, oreq);
 
-        st->upstream = std::make_shared<beast::tcp_stream>(ex_);
-        auto& up = *st->upstream;
         asio::co_spawn(ex_, watch_client(client.socket(), st), asio::detached);
         client_watch_started = true;
-
-        up.expires_after(10s);
-        boost::system::error_code aec;
-        const auto addr = asio::ip::make_address(lease.host(), aec);
-        auto [cec] = co_await up.async_connect(tcp::endpoint(addr, lease.port()), tok);
-        if (cec) throw Error(ErrorKind::engine_failed, "cannot connect to the engine: " + cec.message());
 
         bhttp::request<bhttp::string_body> ureq{bhttp::verb::post, req.target(), 11};
         ureq.set(bhttp::field::host, lease.host() + ":" + std::to_string(lease.port()));
         ureq.set(bhttp::field::content_type, "application/json");
-        ureq.set(bhttp::field::connection, "close");
         if (!lease.address().api_key.empty())
             ureq.set(bhttp::field::authorization, "Bearer " + lease.address().api_key);
         if (auto a = req.find(bhttp::field::accept); a != req.end())
             ureq.set(bhttp::field::accept, a->value());
         ureq.body() = std::move(req.body());  // the client's bytes, untouched
         ureq.prepare_payload();
-        auto [wec, wn] = co_await bhttp::async_write(up, ureq, tok);
-        if (wec) {
-            if (st->client_gone) co_return false;
-            Error failure = co_await upstream_failure(broker_, lease, oreq.stream, 0s, *st, wec);
-            throw failure;
-        }
 
         const auto watchdog = lease.watchdog().value_or(options_.default_watchdog);
-        if (!oreq.stream) asio::co_spawn(ex_, liveness(lease.address(), watchdog, st), asio::detached);
         // A stream has its watchdog on every read; a non-streaming answer may take long legitimately.
         const auto read_timeout = oreq.stream ? std::chrono::duration_cast<std::chrono::seconds>(watchdog)
                                               : std::chrono::seconds(24 * 3600);
-
+        boost::system::error_code aec;
+        const tcp::endpoint engine_ep(asio::ip::make_address(lease.host(), aec), lease.port());
+        // The engine run's secret is in the key: a restarted engine never gets an old run's socket.
+        const std::string pool_key = fmt::format("{}#{}", engine_ep.port(), lease.address().api_key);
         beast::flat_buffer ubuf;
-        bhttp::response_parser<bhttp::buffer_body> parser;
-        parser.body_limit(boost::none);
-        up.expires_after(read_timeout);
-        auto [hec, hn] = co_await bhttp::async_read_header(up, ubuf, parser, tok);
-        if (hec) {
+        std::optional<bhttp::response_parser<bhttp::buffer_body>> parser_slot;
+        if (!oreq.stream) asio::co_spawn(ex_, liveness(lease.address(), watchdog, st), asio::detached);
+        const auto ex = co_await pool_.exchange(
+            pool_key, engine_ep, ureq, ubuf, parser_slot, read_timeout,
+            [&] { return !st->client_gone && !st->abort && !st->watchdog_fired; },
+            [&](std::shared_ptr<beast::tcp_stream> s) { st->upstream = std::move(s); });
+        if (ex.connect_failed)
+            throw Error(ErrorKind::engine_failed, "cannot connect to the engine: " + ex.ec.message());
+        if (ex.ec) {
             if (st->client_gone) co_return false;
-            Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, hec);
+            Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ex.ec);
             throw failure;
         }
+        auto& up = *st->upstream;
+        auto& parser = *parser_slot;
+        // After one whole response the engine lets us keep, the connection goes back to the pool instead of
+        // being closed by RelayGuard.
+        const auto keep_upstream = [&] {
+            if (parser.is_done() && parser.keep_alive() && !st->client_gone && !st->watchdog_fired &&
+                !st->abort)
+                pool_.give_back(pool_key, std::exchange(st->upstream, nullptr));
+        };
         const auto& uh = parser.get();
         const bool sse = std::string_view(uh[bhttp::field::content_type]).starts_with("text/event-stream");
         char tmp[16 * 1024];
@@ -269,6 +271,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
                 }
                 body.append(tmp, sizeof tmp - parser.get().body().size);
             }
+            keep_upstream();
             st->finish();
             bhttp::response<bhttp::string_body> res{uh.result(), v};
             res.set(bhttp::field::server, "loch");
@@ -320,6 +323,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
                 co_return false;
             }
         }
+        keep_upstream();
         st->finish();
         if (auto rest = framer.take_rest(); !rest.empty()) co_await write_body(rest);
         client.socket().cancel();

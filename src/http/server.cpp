@@ -123,6 +123,7 @@ void Server::start() {
 void Server::stop() {
     boost::system::error_code ec;
     acceptor_.close(ec);
+    pool_.close();  // idle engine connections: nothing new will use them
 }
 
 asio::awaitable<void> Server::accept_loop() {
@@ -324,7 +325,10 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {
                 co_return keep;
             }
             case Route::Kind::status: {
-                const nlohmann::json body = co_await broker_.status();
+                nlohmann::json body = co_await broker_.status();
+                body["upstream_connections"] = {{"idle", pool_.idle_count()},
+                                                {"connects", pool_.connects()},
+                                                {"reuses", pool_.reuses()}};
                 co_await write_json(stream, v, keep, 200, body);
                 co_return keep;
             }

@@ -38,6 +38,7 @@
 
 #include "broker/broker.hpp"
 #include "http/openai_request.hpp"
+#include "http/upstream_pool.hpp"
 
 namespace loch::http {
 
@@ -122,6 +123,7 @@ class Server {
     broker::Broker& broker_;
     ServerOptions options_;
     boost::asio::ip::tcp::acceptor acceptor_;
+    UpstreamPool pool_{ex_};  // keep-alive connections to the engines (http/upstream_pool.hpp)
     std::uint16_t port_ = 0;
     std::shared_ptr<bool> alive_;
 };

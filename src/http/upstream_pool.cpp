@@ -1,0 +1,175 @@
+#include "http/upstream_pool.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+namespace loch::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+void close_stream(beast::tcp_stream& s) {
+    boost::system::error_code ec;
+    s.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    s.socket().close(ec);
+}
+
+// An idle keep-alive connection has nothing to read: EOF (the engine closed it), data or an error all mean
+// it cannot carry a new request.
+bool still_usable(beast::tcp_stream& s) {
+    if (!s.socket().is_open()) return false;
+    char c;
+    const auto n = ::recv(s.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+}  // namespace
+
+UpstreamPool::UpstreamPool(asio::any_io_executor ex, Options options)
+    : ex_(ex), options_(options), sweep_timer_(ex) {}
+
+UpstreamPool::~UpstreamPool() {
+    *alive_ = false;
+    close();
+}
+
+asio::awaitable<UpstreamPool::Taken> UpstreamPool::take(const std::string& key,
+                                                        asio::ip::tcp::endpoint endpoint) {
+    if (auto it = idle_.find(key); it != idle_.end()) {
+        auto& q = it->second;
+        while (!q.empty()) {
+            Idle i = std::move(q.back());  // the most recently used: the least likely to have timed out
+            q.pop_back();
+            if (Clock::now() - i.since < options_.idle_timeout && still_usable(*i.stream)) {
+                if (q.empty()) idle_.erase(it);
+                ++reuses_;
+                co_return Taken{{}, std::move(i.stream), true};
+            }
+            close_stream(*i.stream);
+        }
+        idle_.erase(it);
+    }
+    Taken t;
+    t.stream = std::make_shared<beast::tcp_stream>(ex_);
+    t.stream->expires_after(options_.connect_timeout);
+    auto [ec] = co_await t.stream->async_connect(endpoint, asio::as_tuple(asio::use_awaitable));
+    t.stream->expires_never();
+    if (!ec) {
+        boost::system::error_code ignored;
+        t.stream->socket().set_option(asio::ip::tcp::no_delay(true), ignored);
+    }
+    t.ec = ec;
+    ++connects_;
+    co_return t;
+}
+
+asio::awaitable<UpstreamPool::Exchange> UpstreamPool::exchange(
+    const std::string& key, asio::ip::tcp::endpoint endpoint, const Request& request,
+    beast::flat_buffer& buffer, std::optional<Parser>& parser,
+    std::chrono::steady_clock::duration read_timeout, const std::function<bool()>& may_retry,
+    const std::function<void(std::shared_ptr<beast::tcp_stream>)>& on_connection) {
+    constexpr auto tok = asio::as_tuple(asio::use_awaitable);
+    Exchange out;
+    for (int attempt = 0;; ++attempt) {
+        Taken t = co_await take(key, endpoint);
+        if (t.ec) {
+            out.ec = t.ec;
+            out.connect_failed = true;
+            out.stream.reset();
+            co_return out;
+        }
+        out.stream = t.stream;
+        on_connection(t.stream);
+        const bool retry_allowed = t.reused && attempt == 0;
+        t.stream->expires_after(std::chrono::seconds(30));
+        auto [wec, wn] = co_await beast::http::async_write(*t.stream, request, tok);
+        boost::system::error_code ec = wec;
+        if (!ec) {
+            buffer.clear();
+            parser.emplace();
+            parser->body_limit(boost::none);
+            t.stream->expires_after(read_timeout);
+            auto [hec, hn] = co_await beast::http::async_read_header(*t.stream, buffer, *parser, tok);
+            ec = hec;
+            if (!ec) {
+                out.ec = {};
+                co_return out;
+            }
+            if (parser->got_some() || buffer.size() > 0) {  // the engine answered something: no retry
+                out.ec = ec;
+                co_return out;
+            }
+        }
+        close_stream(*t.stream);
+        out.ec = ec;
+        if (!retry_allowed || !may_retry()) co_return out;
+        out.retried = true;
+    }
+}
+
+void UpstreamPool::give_back(const std::string& key, std::shared_ptr<beast::tcp_stream> stream) {
+    if (!stream || !stream->socket().is_open()) return;
+    stream->expires_never();
+    if (closed_) {
+        close_stream(*stream);
+        return;
+    }
+    auto& q = idle_[key];
+    if (q.size() >= options_.max_idle_per_engine) {
+        close_stream(*stream);
+        return;
+    }
+    q.push_back({std::move(stream), Clock::now()});
+    arm_sweep();
+}
+
+void UpstreamPool::close() {
+    closed_ = true;
+    for (auto& [key, q] : idle_)
+        for (auto& i : q) close_stream(*i.stream);
+    idle_.clear();
+    sweep_timer_.cancel();
+}
+
+std::size_t UpstreamPool::idle_count() const {
+    std::size_t n = 0;
+    for (const auto& [key, q] : idle_) n += q.size();
+    return n;
+}
+
+void UpstreamPool::arm_sweep() {
+    if (sweep_armed_) return;
+    sweep_armed_ = true;
+    sweep_timer_.expires_after(options_.idle_timeout / 4);
+    sweep_timer_.async_wait([this, alive = alive_](boost::system::error_code) {
+        if (!*alive) return;
+        sweep_armed_ = false;
+        sweep();
+    });
+}
+
+// Closes what timed out or what the engine closed; re-arms only while something is still idle.
+void UpstreamPool::sweep() {
+    const auto now = Clock::now();
+    for (auto it = idle_.begin(); it != idle_.end();) {
+        auto& q = it->second;
+        std::erase_if(q, [&](Idle& i) {
+            if (now - i.since < options_.idle_timeout && still_usable(*i.stream)) return false;
+            close_stream(*i.stream);
+            return true;
+        });
+        it = q.empty() ? idle_.erase(it) : std::next(it);
+    }
+    if (!idle_.empty()) arm_sweep();
+}
+
+}  // namespace loch::http

@@ -1,0 +1,228 @@
+// http/upstream_pool: keep-alive reuse, the per-engine bound, keys per engine run, idle connections the
+// engine closed, and the one retry on a reused connection that fails before any response byte.
+// The peer is an in-process HTTP/1.1 server on 127.0.0.1 (Beast) whose behaviour each test sets.
+#include <gtest/gtest.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http.hpp>
+
+#include "http/upstream_pool.hpp"
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using asio::ip::tcp;
+using loch::http::UpstreamPool;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto tok = asio::as_tuple(asio::use_awaitable);
+
+// Answers "ok" with keep-alive. `drop_request` (1-based, counted over all connections) is read and then
+// the connection closed without an answer, as an engine does whose keep-alive ran out just then.
+struct FakeEngine {
+    explicit FakeEngine(asio::io_context& ioc) : acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0}) {
+        asio::co_spawn(ioc, accept(), asio::detached);
+    }
+    asio::awaitable<void> accept() {
+        for (;;) {
+            auto [ec, s] = co_await acceptor.async_accept(tok);
+            if (ec) co_return;
+            ++connections;
+            asio::co_spawn(acceptor.get_executor(), serve(std::move(s)), asio::detached);
+        }
+    }
+    asio::awaitable<void> serve(tcp::socket s) {
+        beast::flat_buffer buf;
+        for (;;) {
+            bhttp::request<bhttp::string_body> req;
+            auto [ec, n] = co_await bhttp::async_read(s, buf, req, tok);
+            if (ec) co_return;
+            if (++requests == drop_request) {
+                s.close();
+                co_return;
+            }
+            bhttp::response<bhttp::string_body> res{bhttp::status::ok, 11};
+            res.body() = "ok";
+            res.keep_alive(true);
+            res.prepare_payload();
+            auto [wec, wn] = co_await bhttp::async_write(s, res, tok);
+            if (wec) co_return;
+            if (close_after_answer) {
+                s.close();
+                co_return;
+            }
+        }
+    }
+    tcp::endpoint endpoint() const { return acceptor.local_endpoint(); }
+    tcp::acceptor acceptor;
+    int connections = 0, requests = 0, drop_request = -1;
+    bool close_after_answer = false;  // an engine whose keep-alive ran out right after an answer
+};
+
+UpstreamPool::Request request() {
+    UpstreamPool::Request r{bhttp::verb::post, "/v1/completions", 11};
+    r.set(bhttp::field::host, "127.0.0.1");
+    r.body() = "{}";
+    r.prepare_payload();
+    return r;
+}
+
+// One whole request through the pool; gives the connection back when it was answered completely.
+asio::awaitable<int> one(UpstreamPool& pool, const std::string& key, tcp::endpoint ep,
+                         bool* retried = nullptr) {
+    beast::flat_buffer buf;
+    std::optional<UpstreamPool::Parser> parser;
+    const auto req = request();
+    auto ex = co_await pool.exchange(
+        key, ep, req, buf, parser, 5s, [] { return true; }, [](auto) {});
+    if (retried) *retried = ex.retried;
+    if (ex.ec) co_return 0;
+    char body[64];
+    while (!parser->is_done()) {
+        parser->get().body().data = body;
+        parser->get().body().size = sizeof body;
+        auto [ec, n] = co_await bhttp::async_read_some(*ex.stream, buf, *parser, tok);
+        if (ec && ec != bhttp::error::need_buffer) co_return 0;
+    }
+    if (parser->keep_alive()) pool.give_back(key, ex.stream);
+    co_return parser->get().result_int();
+}
+
+template <class F>
+void run(asio::io_context& ioc, F body) {
+    bool done = false;
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            co_await body();
+            done = true;
+            ioc.stop();
+        },
+        asio::detached);
+    ioc.run_for(10s);
+    ASSERT_TRUE(done) << "the test coroutine did not finish";
+}
+
+}  // namespace
+
+TEST(UpstreamPool, SequentialRequestsShareOneConnection) {
+    asio::io_context ioc;
+    FakeEngine engine(ioc);
+    UpstreamPool pool(ioc.get_executor());
+    run(ioc, [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < 20; ++i) EXPECT_EQ(co_await one(pool, "e#1", engine.endpoint()), 200);
+    });
+    EXPECT_EQ(engine.connections, 1);
+    EXPECT_EQ(pool.connects(), 1u);
+    EXPECT_EQ(pool.reuses(), 19u);
+    EXPECT_EQ(pool.idle_count(), 1u);
+}
+
+TEST(UpstreamPool, AnotherEngineRunNeverGetsAnOldRunsConnection) {
+    asio::io_context ioc;
+    FakeEngine engine(ioc);
+    UpstreamPool pool(ioc.get_executor());
+    run(ioc, [&]() -> asio::awaitable<void> {
+        EXPECT_EQ(co_await one(pool, "port#secret-of-run-1", engine.endpoint()), 200);
+        EXPECT_EQ(co_await one(pool, "port#secret-of-run-2", engine.endpoint()), 200);
+    });
+    EXPECT_EQ(engine.connections, 2);
+}
+
+TEST(UpstreamPool, IdleConnectionsAreBoundedPerEngine) {
+    asio::io_context ioc;
+    FakeEngine engine(ioc);
+    UpstreamPool::Options o;
+    o.max_idle_per_engine = 2;
+    UpstreamPool pool(ioc.get_executor(), o);
+    run(ioc, [&]() -> asio::awaitable<void> {
+        std::vector<std::shared_ptr<beast::tcp_stream>> held;
+        for (int i = 0; i < 4; ++i) held.push_back((co_await pool.take("e", engine.endpoint())).stream);
+        for (auto& s : held) pool.give_back("e", s);
+    });
+    EXPECT_EQ(pool.idle_count(), 2u);
+}
+
+TEST(UpstreamPool, ARequestThatAReusedConnectionDropsIsSentOnceMoreOnANewOne) {
+    asio::io_context ioc;
+    FakeEngine engine(ioc);
+    UpstreamPool pool(ioc.get_executor());
+    run(ioc, [&]() -> asio::awaitable<void> {
+        EXPECT_EQ(co_await one(pool, "e", engine.endpoint()), 200);
+        engine.drop_request = 2;  // the next request on that connection closes it...
+        bool retried = false;
+        // ...which the pool cannot know in advance: the request fails before any byte of an answer, on a
+        // reused connection, so it is sent once more on a new one.
+        EXPECT_EQ(co_await one(pool, "e", engine.endpoint(), &retried), 200);
+        EXPECT_TRUE(retried);
+    });
+    EXPECT_EQ(engine.connections, 2);
+    EXPECT_EQ(engine.requests, 3);
+}
+
+TEST(UpstreamPool, AConnectionTheEngineClosedWhileIdleIsNotTaken) {
+    asio::io_context ioc;
+    FakeEngine engine(ioc);
+    engine.close_after_answer = true;
+    UpstreamPool pool(ioc.get_executor());
+    run(ioc, [&]() -> asio::awaitable<void> {
+        EXPECT_EQ(co_await one(pool, "e", engine.endpoint()), 200);
+        asio::steady_timer t(co_await asio::this_coro::executor);
+        t.expires_after(50ms);  // the engine's FIN arrives
+        co_await t.async_wait(asio::use_awaitable);
+        bool retried = true;
+        EXPECT_EQ(co_await one(pool, "e", engine.endpoint(), &retried), 200);
+        EXPECT_FALSE(retried) << "a closed idle connection must be noticed before it is used";
+    });
+    EXPECT_EQ(engine.connections, 2);
+    EXPECT_EQ(engine.requests, 2);
+}
+
+TEST(UpstreamPool, ANewConnectionThatFailsIsNotRetried) {
+    asio::io_context ioc;
+    FakeEngine engine(ioc);
+    engine.drop_request = 1;
+    UpstreamPool pool(ioc.get_executor());
+    run(ioc, [&]() -> asio::awaitable<void> {
+        bool retried = true;
+        EXPECT_EQ(co_await one(pool, "e", engine.endpoint(), &retried), 0);
+        EXPECT_FALSE(retried);
+    });
+    EXPECT_EQ(engine.requests, 1);
+}
+
+TEST(UpstreamPool, IdleConnectionsTimeOutAndTheSweepStops) {
+    asio::io_context ioc;
+    FakeEngine engine(ioc);
+    UpstreamPool::Options o;
+    o.idle_timeout = 100ms;
+    UpstreamPool pool(ioc.get_executor(), o);
+    run(ioc, [&]() -> asio::awaitable<void> {
+        EXPECT_EQ(co_await one(pool, "e", engine.endpoint()), 200);
+        EXPECT_EQ(pool.idle_count(), 1u);
+        asio::steady_timer t(co_await asio::this_coro::executor);
+        t.expires_after(300ms);
+        co_await t.async_wait(asio::use_awaitable);
+        EXPECT_EQ(pool.idle_count(), 0u);
+    });
+}
+
+TEST(UpstreamPool, AfterCloseNothingIsKept) {
+    asio::io_context ioc;
+    FakeEngine engine(ioc);
+    UpstreamPool pool(ioc.get_executor());
+    run(ioc, [&]() -> asio::awaitable<void> {
+        EXPECT_EQ(co_await one(pool, "e", engine.endpoint()), 200);
+        pool.close();
+        EXPECT_EQ(pool.idle_count(), 0u);
+        EXPECT_EQ(co_await one(pool, "e", engine.endpoint()), 200);
+        EXPECT_EQ(pool.idle_count(), 0u);
+    });
+}
