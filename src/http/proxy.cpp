@@ -38,6 +38,14 @@ namespace {
 
 constexpr auto tok = asio::as_tuple(asio::use_awaitable);
 
+// Bytes as they are (the head already said their length); true when the client is gone.
+asio::awaitable<bool> write_raw(beast::tcp_stream& client, std::string_view bytes) {
+    client.expires_after(60s);
+    auto [ec, n] = co_await asio::async_write(client, asio::buffer(bytes), tok);
+    client.expires_never();
+    co_return static_cast<bool>(ec);
+}
+
 // Ends the relay on every path: marks it done, stops the liveness helper's timer and closes the upstream
 // socket now (not when the last helper lets go of the state).
 struct RelayGuard {
@@ -255,10 +263,26 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         char tmp[16 * 1024];
 
         if (!sse) {
-            // Whole answer (JSON), then one response with the engine's status: small, and it must be complete
-            // to be useful.
+            // A JSON answer. What has arrived is read first; when that is all of it (the usual case:
+            // llama-server sends the body at once when it is done) it leaves in one write with the head. A
+            // longer body of known length is relayed as it arrives from then on; one of unknown length is
+            // collected first. The client's head carries the engine's status and length either way.
             std::string body;
+            const auto length = parser.content_length();
+            bool relaying = false;
             while (!parser.is_done()) {
+                if (!relaying && length && !body.empty()) {
+                    bhttp::response<bhttp::empty_body> head{uh.result(), v};
+                    head.set(bhttp::field::server, "loch");
+                    head.set(bhttp::field::content_type, uh[bhttp::field::content_type]);
+                    head.content_length(*length);
+                    head.keep_alive(keep);
+                    bhttp::response_serializer<bhttp::empty_body> sr{head};
+                    auto [hwec, hwn] = co_await bhttp::async_write_header(client, sr, tok);
+                    if (hwec || co_await write_raw(client, body)) co_return false;
+                    body.clear();
+                    relaying = true;
+                }
                 parser.get().body().data = tmp;
                 parser.get().body().size = sizeof tmp;
                 up.expires_after(read_timeout);
@@ -267,12 +291,26 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
                 if (ec) {
                     if (st->client_gone) co_return false;
                     Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ec);
+                    if (relaying) {  // the head is out: closing short of the length is the only signal left
+                        spdlog::warn("answer of '{}' cut short: {}", lease.model(), failure.what());
+                        co_return false;
+                    }
                     throw failure;
                 }
-                body.append(tmp, sizeof tmp - parser.get().body().size);
+                const std::string_view piece(tmp, sizeof tmp - parser.get().body().size);
+                if (!relaying) {
+                    body.append(piece);
+                } else if (co_await write_raw(client, piece)) {
+                    st->client_gone = true;
+                    co_return false;
+                }
             }
             keep_upstream();
             st->finish();
+            if (relaying) {
+                client.socket().cancel();  // ends the client watch
+                co_return keep;
+            }
             bhttp::response<bhttp::string_body> res{uh.result(), v};
             res.set(bhttp::field::server, "loch");
             res.set(bhttp::field::content_type, uh[bhttp::field::content_type].empty()

@@ -122,3 +122,18 @@ TEST_F(Load, ManyConnectionsAndAThousandStreamsAllSucceedAndLeaveNoDescriptors) 
     EXPECT_LE(fds_after, fds_before) << "descriptors grew after the load";
     EXPECT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 1)).status, 200);
 }
+
+// A non-streamed answer longer than one read (1,000 tokens with their log-probabilities) is relayed as it
+// arrives under the engine's own Content-Length (no whole-body buffering), and arrives whole.
+TEST_F(Load, ALongNonStreamedAnswerIsRelayedWhole) {
+    LochServer loch(dir.path(), config(dir, "1GiB", model_entry("tiny", models().longctx.path(), kLongArgs)));
+    const auto r = loch.post(
+        "/v1/completions",
+        R"({"model":"tiny","prompt":"Once","max_tokens":1000,"ignore_eos":true,"temperature":0,"logprobs":5})");
+    ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
+    EXPECT_GT(r.body.size(), 16u * 1024) << "the answer fits one read: this case does not test relaying";
+    ASSERT_TRUE(r.header("content-length"));
+    EXPECT_EQ(std::stoul(*r.header("content-length")), r.body.size());
+    const auto j = json::parse(r.body);
+    EXPECT_EQ(j["usage"]["completion_tokens"], 1000);
+}
