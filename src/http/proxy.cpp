@@ -256,7 +256,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         const auto keep_upstream = [&] {
             if (parser.is_done() && parser.keep_alive() && !st->client_gone && !st->watchdog_fired &&
                 !st->abort)
-                pool_.give_back(pool_key, std::exchange(st->upstream, nullptr));
+                pool_.give_back(pool_key, std::exchange(st->upstream, nullptr), oreq.stream);
         };
         const auto& uh = parser.get();
         const bool sse = std::string_view(uh[bhttp::field::content_type]).starts_with("text/event-stream");

@@ -326,9 +326,8 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {
             }
             case Route::Kind::status: {
                 nlohmann::json body = co_await broker_.status();
-                body["upstream_connections"] = {{"idle", pool_.idle_count()},
-                                                {"connects", pool_.connects()},
-                                                {"reuses", pool_.reuses()}};
+                body["upstream_connections"] = {
+                    {"idle", pool_.idle_count()}, {"connects", pool_.connects()}, {"reuses", pool_.reuses()}};
                 co_await write_json(stream, v, keep, 200, body);
                 co_return keep;
             }

@@ -43,17 +43,19 @@ UpstreamPool::~UpstreamPool() {
 }
 
 asio::awaitable<UpstreamPool::Taken> UpstreamPool::take(const std::string& key,
-                                                        asio::ip::tcp::endpoint endpoint) {
-    if (auto it = idle_.find(key); it != idle_.end()) {
+                                                        asio::ip::tcp::endpoint endpoint, bool fresh) {
+    if (auto it = idle_.find(key); !fresh && it != idle_.end()) {
         auto& q = it->second;
         while (!q.empty()) {
             Idle i = std::move(q.back());  // the most recently used: the least likely to have timed out
             q.pop_back();
-            if (Clock::now() - i.since < options_.idle_timeout && still_usable(*i.stream)) {
+            const bool young = Clock::now() - i.since < options_.idle_timeout;
+            if (young && still_usable(*i.stream)) {
                 if (q.empty()) idle_.erase(it);
                 ++reuses_;
-                co_return Taken{{}, std::move(i.stream), true};
+                co_return Taken{{}, std::move(i.stream), true, i.after_stream};
             }
+            if (young) found_closed(key, i);
             close_stream(*i.stream);
         }
         idle_.erase(it);
@@ -80,7 +82,7 @@ asio::awaitable<UpstreamPool::Exchange> UpstreamPool::exchange(
     constexpr auto tok = asio::as_tuple(asio::use_awaitable);
     Exchange out;
     for (int attempt = 0;; ++attempt) {
-        Taken t = co_await take(key, endpoint);
+        Taken t = co_await take(key, endpoint, /*fresh=*/attempt > 0);
         if (t.ec) {
             out.ec = t.ec;
             out.connect_failed = true;
@@ -111,15 +113,21 @@ asio::awaitable<UpstreamPool::Exchange> UpstreamPool::exchange(
         }
         close_stream(*t.stream);
         out.ec = ec;
+        if (t.reused && t.after_stream) closes_after_streams_[key] = true;
         if (!retry_allowed || !may_retry()) co_return out;
         out.retried = true;
     }
 }
 
-void UpstreamPool::give_back(const std::string& key, std::shared_ptr<beast::tcp_stream> stream) {
+void UpstreamPool::found_closed(const std::string& key, const Idle& i) {
+    if (i.after_stream) closes_after_streams_[key] = true;
+}
+
+void UpstreamPool::give_back(const std::string& key, std::shared_ptr<beast::tcp_stream> stream,
+                             bool after_stream) {
     if (!stream || !stream->socket().is_open()) return;
     stream->expires_never();
-    if (closed_) {
+    if (closed_ || (after_stream && closes_after_streams_.count(key))) {
         close_stream(*stream);
         return;
     }
@@ -128,7 +136,7 @@ void UpstreamPool::give_back(const std::string& key, std::shared_ptr<beast::tcp_
         close_stream(*stream);
         return;
     }
-    q.push_back({std::move(stream), Clock::now()});
+    q.push_back({std::move(stream), Clock::now(), after_stream});
     arm_sweep();
 }
 
@@ -137,6 +145,7 @@ void UpstreamPool::close() {
     for (auto& [key, q] : idle_)
         for (auto& i : q) close_stream(*i.stream);
     idle_.clear();
+    closes_after_streams_.clear();
     sweep_timer_.cancel();
 }
 
@@ -163,7 +172,9 @@ void UpstreamPool::sweep() {
     for (auto it = idle_.begin(); it != idle_.end();) {
         auto& q = it->second;
         std::erase_if(q, [&](Idle& i) {
-            if (now - i.since < options_.idle_timeout && still_usable(*i.stream)) return false;
+            const bool young = now - i.since < options_.idle_timeout;
+            if (young && still_usable(*i.stream)) return false;
+            if (young) found_closed(it->first, i);
             close_stream(*i.stream);
             return true;
         });

@@ -47,6 +47,7 @@ class UpstreamPool {
         boost::system::error_code ec;  // connect failure (only for a new connection)
         std::shared_ptr<boost::beast::tcp_stream> stream;
         bool reused = false;
+        bool after_stream = false;  // reused: it was given back after a stream
     };
 
     explicit UpstreamPool(boost::asio::any_io_executor ex) : UpstreamPool(std::move(ex), Options{}) {}
@@ -74,10 +75,15 @@ class UpstreamPool {
         std::chrono::steady_clock::duration read_timeout, const std::function<bool()>& may_retry,
         const std::function<void(std::shared_ptr<boost::beast::tcp_stream>)>& on_connection);
 
-    // An idle connection for `key`, or a new one connected to `endpoint`.
-    boost::asio::awaitable<Taken> take(const std::string& key, boost::asio::ip::tcp::endpoint endpoint);
+    // An idle connection for `key` (unless `fresh`), or a new one connected to `endpoint`.
+    boost::asio::awaitable<Taken> take(const std::string& key, boost::asio::ip::tcp::endpoint endpoint,
+                                       bool fresh = false);
     // After one whole response that allows keep-alive. Beyond the per-engine bound the connection is closed.
-    void give_back(const std::string& key, std::shared_ptr<boost::beast::tcp_stream> stream);
+    // `after_stream`: the response was a stream. Some engines close every connection after a stream although
+    // they announce keep-alive (llama-server does); once one such connection was found closed, the pool
+    // keeps none after a stream for that engine run.
+    void give_back(const std::string& key, std::shared_ptr<boost::beast::tcp_stream> stream,
+                   bool after_stream = false);
     // Shutdown: closes every idle connection and keeps none from now on.
     void close();
 
@@ -89,13 +95,16 @@ class UpstreamPool {
     struct Idle {
         std::shared_ptr<boost::beast::tcp_stream> stream;
         std::chrono::steady_clock::time_point since;
+        bool after_stream = false;
     };
+    void found_closed(const std::string& key, const Idle& i);
     void arm_sweep();
     void sweep();
 
     boost::asio::any_io_executor ex_;
     Options options_;
     std::map<std::string, std::deque<Idle>> idle_;
+    std::map<std::string, bool> closes_after_streams_;
     boost::asio::steady_timer sweep_timer_;
     bool sweep_armed_ = false;
     bool closed_ = false;

@@ -35,16 +35,16 @@ struct FakeEngine {
             auto [ec, s] = co_await acceptor.async_accept(tok);
             if (ec) co_return;
             ++connections;
-            asio::co_spawn(acceptor.get_executor(), serve(std::move(s)), asio::detached);
+            asio::co_spawn(acceptor.get_executor(), serve(std::move(s), connections), asio::detached);
         }
     }
-    asio::awaitable<void> serve(tcp::socket s) {
+    asio::awaitable<void> serve(tcp::socket s, int id) {
         beast::flat_buffer buf;
         for (;;) {
             bhttp::request<bhttp::string_body> req;
             auto [ec, n] = co_await bhttp::async_read(s, buf, req, tok);
             if (ec) co_return;
-            if (++requests == drop_request) {
+            if (++requests == drop_request || id <= dead_up_to) {
                 s.close();
                 co_return;
             }
@@ -64,6 +64,7 @@ struct FakeEngine {
     tcp::acceptor acceptor;
     int connections = 0, requests = 0, drop_request = -1;
     bool close_after_answer = false;  // an engine whose keep-alive ran out right after an answer
+    int dead_up_to = 0;               // connections 1..dead_up_to drop every request unanswered
 };
 
 UpstreamPool::Request request() {
@@ -76,7 +77,7 @@ UpstreamPool::Request request() {
 
 // One whole request through the pool; gives the connection back when it was answered completely.
 asio::awaitable<int> one(UpstreamPool& pool, const std::string& key, tcp::endpoint ep,
-                         bool* retried = nullptr) {
+                         bool* retried = nullptr, bool stream = false) {
     beast::flat_buffer buf;
     std::optional<UpstreamPool::Parser> parser;
     const auto req = request();
@@ -91,7 +92,7 @@ asio::awaitable<int> one(UpstreamPool& pool, const std::string& key, tcp::endpoi
         auto [ec, n] = co_await bhttp::async_read_some(*ex.stream, buf, *parser, tok);
         if (ec && ec != bhttp::error::need_buffer) co_return 0;
     }
-    if (parser->keep_alive()) pool.give_back(key, ex.stream);
+    if (parser->keep_alive()) pool.give_back(key, ex.stream, stream);
     co_return parser->get().result_int();
 }
 
@@ -224,5 +225,38 @@ TEST(UpstreamPool, AfterCloseNothingIsKept) {
         EXPECT_EQ(pool.idle_count(), 0u);
         EXPECT_EQ(co_await one(pool, "e", engine.endpoint()), 200);
         EXPECT_EQ(pool.idle_count(), 0u);
+    });
+}
+
+TEST(UpstreamPool, TheRetryIsOnANewConnectionNotAnotherIdleOne) {
+    asio::io_context ioc;
+    FakeEngine engine(ioc);
+    UpstreamPool pool(ioc.get_executor());
+    run(ioc, [&]() -> asio::awaitable<void> {
+        auto a = (co_await pool.take("e", engine.endpoint())).stream;
+        auto b = (co_await pool.take("e", engine.endpoint())).stream;
+        pool.give_back("e", a);
+        pool.give_back("e", b);
+        engine.dead_up_to = 2;  // both idle connections are dead the moment they carry a request
+        bool retried = false;
+        EXPECT_EQ(co_await one(pool, "e", engine.endpoint(), &retried), 200);
+        EXPECT_TRUE(retried);
+    });
+    EXPECT_EQ(engine.connections, 3);
+}
+
+TEST(UpstreamPool, AnEngineThatClosesAfterStreamsGetsNoConnectionKeptAfterOne) {
+    asio::io_context ioc;
+    FakeEngine engine(ioc);
+    engine.close_after_answer = true;  // as llama-server does after a stream
+    UpstreamPool pool(ioc.get_executor());
+    run(ioc, [&]() -> asio::awaitable<void> {
+        asio::steady_timer t(co_await asio::this_coro::executor);
+        EXPECT_EQ(co_await one(pool, "e", engine.endpoint(), nullptr, true), 200);
+        t.expires_after(50ms);
+        co_await t.async_wait(asio::use_awaitable);
+        EXPECT_EQ(co_await one(pool, "e", engine.endpoint(), nullptr, true), 200);  // finds it closed: learns
+        EXPECT_EQ(pool.idle_count(), 0u)
+            << "kept a connection after a stream from an engine that closes them";
     });
 }

@@ -55,6 +55,8 @@ asio::awaitable<void> client(std::uint16_t port, std::string body, int count, st
             statuses[-2] += count - i;
             co_return;
         }
+        if (res.result_int() != 200 && !statuses.count(res.result_int()))
+            std::fprintf(stderr, "HTTP %d: %s\n", res.result_int(), res.body().substr(0, 2000).c_str());
         ++statuses[res.result_int()];
         if (!res.keep_alive()) co_return;
     }
