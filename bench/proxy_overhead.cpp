@@ -1,15 +1,23 @@
 // bench/proxy-overhead — what loch adds on the request path, next to nginx doing the same job.
 //
-// One llama-server (the engine loch starts on demand) is measured three ways in one run, interleaved request
-// by request so that load from elsewhere hits all three alike: directly, through `loch serve`, and through
-// nginx (reverse proxy with upstream keep-alive and proxy_buffering off — the fair setup for SSE).
-// Reported: added p50/p99 latency of a whole non-streamed request; added p50/p99 time to first event and
-// gap between streamed events; events/s; and loch's added latency as a ratio to nginx's.
+// One llama-server (the engine loch starts on demand, `-t 1` so that its own stalls do not swamp the proxies)
+// is measured three ways in one run: directly, through `loch serve`, and through nginx (reverse proxy with an
+// upstream keep-alive pool and proxy_buffering off — the fair setup for SSE). In each of `--rounds` rounds
+// every target runs every workload, in an order that rotates per round, so that load from elsewhere hits all
+// alike; the report gives medians over rounds of each round's figures, and of each round's ratio loch ÷ nginx
+// of what they add over direct:
+//   - a non-streamed `/v1/completions` (`max_tokens: 1`): p50/p99 per request on one keep-alive client
+//     connection, and with a new connection per request; the proxy's CPU per request (schedstat, ns);
+//   - streamed chat completions: the gap between events, and the proxy's CPU per event;
+//   - req/s with 32 and with 256 concurrent client connections;
+// then the cold start (request → first answer for a stopped model, minus the engine started alone with the
+// same argv), and the idle CPU and RSS of loch and nginx over `--idle-s` seconds after the load.
 //
-//   build/bin/proxy-overhead [--model X.gguf] [--requests 200] [--streams 30] [--tokens 64]
+//   build/bin/proxy-overhead [--model X.gguf] [--rounds 7] [--requests 100] [--streams 4] [--tokens 64]
 // Without --model it generates the loch-synth `tiny-llama` model (fast tokens: the proxy's share is largest).
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -25,8 +33,12 @@
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
@@ -117,13 +129,6 @@ StreamTimes post(std::uint16_t port, const std::string& target, const std::strin
     return out;
 }
 
-struct Target {
-    std::string name;
-    std::uint16_t port;
-    std::vector<double> request_us, first_event_us, gap_us;
-    double events = 0, stream_seconds = 0;
-};
-
 std::uint16_t free_port() {
     asio::io_context ioc;
     asio::ip::tcp::acceptor acc(ioc, {asio::ip::make_address("127.0.0.1"), 0});
@@ -142,18 +147,162 @@ void wait_http(std::uint16_t port, const std::string& path, loch::test::Process&
     throw std::runtime_error(what + " did not come up:\n" + p.log_tail());
 }
 
+// CPU time of every thread of `pid`, ns (schedstat: ns precision, unlike /proc/PID/stat's 10 ms ticks).
+std::uint64_t cpu_ns(int pid) {
+    std::uint64_t total = 0;
+    std::error_code ec;
+    for (const auto& t : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+        std::ifstream in(t.path() / "schedstat");
+        std::uint64_t run = 0;
+        if (in >> run) total += run;
+    }
+    return total;
+}
+
+std::uint64_t rss_bytes(int pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    std::string k;
+    while (in >> k)
+        if (k == "VmRSS:") {
+            std::uint64_t kb = 0;
+            in >> kb;
+            return kb * 1024;
+        }
+    return 0;
+}
+
+// One client connection kept alive over many requests (synchronous: one request at a time).
+class KeepAlive {
+  public:
+    explicit KeepAlive(std::uint16_t port) : port_(port), sock_(ioc_) { connect(); }
+    void connect() {
+        boost::system::error_code ec;
+        sock_.close(ec);
+        buf_.clear();
+        sock_.connect({asio::ip::make_address("127.0.0.1"), port_});
+        sock_.set_option(asio::ip::tcp::no_delay(true));
+        timeval tv{60, 0};
+        ::setsockopt(sock_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    // Seconds of each event's arrival after sending (one entry for a non-streamed answer).
+    std::vector<double> request(const std::string& target, const std::string& body, bool stream,
+                                const std::string& bearer) {
+        bhttp::request<bhttp::string_body> req{bhttp::verb::post, target, 11};
+        req.set(bhttp::field::host, "127.0.0.1");
+        req.set(bhttp::field::content_type, "application/json");
+        if (!bearer.empty()) req.set(bhttp::field::authorization, "Bearer " + bearer);
+        req.body() = body;
+        req.prepare_payload();
+        const auto t0 = Clock::now();
+        bhttp::write(sock_, req);
+        bhttp::response_parser<bhttp::buffer_body> parser;
+        parser.body_limit(boost::none);
+        bhttp::read_header(sock_, buf_, parser);
+        if (parser.get().result_int() != 200)
+            throw std::runtime_error(fmt::format("HTTP {}", parser.get().result_int()));
+        std::vector<double> out;
+        loch::http::SseFramer framer;
+        char tmp[8192];
+        while (!parser.is_done()) {
+            parser.get().body().data = tmp;
+            parser.get().body().size = sizeof tmp;
+            boost::beast::error_code ec;
+            bhttp::read_some(sock_, buf_, parser, ec);
+            if (ec == bhttp::error::need_buffer) ec = {};
+            if (ec) throw boost::system::system_error(ec);
+            if (stream)
+                for (auto& e : framer.feed(std::string_view(tmp, sizeof tmp - parser.get().body().size))) {
+                    (void)e;
+                    out.push_back(us(Clock::now() - t0));
+                }
+        }
+        if (!stream) out.push_back(us(Clock::now() - t0));
+        if (!parser.keep_alive()) connect();  // llama-server ends a connection after 100 requests
+        return out;
+    }
+
+  private:
+    std::uint16_t port_;
+    asio::io_context ioc_;
+    asio::ip::tcp::socket sock_;
+    boost::beast::flat_buffer buf_;
+};
+
+// `conns` concurrent keep-alive connections, `each` requests apiece: requests per second (all must be 200).
+double throughput(std::uint16_t port, const std::string& body, const std::string& bearer, int conns,
+                  int each) {
+    asio::io_context ioc;
+    int failed = 0;
+    auto one = [&](int) -> asio::awaitable<void> {
+        constexpr auto tok = asio::as_tuple(asio::use_awaitable);
+        boost::beast::tcp_stream s(co_await asio::this_coro::executor);
+        auto [cec] = co_await s.async_connect({asio::ip::make_address("127.0.0.1"), port}, tok);
+        if (cec) {
+            failed += each;
+            co_return;
+        }
+        boost::beast::flat_buffer buf;
+        for (int i = 0; i < each; ++i) {
+            bhttp::request<bhttp::string_body> req{bhttp::verb::post, "/v1/completions", 11};
+            req.set(bhttp::field::host, "127.0.0.1");
+            req.set(bhttp::field::content_type, "application/json");
+            if (!bearer.empty()) req.set(bhttp::field::authorization, "Bearer " + bearer);
+            req.body() = body;
+            req.prepare_payload();
+            s.expires_after(120s);
+            auto [wec, wn] = co_await bhttp::async_write(s, req, tok);
+            bhttp::response<bhttp::string_body> res;
+            auto [rec, rn] = co_await bhttp::async_read(s, buf, res, tok);
+            if (wec || rec || res.result_int() != 200) {
+                failed += each - i;
+                co_return;
+            }
+        }
+    };
+    const auto t0 = Clock::now();
+    for (int c = 0; c < conns; ++c) asio::co_spawn(ioc, one(c), asio::detached);
+    ioc.run();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (failed)
+        throw std::runtime_error(
+            fmt::format("{} of {} requests failed at {} connections", failed, conns * each, conns));
+    return conns * each / s;
+}
+
+// One round's figures for one target.
+struct Figures {
+    double ka_p50 = 0, ka_p99 = 0, new_p50 = 0, new_p99 = 0, gap_p50 = 0;
+    double cpu_req_ns = 0, cpu_event_ns = 0, rps32 = 0, rps256 = 0;
+};
+
+struct Target {
+    std::string name;
+    std::uint16_t port;
+    int pid;  // the proxy's process (0 for direct: no proxy)
+    std::vector<Figures> rounds;
+};
+
+double median(std::vector<double> v) {
+    return percentile(std::move(v), 50);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"proxy-overhead: latency loch adds, next to nginx"};
+    CLI::App app{"proxy-overhead: what loch adds on the request path, next to nginx"};
     std::string model;
-    int requests = 200, streams = 30, tokens = 64;
+    int rounds = 7, requests = 100, streams = 4, tokens = 64, cold_rounds = 5;
+    double idle_s = 10, settle_s = 12;
     std::string bin_dir = fs::canonical("/proc/self/exe").parent_path().string();
     std::string nginx = "/usr/sbin/nginx";
     app.add_option("--model", model, "GGUF model (default: generate loch-synth tiny-llama)");
-    app.add_option("--requests", requests, "non-streamed requests per target");
-    app.add_option("--streams", streams, "streamed requests per target");
+    app.add_option("--rounds", rounds, "rounds (every target runs every workload in each)");
+    app.add_option("--requests", requests, "non-streamed requests per target per round");
+    app.add_option("--streams", streams, "streamed requests per target per round");
     app.add_option("--tokens", tokens, "tokens per streamed request");
+    app.add_option("--cold-rounds", cold_rounds, "cold starts measured (loch and the engine alone)");
+    app.add_option("--idle-s", idle_s, "seconds of idle measured after the load");
+    app.add_option("--settle-s", settle_s, "seconds without requests before the idle measurement");
     app.add_option("--bin", bin_dir, "folder with loch, loch-synth, llama-server");
     app.add_option("--nginx", nginx, "nginx binary");
     CLI11_PARSE(app, argc, argv);
@@ -168,27 +317,34 @@ int main(int argc, char** argv) {
                 dir.path() / "synth.log");
             if (st != 0) throw std::runtime_error("loch-synth failed");
         }
-        // loch, serving the model; its engine is the one all three targets reach.
+        // loch, serving the model twice: `bench` stays loaded (its engine is the one all three targets
+        // reach); `cold` stops as soon as it is idle, so that each request to it is a cold start.
         const auto loch_port = free_port();
+        const std::string args = "    args:\n      ctx: 2048\n      parallel: 4\n      threads: 1\n";
         std::ofstream(dir.path() / "loch.yaml")
             << "listen: 127.0.0.1\nstate_dir: " << (dir.path() / "state").string()
             << "\nengine_dir: " << bin_dir
-            << "\ndevices:\n  cpu:\n    budget: 4GiB\nmodels:\n  - name: bench\n    path: " << model
-            << "\n    keep_alive: forever\n    args:\n      ctx: 2048\n      parallel: 1\n";
+            << "\nqueue: {interactive: 1024, batch: 64}\ndevices:\n  cpu:\n    budget: 4GiB\nmodels:\n  - "
+               "name: bench\n    path: "
+            << model << "\n    keep_alive: forever\n"
+            << args << "  - name: cold\n    path: " << model << "\n    keep_alive: 0\n"
+            << args;
         loch::test::Process loch(
             bin / "loch",
             {"serve", "--config", (dir.path() / "loch.yaml").string(), "--port", std::to_string(loch_port)},
             dir.path() / "loch.log");
         wait_http(loch_port, "/health", loch, "loch");
-        const json warm = {{"model", "bench"}, {"prompt", "Hi"}, {"max_tokens", 1}, {"temperature", 0}};
-        post(loch_port, "/v1/completions", warm.dump(), false);
+        const json one = {{"model", "bench"}, {"prompt", "Hi"}, {"max_tokens", 1}, {"temperature", 0}};
+        post(loch_port, "/v1/completions", one.dump(), false);
         std::uint16_t engine_port = 0;
+        int engine_pid = 0;
         std::string key;
         const json status = json::parse(loch::test::http_get(loch_port, "/loch/status").body);
         for (const auto& e : status["engines"])
             if (e["name"] == "bench") {
                 engine_port = e["engine"]["port"].get<std::uint16_t>();
-                key = engine_key(e["engine"]["pid"].get<int>());
+                engine_pid = e["engine"]["pid"].get<int>();
+                key = engine_key(engine_pid);
             }
         if (!engine_port) throw std::runtime_error("no engine port in /loch/status");
 
@@ -197,91 +353,197 @@ int main(int argc, char** argv) {
         const auto ndir = dir.path() / "nginx";
         fs::create_directories(ndir / "logs");
         std::ofstream(ndir / "nginx.conf")
-            << "daemon off;\nmaster_process off;\nworker_processes 1;\npid " << (ndir / "nginx.pid").string()
-            << ";\nerror_log " << (ndir / "logs/error.log").string()
-            << " warn;\nevents { worker_connections 256; }\nhttp {\n  access_log off;\n"
+            << "daemon off;\nmaster_process off;\nworker_processes 1;\nworker_rlimit_nofile 4096;\npid "
+            << (ndir / "nginx.pid").string() << ";\nerror_log " << (ndir / "logs/error.log").string()
+            << " warn;\nevents { worker_connections 2048; }\nhttp {\n  access_log off;\n"
             << "  client_body_temp_path " << (ndir / "body").string() << ";\n  proxy_temp_path "
             << (ndir / "proxy").string() << ";\n  fastcgi_temp_path " << (ndir / "fcgi").string()
             << ";\n  uwsgi_temp_path " << (ndir / "uwsgi").string() << ";\n  scgi_temp_path "
             << (ndir / "scgi").string() << ";\n  upstream engine { server 127.0.0.1:" << engine_port
-            << "; keepalive 8; }\n  server {\n    listen 127.0.0.1:" << nginx_port
-            << ";\n    location / {\n      proxy_pass http://engine;\n      proxy_http_version 1.1;\n"
-            << "      proxy_set_header Connection \"\";\n      proxy_set_header Authorization \"Bearer "
-            << key << "\";\n      proxy_buffering off;\n      proxy_cache off;\n"
-            << "      proxy_read_timeout 300s;\n    }\n  }\n}\n";
+            << "; keepalive 16; }\n  server {\n    listen 127.0.0.1:" << nginx_port
+            << ";\n    keepalive_requests 100000;\n    location / {\n      proxy_pass http://engine;\n"
+            << "      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n"
+            << "      proxy_set_header Authorization \"Bearer " << key << "\";\n      proxy_buffering off;\n"
+            << "      proxy_cache off;\n      proxy_read_timeout 300s;\n    }\n  }\n}\n";
         loch::test::Process ngx(nginx,
                                 {"-p", ndir.string(), "-c", (ndir / "nginx.conf").string(), "-e",
                                  (ndir / "logs/error.log").string()},
                                 dir.path() / "nginx.out");
         wait_http(nginx_port, "/health", ngx, "nginx");
 
-        std::vector<Target> targets = {{"direct", engine_port, {}, {}, {}},
-                                       {"loch", loch_port, {}, {}, {}},
-                                       {"nginx", nginx_port, {}, {}, {}}};
-        const json one = {{"model", "bench"}, {"prompt", "Hi"}, {"max_tokens", 1}, {"temperature", 0}};
+        std::vector<Target> targets = {{"direct", engine_port, 0, {}},
+                                       {"loch", loch_port, loch.pid(), {}},
+                                       {"nginx", nginx_port, ngx.pid(), {}}};
         const json stream = {
             {"model", "bench"},     {"stream", true},
             {"max_tokens", tokens}, {"ignore_eos", true},
             {"temperature", 0},     {"messages", json::array({{{"role", "user"}, {"content", "Count."}}})}};
-        // Interleaved, rotating the order each round.
-        for (int r = 0; r < requests; ++r)
+        for (int r = 0; r < rounds; ++r)
             for (int k = 0; k < 3; ++k) {
                 auto& t = targets[(r + k) % 3];
                 const std::string bearer = t.port == engine_port ? key : std::string();
-                t.request_us.push_back(
-                    post(t.port, "/v1/completions", one.dump(), false, bearer).arrivals_us.back());
-            }
-        for (int r = 0; r < streams; ++r)
-            for (int k = 0; k < 3; ++k) {
-                auto& t = targets[(r + k) % 3];
-                const auto times = post(t.port, "/v1/chat/completions", stream.dump(), true,
-                                        t.port == engine_port ? key : std::string());
-                if (times.arrivals_us.empty()) continue;
-                t.first_event_us.push_back(times.arrivals_us.front());
-                for (std::size_t i = 1; i < times.arrivals_us.size(); ++i)
-                    t.gap_us.push_back(times.arrivals_us[i] - times.arrivals_us[i - 1]);
-                t.events += double(times.arrivals_us.size());
-                t.stream_seconds += times.arrivals_us.back() / 1e6;
+                Figures f;
+                std::string phase = "keep-alive requests";
+                try {
+                    {
+                        KeepAlive c(t.port);
+                        std::vector<double> lat;
+                        const auto c0 = t.pid ? cpu_ns(t.pid) : 0;
+                        for (int i = 0; i < requests; ++i)
+                            lat.push_back(c.request("/v1/completions", one.dump(), false, bearer).back());
+                        if (t.pid) f.cpu_req_ns = double(cpu_ns(t.pid) - c0) / requests;
+                        f.ka_p50 = percentile(lat, 50);
+                        f.ka_p99 = percentile(lat, 99);
+                    }
+                    phase = "new-connection requests";
+                    {
+                        std::vector<double> lat;
+                        for (int i = 0; i < requests / 2; ++i)
+                            lat.push_back(post(t.port, "/v1/completions", one.dump(), false, bearer)
+                                              .arrivals_us.back());
+                        f.new_p50 = percentile(lat, 50);
+                        f.new_p99 = percentile(lat, 99);
+                    }
+                    phase = "streams";
+                    {
+                        // A new connection per stream: llama-server closes it after each stream anyway.
+                        std::vector<double> gaps;
+                        double events = 0;
+                        const auto c0 = t.pid ? cpu_ns(t.pid) : 0;
+                        for (int i = 0; i < streams; ++i) {
+                            const auto a =
+                                post(t.port, "/v1/chat/completions", stream.dump(), true, bearer).arrivals_us;
+                            for (std::size_t j = 1; j < a.size(); ++j) gaps.push_back(a[j] - a[j - 1]);
+                            events += double(a.size());
+                        }
+                        if (t.pid) f.cpu_event_ns = double(cpu_ns(t.pid) - c0) / std::max(events, 1.0);
+                        f.gap_p50 = percentile(gaps, 50);
+                    }
+                    phase = "32 connections";
+                    f.rps32 = throughput(t.port, one.dump(), bearer, 32, 8);
+                    phase = "256 connections";
+                    f.rps256 = throughput(t.port, one.dump(), bearer, 256, 2);
+                } catch (const std::exception& e) {
+                    throw std::runtime_error(fmt::format("{}, round {}, {}: {}", t.name, r, phase, e.what()));
+                }
+                t.rounds.push_back(f);
             }
 
-        const auto& d = targets[0];
-        std::printf(
-            "proxy-overhead: model %s, %d requests and %d streams of %d tokens per target, interleaved\n",
-            fs::path(model).filename().c_str(), requests, streams, tokens);
-        std::printf("%-7s %12s %12s %12s %12s %12s %12s %10s\n", "target", "req p50 us", "req p99 us",
-                    "1st ev p50", "1st ev p99", "gap p50 us", "gap p99 us", "events/s");
-        for (const auto& t : targets)
-            std::printf("%-7s %12.0f %12.0f %12.0f %12.0f %12.1f %12.1f %10.1f\n", t.name.c_str(),
-                        percentile(t.request_us, 50), percentile(t.request_us, 99),
-                        percentile(t.first_event_us, 50), percentile(t.first_event_us, 99),
-                        percentile(t.gap_us, 50), percentile(t.gap_us, 99),
-                        t.events / std::max(t.stream_seconds, 1e-9));
-        std::printf("\nadded over direct (us):\n%-7s %12s %12s %12s %12s %12s %12s %10s\n", "target",
-                    "req p50", "req p99", "1st ev p50", "1st ev p99", "gap p50", "gap p99", "events/s %");
-        std::map<std::string, std::vector<double>> added;
-        for (std::size_t i = 1; i < targets.size(); ++i) {
-            const auto& t = targets[i];
-            std::vector<double> a = {percentile(t.request_us, 50) - percentile(d.request_us, 50),
-                                     percentile(t.request_us, 99) - percentile(d.request_us, 99),
-                                     percentile(t.first_event_us, 50) - percentile(d.first_event_us, 50),
-                                     percentile(t.first_event_us, 99) - percentile(d.first_event_us, 99),
-                                     percentile(t.gap_us, 50) - percentile(d.gap_us, 50),
-                                     percentile(t.gap_us, 99) - percentile(d.gap_us, 99),
-                                     100.0 * (t.events / t.stream_seconds) / (d.events / d.stream_seconds)};
-            added[t.name] = a;
-            std::printf("%-7s %12.0f %12.0f %12.0f %12.0f %12.1f %12.1f %10.1f\n", t.name.c_str(), a[0], a[1],
-                        a[2], a[3], a[4], a[5], a[6]);
-        }
-        const auto& l = added["loch"];
-        const auto& n = added["nginx"];
-        auto ratio = [](double a, double b) {
-            return std::abs(b) < 1.0 ? std::string("n/a (nginx adds < 1 us)") : fmt::format("{:.2f}", a / b);
+        // Per round: what loch and nginx add over direct, and loch ÷ nginx of that.
+        auto series = [&](const Target& t, double Figures::*m) {
+            std::vector<double> v;
+            for (const auto& f : t.rounds) v.push_back(f.*m);
+            return v;
+        };
+        auto added = [&](const Target& t, double Figures::*m) {
+            std::vector<double> v;
+            for (std::size_t i = 0; i < t.rounds.size(); ++i)
+                v.push_back(t.rounds[i].*m - targets[0].rounds[i].*m);
+            return v;
+        };
+        auto ratio = [&](double Figures::*m, bool over_direct) {
+            std::vector<double> v;
+            for (std::size_t i = 0; i < targets[1].rounds.size(); ++i) {
+                const double base = over_direct ? targets[0].rounds[i].*m : 0;
+                const double l = targets[1].rounds[i].*m - base, n = targets[2].rounds[i].*m - base;
+                if (std::abs(n) > 1e-9) v.push_back(l / n);
+            }
+            return v.empty() ? std::nan("") : median(v);
         };
         std::printf(
-            "\nloch ÷ nginx (added latency): request p50 %s, p99 %s; first event p50 %s, p99 %s; "
-            "event gap p50 %s, p99 %s; events/s %.3f\n",
-            ratio(l[0], n[0]).c_str(), ratio(l[1], n[1]).c_str(), ratio(l[2], n[2]).c_str(),
-            ratio(l[3], n[3]).c_str(), ratio(l[4], n[4]).c_str(), ratio(l[5], n[5]).c_str(), l[6] / n[6]);
+            "proxy-overhead: model %s, engine -t 1, %d rounds; per round and target %d requests "
+            "(keep-alive), %d on new connections, %d streams of %d tokens, 32x8 and 256x2 "
+            "concurrent\n\n",
+            fs::path(model).filename().c_str(), rounds, requests, requests / 2, streams, tokens);
+        std::printf("%-7s %9s %9s %9s %9s %9s %11s %11s %9s %9s\n", "median", "ka p50", "ka p99", "new p50",
+                    "new p99", "gap p50", "cpu/req ns", "cpu/ev ns", "req/s@32", "req/s@256");
+        for (const auto& t : targets)
+            std::printf("%-7s %9.0f %9.0f %9.0f %9.0f %9.1f %11.0f %11.0f %9.0f %9.0f\n", t.name.c_str(),
+                        median(series(t, &Figures::ka_p50)), median(series(t, &Figures::ka_p99)),
+                        median(series(t, &Figures::new_p50)), median(series(t, &Figures::new_p99)),
+                        median(series(t, &Figures::gap_p50)), median(series(t, &Figures::cpu_req_ns)),
+                        median(series(t, &Figures::cpu_event_ns)), median(series(t, &Figures::rps32)),
+                        median(series(t, &Figures::rps256)));
+        std::printf("\nadded over direct, us (median of rounds):\n%-7s %9s %9s %9s %9s %9s\n", "target",
+                    "ka p50", "ka p99", "new p50", "new p99", "gap p50");
+        for (std::size_t i = 1; i < targets.size(); ++i) {
+            const auto& t = targets[i];
+            std::printf("%-7s %9.0f %9.0f %9.0f %9.0f %9.1f\n", t.name.c_str(),
+                        median(added(t, &Figures::ka_p50)), median(added(t, &Figures::ka_p99)),
+                        median(added(t, &Figures::new_p50)), median(added(t, &Figures::new_p99)),
+                        median(added(t, &Figures::gap_p50)));
+        }
+        std::printf(
+            "\nloch ÷ nginx, median of per-round ratios (goal ≤ 1.00): added latency keep-alive p50 %.2f, "
+            "p99 %.2f; new connection p50 %.2f; per event %.2f; CPU per request %.2f; CPU per event %.2f; "
+            "req/s at 32 connections %.2f, at 256 %.2f (higher is better)\n",
+            ratio(&Figures::ka_p50, true), ratio(&Figures::ka_p99, true), ratio(&Figures::new_p50, true),
+            ratio(&Figures::gap_p50, true), ratio(&Figures::cpu_req_ns, false),
+            ratio(&Figures::cpu_event_ns, false), ratio(&Figures::rps32, false),
+            ratio(&Figures::rps256, false));
+
+        // Cold start: the engine alone, started with the argv loch gave it, against a request to `cold`.
+        std::vector<std::string> argv_engine;
+        {
+            std::ifstream in("/proc/" + std::to_string(engine_pid) + "/cmdline", std::ios::binary);
+            std::string a;
+            while (std::getline(in, a, '\0')) argv_engine.push_back(a);
+        }
+        std::vector<double> alone, through;
+        for (int r = 0; r < cold_rounds; ++r) {
+            {
+                auto args_engine = std::vector<std::string>(argv_engine.begin() + 1, argv_engine.end());
+                const auto port = free_port();
+                for (std::size_t i = 0; i + 1 < args_engine.size(); ++i)
+                    if (args_engine[i] == "--port") args_engine[i + 1] = std::to_string(port);
+                const auto t0 = Clock::now();
+                loch::test::Process e(argv_engine.front(), args_engine, dir.path() / "alone.log");
+                for (;;) {
+                    try {
+                        if (loch::test::http_get(port, "/health", 1s).status == 200) break;
+                    } catch (const std::exception&) {
+                    }
+                    if (!e.running()) throw std::runtime_error("engine alone died:\n" + e.log_tail());
+                    std::this_thread::sleep_for(1ms);
+                }
+                post(port, "/v1/completions", one.dump(), false);
+                alone.push_back(us(Clock::now() - t0));
+                e.stop(5s);
+            }
+            {
+                json c = one;
+                c["model"] = "cold";
+                const auto t0 = Clock::now();
+                post(loch_port, "/v1/completions", c.dump(), false);
+                through.push_back(us(Clock::now() - t0));
+                for (int i = 0; i < 200; ++i) {  // keep_alive 0: wait until loch stopped it
+                    const json s = json::parse(loch::test::http_get(loch_port, "/loch/status").body);
+                    bool stopped = false;
+                    for (const auto& e : s["engines"])
+                        if (e["name"] == "cold") stopped = e["state"] == "stopped";
+                    if (stopped) break;
+                    std::this_thread::sleep_for(20ms);
+                }
+            }
+        }
+        std::printf(
+            "\ncold start (request → answer, %d rounds): engine alone %.1f ms, through loch %.1f ms: "
+            "loch adds %.1f ms (goal ≤ 5 ms)\n",
+            cold_rounds, median(alone) / 1000, median(through) / 1000,
+            (median(through) - median(alone)) / 1000);
+
+        // Idle: one model loaded, nothing asked for `settle_s` (loch's tick slows down once nothing happened
+        // for 10 ticks), then measured over `idle_s`.
+        std::this_thread::sleep_for(std::chrono::duration<double>(settle_s));
+        const auto l0 = cpu_ns(loch.pid()), n0 = cpu_ns(ngx.pid());
+        std::this_thread::sleep_for(std::chrono::duration<double>(idle_s));
+        const double lidle = double(cpu_ns(loch.pid()) - l0) / (idle_s * 1e9) * 100,
+                     nidle = double(cpu_ns(ngx.pid()) - n0) / (idle_s * 1e9) * 100;
+        std::printf(
+            "idle over %.0f s: loch CPU %.3f %% (goal < 0.05 %%), RSS %.1f MiB; nginx CPU %.3f %%, RSS "
+            "%.1f MiB\n",
+            idle_s, lidle, double(rss_bytes(loch.pid())) / 1048576, nidle,
+            double(rss_bytes(ngx.pid())) / 1048576);
         ngx.stop(5s);
         loch.stop(20s);
     } catch (const std::exception& e) {

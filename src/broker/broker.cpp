@@ -151,7 +151,7 @@ void Broker::start() {
 asio::awaitable<void> Broker::tick_loop() {
     auto alive = alive_;
     while (*alive && !shutting_down_) {
-        tick_timer_->expires_after(options_.tick);
+        tick_timer_->expires_after(tick_period());
         co_await tick_timer_->async_wait(asio::as_tuple(asio::use_awaitable));
         if (!*alive || shutting_down_) co_return;
         refresh_devices();
@@ -160,7 +160,15 @@ asio::awaitable<void> Broker::tick_loop() {
     }
 }
 
+Clock::duration Broker::tick_period() const {
+    const auto now = Clock::now();
+    bool busy = !waiters_.empty() || !loading_devices_.empty() || now - last_request_ < 10 * options_.tick;
+    for (const auto& [name, m] : models_) busy |= m->active > 0 || m->state == ModelState::loading;
+    return busy ? Clock::duration(options_.tick) : Clock::duration(5 * options_.tick);
+}
+
 void Broker::refresh_devices() {
+    last_refresh_ = Clock::now();
     std::vector<DeviceSnapshot> snap;
     try {
         snap = devices_->snapshot();
@@ -284,6 +292,8 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
                     {{"model", name}, {"available", names}});
     }
     check_needs(*m, needs);
+    last_request_ = Clock::now();
+    if (m->state != ModelState::ready && last_request_ - last_refresh_ > options_.tick) refresh_devices();
     co_await ensure_footprint(*m);
     auto w = std::make_shared<Waiter>(next_waiter_++, m, strand_);
     if (try_serve(*w) == Serve::granted) co_return make_lease(*m);

@@ -160,6 +160,11 @@ class Broker {
     bool shutting_down_ = false;
     std::shared_ptr<bool> alive_;  // tells detached coroutines the broker is gone
     std::unique_ptr<boost::asio::steady_timer> tick_timer_;
+    // The tick runs 5x less often while nothing happens (no request for 10 ticks, nothing loading, running
+    // or waiting): an idle loch costs ~nothing. A request for a model that is not ready re-reads the devices
+    // first when the last reading is older than one tick, so admission never decides on a stale one.
+    std::chrono::steady_clock::time_point last_refresh_{}, last_request_{};
+    std::chrono::steady_clock::duration tick_period() const;
 };
 
 }  // namespace loch::broker

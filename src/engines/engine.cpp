@@ -224,6 +224,7 @@ asio::awaitable<StartResult> Engine::start() {
         if (status == 200 && !proc_->exited() && !stop_requested_) {
             state_ = EngineState::ready;
             load_time_ = took();
+            proc_->batch_output(20ms);  // the startup log is complete; from now on lines come per request
             res.ready = true;
             res.took = *load_time_;
             if (spec_.hang_after.count() > 0) asio::co_spawn(ex_, watch_health(weak_self_), asio::detached);

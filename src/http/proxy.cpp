@@ -236,6 +236,8 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         // The engine run's secret is in the key: a restarted engine never gets an old run's socket.
         const std::string pool_key = fmt::format("{}#{}", engine_ep.port(), lease.address().api_key);
         beast::flat_buffer ubuf;
+        ubuf.reserve(16 *
+                     1024);  // one read takes a whole small answer (Beast reads 512 bytes into an empty one)
         std::optional<bhttp::response_parser<bhttp::buffer_body>> parser_slot;
         if (!oreq.stream) asio::co_spawn(ex_, liveness(lease.address(), watchdog, st), asio::detached);
         const auto ex = co_await pool_.exchange(
@@ -263,15 +265,16 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         char tmp[16 * 1024];
 
         if (!sse) {
-            // A JSON answer. What has arrived is read first; when that is all of it (the usual case:
-            // llama-server sends the body at once when it is done) it leaves in one write with the head. A
-            // longer body of known length is relayed as it arrives from then on; one of unknown length is
-            // collected first. The client's head carries the engine's status and length either way.
+            // A JSON answer. A small one (the usual case: llama-server sends the body at once when it is
+            // done) leaves in one write with the head; a long one of known length (over kRelayFrom) is
+            // relayed as it arrives after its first piece; one of unknown length is collected first. The
+            // client's head carries the engine's status and length either way.
+            constexpr std::uint64_t kRelayFrom = 64 * 1024;
             std::string body;
             const auto length = parser.content_length();
             bool relaying = false;
             while (!parser.is_done()) {
-                if (!relaying && length && !body.empty()) {
+                if (!relaying && length && *length > kRelayFrom && !body.empty()) {
                     bhttp::response<bhttp::empty_body> head{uh.result(), v};
                     head.set(bhttp::field::server, "loch");
                     head.set(bhttp::field::content_type, uh[bhttp::field::content_type]);
