@@ -150,7 +150,7 @@ void write_all(int fd, std::string_view data) {
 
 struct Process::Impl {
     Impl(asio::any_io_executor ex, std::size_t ring_lines)
-        : out(ex), pidfd(ex), exit_signal(ex), drain_timer(ex), batch_timer(ex), ring(ring_lines) {
+        : out(ex), pidfd(ex), exit_signal(ex), drain_timer(ex), ring(ring_lines) {
         exit_signal.expires_at(asio::steady_timer::time_point::max());
     }
 
@@ -162,8 +162,6 @@ struct Process::Impl {
     asio::posix::stream_descriptor pidfd;
     asio::steady_timer exit_signal;  // never expires: cancelled to wake every waiter at exit
     asio::steady_timer drain_timer;  // bounds the wait for the pipe's EOF after the process ended
-    asio::steady_timer batch_timer;  // batch_output(): the pause between reads
-    std::chrono::milliseconds batch{0};
     Fd log_fd;
     std::filesystem::path log_file;
     std::uint64_t log_bytes = 0;
@@ -235,11 +233,6 @@ asio::awaitable<void> read_output(std::shared_ptr<Process::Impl> impl) {
             impl->deliver(impl->ring.append(chunk));
         }
         if (ec) break;
-        if (impl->batch.count() > 0 && !impl->reaped) {
-            impl->batch_timer.expires_after(impl->batch);
-            co_await impl->batch_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-            ec = {};
-        }
     }
     impl->deliver(impl->ring.finish());
     impl->eof = true;
@@ -252,7 +245,6 @@ asio::awaitable<void> watch_exit(std::shared_ptr<Process::Impl> impl) {
                                     asio::redirect_error(asio::use_awaitable, ec));
     if (impl->exited) co_return;  // the destructor got there first
     impl->reap();
-    impl->batch_timer.cancel();  // read what is left now
     if (!impl->eof) {
         // Let the reader drain what the engine wrote last (its dying words are the useful ones).
         impl->drain_timer.expires_after(std::chrono::milliseconds(500));
@@ -370,7 +362,6 @@ Process::~Process() {
     boost::system::error_code ec;
     impl_->pidfd.close(ec);
     impl_->drain_timer.cancel();
-    impl_->batch_timer.cancel();
     // Nobody can read this process's output any more: stop the reader even if an escaped grandchild
     // (one that left the group with setsid) still holds the pipe.
     impl_->out.close(ec);
@@ -402,10 +393,6 @@ const LogRing& Process::log() const {
 }
 const std::filesystem::path& Process::log_file() const {
     return impl_->log_file;
-}
-
-void Process::batch_output(std::chrono::milliseconds interval) {
-    impl_->batch = interval;
 }
 
 void Process::signal_group(int sig) {

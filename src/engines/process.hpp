@@ -82,11 +82,6 @@ class Process {
     // kill(-pgid, sig): the whole group. No-op once exited.
     void signal_group(int sig);
 
-    // From now on the output is read at most every `interval` (0: as it comes): a ready engine logs a few
-    // lines per request, and reading them in batches saves loch a wake-up, a read and a write per line.
-    // The pipe holds 64 KiB, so an engine has to print over 3 MiB/s at 20 ms before it waits on loch.
-    void batch_output(std::chrono::milliseconds interval);
-
     const LogRing& log() const;
     const std::filesystem::path& log_file() const;
 
