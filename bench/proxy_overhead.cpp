@@ -86,49 +86,6 @@ std::string engine_key(int pid) {
     return env.substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
 }
 
-StreamTimes post(std::uint16_t port, const std::string& target, const std::string& body, bool stream,
-                 const std::string& bearer = {}) {
-    asio::io_context ioc;
-    asio::ip::tcp::socket sock(ioc);
-    sock.connect({asio::ip::make_address("127.0.0.1"), port});
-    sock.set_option(asio::ip::tcp::no_delay(true));
-    timeval tv{60, 0};
-    ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    bhttp::request<bhttp::string_body> req{bhttp::verb::post, target, 11};
-    req.set(bhttp::field::host, "127.0.0.1");
-    req.set(bhttp::field::content_type, "application/json");
-    if (!bearer.empty()) req.set(bhttp::field::authorization, "Bearer " + bearer);
-    req.body() = body;
-    req.prepare_payload();
-    const auto t0 = Clock::now();
-    bhttp::write(sock, req);
-    boost::beast::flat_buffer buf;
-    bhttp::response_parser<bhttp::buffer_body> parser;
-    parser.body_limit(boost::none);
-    bhttp::read_header(sock, buf, parser);
-    if (parser.get().result_int() != 200)
-        throw std::runtime_error(fmt::format("port {}: HTTP {}", port, parser.get().result_int()));
-    StreamTimes out;
-    loch::http::SseFramer framer;
-    char tmp[8192];
-    while (!parser.is_done()) {
-        parser.get().body().data = tmp;
-        parser.get().body().size = sizeof tmp;
-        boost::beast::error_code ec;
-        bhttp::read_some(sock, buf, parser, ec);
-        if (ec == bhttp::error::need_buffer) ec = {};
-        if (ec) throw boost::system::system_error(ec);
-        const auto now = Clock::now();
-        if (stream)
-            for (auto& e : framer.feed(std::string_view(tmp, sizeof tmp - parser.get().body().size))) {
-                (void)e;
-                out.arrivals_us.push_back(us(now - t0));
-            }
-    }
-    if (!stream) out.arrivals_us.push_back(us(Clock::now() - t0));
-    return out;
-}
-
 std::uint16_t free_port() {
     asio::io_context ioc;
     asio::ip::tcp::acceptor acc(ioc, {asio::ip::make_address("127.0.0.1"), 0});
@@ -185,8 +142,9 @@ class KeepAlive {
         ::setsockopt(sock_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     }
     // Seconds of each event's arrival after sending (one entry for a non-streamed answer).
+    // `reconnect`: when the server ends the connection, open the next one now.
     std::vector<double> request(const std::string& target, const std::string& body, bool stream,
-                                const std::string& bearer) {
+                                const std::string& bearer, bool reconnect = true) {
         bhttp::request<bhttp::string_body> req{bhttp::verb::post, target, 11};
         req.set(bhttp::field::host, "127.0.0.1");
         req.set(bhttp::field::content_type, "application/json");
@@ -217,7 +175,7 @@ class KeepAlive {
                 }
         }
         if (!stream) out.push_back(us(Clock::now() - t0));
-        if (!parser.keep_alive()) connect();  // llama-server ends a connection after 100 requests
+        if (!parser.keep_alive() && reconnect) connect();  // llama-server ends one after 100 requests
         return out;
     }
 
@@ -227,6 +185,13 @@ class KeepAlive {
     asio::ip::tcp::socket sock_;
     boost::beast::flat_buffer buf_;
 };
+
+// One request on a new connection (closed after it).
+StreamTimes post(std::uint16_t port, const std::string& target, const std::string& body, bool stream,
+                 const std::string& bearer = {}) {
+    KeepAlive c(port);
+    return {c.request(target, body, stream, bearer, /*reconnect=*/false)};
+}
 
 // `conns` concurrent keep-alive connections, `each` requests apiece: answered requests per second; the
 // failed ones are added to `*errors`.
