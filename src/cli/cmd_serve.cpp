@@ -37,21 +37,28 @@ struct ServeOptions {
 };
 
 // Each client connection holds a descriptor and each relay another to its engine: raise the soft limit to
-// the hard one, and say so when even that cannot hold max_connections twice over (plus engines and logs).
-void raise_fd_limit(std::uint32_t max_connections) {
+// the hard one; when even that cannot hold max_connections twice over plus the engines' share, serve fewer
+// connections (returned) and say so.
+std::uint32_t raise_fd_limit(std::uint32_t max_connections) {
     rlimit rl{};
-    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return max_connections;
     if (rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         ::setrlimit(RLIMIT_NOFILE, &rl);
     }
-    const rlim_t want = 2 * static_cast<rlim_t>(max_connections) + 256;
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
-        spdlog::warn(
-            "open-file limit {} is below what max_connections {} needs ({}): lower max_connections "
-            "or raise the hard limit (ulimit -Hn / LimitNOFILE=)",
-            static_cast<unsigned long long>(rl.rlim_cur), max_connections,
-            static_cast<unsigned long long>(want));
+    // Each client connection may hold an upstream one too; 256 stay for engines, their pipes, logs and
+    // probes, so that a flood of clients can never starve the engine connections.
+    constexpr rlim_t kReserved = 256;
+    const rlim_t want = 2 * static_cast<rlim_t>(max_connections) + kReserved;
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want) return max_connections;
+    const auto fits =
+        static_cast<std::uint32_t>(rl.rlim_cur > kReserved + 2 ? (rl.rlim_cur - kReserved) / 2 : 1);
+    spdlog::warn(
+        "open-file limit {} cannot hold max_connections {} ({} needed with the engines' share): serving at "
+        "most {} connections; raise the hard limit (ulimit -Hn / LimitNOFILE=) or lower max_connections",
+        static_cast<unsigned long long>(rl.rlim_cur), max_connections, static_cast<unsigned long long>(want),
+        fits);
+    return fits;
 }
 
 void run_serve(const ServeOptions& o) {
@@ -86,7 +93,7 @@ void run_serve(const ServeOptions& o) {
     for (const auto& s : cleaned.descendants_killed)
         spdlog::warn("stopped processes forked by a stale engine of a previous loch: {}", s);
 
-    raise_fd_limit(cfg.max_connections);
+    cfg.max_connections = raise_fd_limit(cfg.max_connections);
 
     asio::io_context ioc(1);
     const auto ex = ioc.get_executor();

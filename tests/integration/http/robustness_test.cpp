@@ -510,3 +510,46 @@ TEST_F(Robust, OutOfMemoryAtLoadRaisesTheFigureThenRetriesOnceOrRefuses) {
     EXPECT_EQ(r.status, 507) << r.body;
     EXPECT_EQ(runs_of("huge"), 1);
 }
+
+// Descriptors are reserved for the engines (issue 9): under a hard open-file limit of 300, loch serves at
+// most (300 − 256) / 2 = 22 client connections, says so at start, refuses the 23rd clearly and still reaches
+// its engine — a flood of clients cannot starve the engine connections.
+TEST_F(Robust, ALowFileLimitLowersTheConnectionCapInsteadOfStarvingEngines) {
+    const auto cfg = dir.path() / "fd.yaml";
+    std::ofstream(cfg) << config(dir, "512MiB", model_entry("tiny", models().tiny.path(), kArgs),
+                                 "max_connections: 512\n");
+    const auto port = test::free_port();
+    test::Process p("/usr/bin/prlimit",
+                    {"--nofile=300:300", (bin() / "loch").string(), "serve", "--config", cfg.string(),
+                     "--port", std::to_string(port)},
+                    dir.path() / "fd.log");
+    bool up = false;
+    for (int i = 0; i < 200 && !up && p.running(); ++i) {
+        try {
+            up = test::http_get(port, "/health", 1s).status == 200;
+        } catch (const std::exception&) {
+            std::this_thread::sleep_for(50ms);
+        }
+    }
+    ASSERT_TRUE(up) << p.log();
+    EXPECT_NE(p.log().find("serving at most 22 connections"), std::string::npos) << p.log();
+    {
+        std::vector<std::unique_ptr<RawConnection>> held;
+        for (int i = 0; i < 22; ++i) held.push_back(std::make_unique<RawConnection>(port));
+        std::this_thread::sleep_for(300ms);
+        RawConnection extra(port);
+        bool closed = false;
+        const auto got = extra.read_all(5s, &closed);
+        EXPECT_NE(got.find("too_many_connections"), std::string::npos) << got;
+    }
+    // The held connections are gone: a real request reaches the engine.
+    std::this_thread::sleep_for(300ms);
+    test::HttpRequest r;
+    r.method = boost::beast::http::verb::post;
+    r.port = port;
+    r.target = "/v1/chat/completions";
+    r.body = chat("tiny", false, 2);
+    r.content_type = "application/json";
+    EXPECT_EQ(test::http_request(r).status, 200);
+    p.stop(std::chrono::seconds(10));
+}
