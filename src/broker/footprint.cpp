@@ -111,15 +111,17 @@ struct Planned {
     std::uint32_t layers = 0;
 };
 
+// The plan's figures for the loch device the plan was made for (plan_settings(model, device)).
+const plan::DevicePlan* device_plan(const plan::Plan& p, const std::string& device) {
+    if (device == "cpu") return p.find("cpu");
+    return p.settings.gpus.empty() ? nullptr : p.find(p.settings.gpus.front());
+}
+
 std::optional<Planned> planned_for(const gguf::Model& m, const config::ModelConfig& model,
                                    const std::string& device, std::string* why) {
     try {
         const plan::Plan p = plan::make_plan(m, plan_settings(model, device));
-        const plan::DevicePlan* dp = nullptr;
-        if (device == "cpu")
-            dp = p.find("cpu");
-        else if (!p.settings.gpus.empty())
-            dp = p.find(p.settings.gpus.front());
+        const plan::DevicePlan* dp = device_plan(p, device);
         if (!dp) return std::nullopt;
         Planned out;
         out.total = {dp->total(), Source::formula,
@@ -307,9 +309,7 @@ asio::awaitable<Footprint> EngineDryRunFootprint::estimate(const config::Config&
                 // the formula candidate already says why the file cannot be planned
             }
         }
-        const plan::DevicePlan* dp = nullptr;
-        if (p)
-            dp = d == "cpu" || p->settings.gpus.empty() ? p->find("cpu") : p->find(p->settings.gpus.front());
+        const plan::DevicePlan* dp = p ? device_plan(*p, d) : nullptr;
         const plan::DryRunCandidate c = plan::dry_run_candidate(*parsed, d == "cpu", dp);
         const std::uint64_t margin = cfg.device(d).margin;
         const auto best = largest_of(

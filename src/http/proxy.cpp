@@ -236,8 +236,8 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         // The engine run's secret is in the key: a restarted engine never gets an old run's socket.
         const std::string pool_key = fmt::format("{}#{}", engine_ep.port(), lease.address().api_key);
         beast::flat_buffer ubuf;
-        ubuf.reserve(16 *
-                     1024);  // one read takes a whole small answer (Beast reads 512 bytes into an empty one)
+        // One read takes a whole small answer (Beast reads 512 bytes into an empty buffer).
+        ubuf.reserve(16 * 1024);
         std::optional<bhttp::response_parser<bhttp::buffer_body>> parser_slot;
         if (!oreq.stream) asio::co_spawn(ex_, liveness(lease.address(), watchdog, st), asio::detached);
         const auto ex = co_await pool_.exchange(
@@ -261,6 +261,14 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
                 pool_.give_back(pool_key, std::exchange(st->upstream, nullptr), oreq.stream);
         };
         const auto& uh = parser.get();
+        // The client's head for a JSON answer: the engine's status and type, loch as the server.
+        const auto json_head = [&](auto& m) {
+            m.set(bhttp::field::server, "loch");
+            m.set(bhttp::field::content_type, uh[bhttp::field::content_type].empty()
+                                                  ? std::string("application/json")
+                                                  : std::string(uh[bhttp::field::content_type]));
+            m.keep_alive(keep);
+        };
         const bool sse = std::string_view(uh[bhttp::field::content_type]).starts_with("text/event-stream");
         char tmp[16 * 1024];
 
@@ -276,10 +284,8 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
             while (!parser.is_done()) {
                 if (!relaying && length && *length > kRelayFrom && !body.empty()) {
                     bhttp::response<bhttp::empty_body> head{uh.result(), v};
-                    head.set(bhttp::field::server, "loch");
-                    head.set(bhttp::field::content_type, uh[bhttp::field::content_type]);
+                    json_head(head);
                     head.content_length(*length);
-                    head.keep_alive(keep);
                     bhttp::response_serializer<bhttp::empty_body> sr{head};
                     auto [hwec, hwn] = co_await bhttp::async_write_header(client, sr, tok);
                     if (hwec || co_await write_raw(client, body)) co_return false;
@@ -315,11 +321,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
                 co_return keep;
             }
             bhttp::response<bhttp::string_body> res{uh.result(), v};
-            res.set(bhttp::field::server, "loch");
-            res.set(bhttp::field::content_type, uh[bhttp::field::content_type].empty()
-                                                    ? std::string("application/json")
-                                                    : std::string(uh[bhttp::field::content_type]));
-            res.keep_alive(keep);
+            json_head(res);
             res.body() = std::move(body);
             res.prepare_payload();
             client.expires_after(60s);
