@@ -551,5 +551,9 @@ TEST_F(Robust, ALowFileLimitLowersTheConnectionCapInsteadOfStarvingEngines) {
     r.body = chat("tiny", false, 2);
     r.content_type = "application/json";
     EXPECT_EQ(test::http_request(r).status, 200);
-    p.stop(std::chrono::seconds(10));
+    // Alive and clean to the end, as LochServer checks for the other cases (prlimit execs loch: same pid).
+    EXPECT_EQ(test::http_get(port, "/health", 5s).status, 200);
+    EXPECT_EQ(p.stop(std::chrono::seconds(10)).value_or(-1), 0) << p.log();
+    for (const char* marker : {"AddressSanitizer", "LeakSanitizer", "runtime error:"})
+        EXPECT_EQ(p.log().find(marker), std::string::npos) << p.log();
 }
