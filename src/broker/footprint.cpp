@@ -57,7 +57,7 @@ asio::awaitable<std::optional<std::string>> run_async(asio::any_io_executor ex, 
         co_return std::nullopt;  // the destructor kills the group
     }
     std::string out;
-    for (const auto& l : proc->log().lines()) out += l + "\n";
+    for (const auto& l : proc->output_tail(spec.ring_lines)) out += l + "\n";
     const int st = proc->wait_status().value_or(-1);
     if (st != 0) {
         *why = "exit status " + std::to_string(st) + ": " +

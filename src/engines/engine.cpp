@@ -96,26 +96,17 @@ std::optional<pid_t> Engine::pid() const {
 
 std::vector<std::string> Engine::log_tail(std::size_t n) const {
     if (!proc_) return {};
-    return proc_->log().tail(n);
+    return proc_->output_tail(n);
 }
 
 void Engine::on_exit(std::function<void(const ExitReport&)> cb) {
     on_exit_ = std::move(cb);
 }
-void Engine::on_log_line(std::function<void(const std::string&)> cb) {
-    on_log_line_ = std::move(cb);
-}
-
-void Engine::on_line(const std::string& line) {
-    if ((state_ == EngineState::starting || state_ == EngineState::created) && startup_log_.size() < 20000)
-        startup_log_.push_back(line);
-    if (on_log_line_) on_log_line_(line);
-}
 
 void Engine::finish(int wait_status) {
     if (exit_) return;
     ExitFacts facts{wait_status, stop_requested_, startup_timed_out_, hung_};
-    const auto lines = proc_->log().lines();
+    const auto lines = proc_->output_tail(spec_.ring_lines);
     exit_ = classify_exit(facts, lines);
     if (startup_timed_out_) {
         exit_->summary = "not ready within the startup timeout of " +
@@ -173,10 +164,7 @@ asio::awaitable<StartResult> Engine::start() {
     ss.log_file = spec_.log_file;
     ss.ring_lines = spec_.ring_lines;
     try {
-        std::weak_ptr<Engine> weak = weak_self_;
-        proc_ = Process::spawn(ex_, ss, [weak](const std::string& line) {
-            if (auto e = weak.lock()) e->on_line(line);
-        });
+        proc_ = Process::spawn(ex_, ss);
     } catch (const std::exception& e) {  // SpawnError (exec failed, no port) and anything else
         ExitReport r;
         r.kind = ExitKind::spawn_failed;
@@ -226,6 +214,7 @@ asio::awaitable<StartResult> Engine::start() {
         if (status == 200 && !proc_->exited() && !stop_requested_) {
             state_ = EngineState::ready;
             load_time_ = took();
+            startup_log_ = proc_->output_tail(kStartupLogLines);
             res.ready = true;
             res.took = *load_time_;
             if (spec_.hang_after.count() > 0) asio::co_spawn(ex_, watch_health(weak_self_), asio::detached);

@@ -85,8 +85,6 @@ class Engine {
     // Called once, on the executor, when the run ends: crash, stop, startup timeout, or a spawn failure
     // inside start(). Set it before start().
     void on_exit(std::function<void(const ExitReport&)> cb);
-    // Called for every complete output line (e.g. to parse buffer sizes as they are printed).
-    void on_log_line(std::function<void(const std::string&)> cb);
 
     EngineState state() const { return state_; }
     const EngineSpec& spec() const { return spec_; }
@@ -102,8 +100,9 @@ class Engine {
     // Last `n` output lines, oldest first.
     std::vector<std::string> log_tail(std::size_t n) const;
     const std::filesystem::path& log_file() const { return spec_.log_file; }
-    // Every output line from spawn until ready (capped at 20000 lines): where llama-server prints its
-    // buffer sizes, for the measured footprint (plan/engine_log).
+    // The output from spawn until ready (its last kStartupLogLines lines, read back when the engine became
+    // ready): where llama-server prints its buffer sizes, for the measured footprint (plan/engine_log).
+    static constexpr std::size_t kStartupLogLines = 20000;
     const std::vector<std::string>& startup_log() const { return startup_log_; }
     // What the engine really allocated (model / KV / compute per device), parsed from startup_log() by
     // plan/engine_log: measured figures for the broker's ledger. Empty (any() == false) for engines that
@@ -121,7 +120,6 @@ class Engine {
     boost::asio::awaitable<void> watch_exit(std::weak_ptr<Engine> self);
     static boost::asio::awaitable<void> watch_health(std::weak_ptr<Engine> self);
     void finish(int wait_status);
-    void on_line(const std::string& line);
 
     boost::asio::any_io_executor ex_;
     EngineSpec spec_;
@@ -136,7 +134,6 @@ class Engine {
     bool startup_timed_out_ = false;
     std::string hung_;  // why kill_hung() was called
     std::function<void(const ExitReport&)> on_exit_;
-    std::function<void(const std::string&)> on_log_line_;
     std::weak_ptr<Engine> weak_self_;
 };
 

@@ -1,4 +1,4 @@
-// Process: fork+execve with its own group and PDEATHSIG, output pipe and pidfd watched on Asio.
+// Process: fork+execve with its own group and PDEATHSIG; output into the log file or a pipe; pidfd on Asio.
 #include "engines/process.hpp"
 
 #include <fcntl.h>
@@ -150,7 +150,7 @@ void write_all(int fd, std::string_view data) {
 
 struct Process::Impl {
     Impl(asio::any_io_executor ex, std::size_t ring_lines)
-        : out(ex), pidfd(ex), exit_signal(ex), drain_timer(ex), ring(ring_lines) {
+        : out(ex), pidfd(ex), exit_signal(ex), drain_timer(ex), rotate_timer(ex), ring(ring_lines) {
         exit_signal.expires_at(asio::steady_timer::time_point::max());
     }
 
@@ -160,45 +160,63 @@ struct Process::Impl {
     std::chrono::system_clock::time_point started_at{};
     asio::posix::stream_descriptor out;
     asio::posix::stream_descriptor pidfd;
-    asio::steady_timer exit_signal;  // never expires: cancelled to wake every waiter at exit
-    asio::steady_timer drain_timer;  // bounds the wait for the pipe's EOF after the process ended
+    asio::steady_timer exit_signal;   // never expires: cancelled to wake every waiter at exit
+    asio::steady_timer drain_timer;   // bounds the wait for the pipe's EOF after the process ended
+    asio::steady_timer rotate_timer;  // with a log file: the size check
     Fd log_fd;
     std::filesystem::path log_file;
-    std::uint64_t log_bytes = 0;
     std::uint64_t log_max_bytes = 0;
-    LogRing ring;
-    std::function<void(const std::string&)> on_line;
+    std::chrono::milliseconds log_check_every{5000};
+    std::uint64_t log_start = 0;  // where this run's output begins in the log file
+    LogRing ring;                 // without a log file
     bool eof = false;
     bool reaped = false;
     bool exited = false;
     std::optional<int> status;
 
-    void open_log() {
-        log_fd = Fd(::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+    // Read-write: loch reads the tail back through the same descriptor (pread ignores O_APPEND).
+    void open_log() { log_fd = Fd(::open(log_file.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644)); }
+
+    std::uint64_t log_size() const {
         struct stat st {};
-        log_bytes = (log_fd.get() >= 0 && ::fstat(log_fd.get(), &st) == 0)
-                        ? static_cast<std::uint64_t>(st.st_size)
-                        : 0;
+        return ::fstat(log_fd.get(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
     }
 
-    void write_log(std::string_view data) {
-        if (log_fd.get() < 0) return;
-        write_all(log_fd.get(), data);
-        log_bytes += data.size();
-        if (log_max_bytes == 0 || log_bytes < log_max_bytes) return;
+    // The child holds the same open file (O_APPEND): copy, then truncate in place. What the child writes
+    // between the two is lost (logrotate's copytruncate has the same window); renaming would leave the
+    // child writing into <log_file>.1 for the rest of its run.
+    void rotate_if_large() {
+        if (log_fd.get() < 0 || log_max_bytes == 0 || log_size() < log_max_bytes) return;
         std::error_code ec;
-        std::filesystem::rename(log_file, log_file.string() + ".1", ec);
-        open_log();
+        std::filesystem::copy_file(log_file, log_file.string() + ".1",
+                                   std::filesystem::copy_options::overwrite_existing, ec);
+        if (::ftruncate(log_fd.get(), 0) == 0) log_start = 0;
     }
 
-    void deliver(const std::vector<std::string>& lines) {
-        if (!on_line) return;
-        for (const auto& l : lines) on_line(l);
+    std::vector<std::string> file_tail(std::size_t n) const {
+        // Enough bytes for n lines of the usual length, bounded: a tail is for reading, not for copying logs.
+        const std::uint64_t size = log_size();
+        const std::uint64_t from_start = size > log_start ? size - log_start : 0;
+        const std::uint64_t want =
+            std::min<std::uint64_t>({from_start, std::max<std::uint64_t>(n, 1) * 512, 16u << 20});
+        std::string buf(want, '\0');
+        const auto got = ::pread(log_fd.get(), buf.data(), want, static_cast<off_t>(size - want));
+        buf.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+        std::string_view text(buf);
+        if (want < from_start) {  // started mid-line: drop the fragment
+            const auto nl = text.find('\n');
+            text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+        }
+        LogRing r(n);
+        r.append(text);
+        r.finish();
+        return r.lines();
     }
 
     void mark_exited() {
         exited = true;
         exit_signal.cancel();
+        rotate_timer.cancel();
     }
 
     // Reap with the leader still a zombie first, so that killing its leftover group members can never hit a
@@ -227,16 +245,22 @@ asio::awaitable<void> read_output(std::shared_ptr<Process::Impl> impl) {
         boost::system::error_code ec;
         const std::size_t n = co_await impl->out.async_read_some(
             asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
-        if (n > 0) {
-            const std::string_view chunk(buf.data(), n);
-            impl->write_log(chunk);
-            impl->deliver(impl->ring.append(chunk));
-        }
+        if (n > 0) impl->ring.append(std::string_view(buf.data(), n));
         if (ec) break;
     }
-    impl->deliver(impl->ring.finish());
+    impl->ring.finish();
     impl->eof = true;
     impl->drain_timer.cancel();
+}
+
+asio::awaitable<void> watch_log_size(std::shared_ptr<Process::Impl> impl) {
+    while (!impl->exited) {
+        impl->rotate_timer.expires_after(impl->log_check_every);
+        boost::system::error_code ec;
+        co_await impl->rotate_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        if (ec || impl->exited) break;
+        impl->rotate_if_large();
+    }
 }
 
 asio::awaitable<void> watch_exit(std::shared_ptr<Process::Impl> impl) {
@@ -255,8 +279,7 @@ asio::awaitable<void> watch_exit(std::shared_ptr<Process::Impl> impl) {
 
 }  // namespace
 
-std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpec& spec,
-                                        std::function<void(const std::string&)> on_line) {
+std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpec& spec) {
     if (spec.argv.empty() || spec.argv[0].empty()) throw SpawnError("empty argv: nothing to start", EINVAL);
     const auto path = resolve_program(spec.argv[0], spec.env_add);
     if (!path) throw SpawnError("'" + spec.argv[0] + "' not found on PATH", ENOENT);
@@ -282,34 +305,42 @@ std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpe
 
     Fd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (devnull.get() < 0) throw SpawnError("open /dev/null: " + errno_text(errno), errno);
-    int out_p[2], err_p[2];
-    if (::pipe2(out_p, O_CLOEXEC) != 0) throw SpawnError("pipe: " + errno_text(errno), errno);
-    Fd out_r(out_p[0]), out_w(out_p[1]);
+    int err_p[2];
     if (::pipe2(err_p, O_CLOEXEC) != 0) throw SpawnError("pipe: " + errno_text(errno), errno);
     Fd err_r(err_p[0]), err_w(err_p[1]);
 
     auto impl = std::make_shared<Impl>(ex, spec.ring_lines);
-    impl->on_line = std::move(on_line);
-    if (!spec.log_file.empty()) {
+    Fd out_r, out_w;  // the pipe, when there is no log file
+    if (spec.log_file.empty()) {
+        int out_p[2];
+        if (::pipe2(out_p, O_CLOEXEC) != 0) throw SpawnError("pipe: " + errno_text(errno), errno);
+        out_r = Fd(out_p[0]);
+        out_w = Fd(out_p[1]);
+    } else {
         std::error_code ec;
         std::filesystem::create_directories(spec.log_file.parent_path(), ec);
         impl->log_file = spec.log_file;
         impl->log_max_bytes = spec.log_max_bytes;
+        impl->log_check_every = spec.log_check_every;
         impl->open_log();
         if (impl->log_fd.get() < 0) {
             const int e = errno;
             throw SpawnError("cannot open engine log " + spec.log_file.string() + ": " + errno_text(e), e);
         }
+        impl->rotate_if_large();
         std::string header = "\n---- loch " + now_text() + ": starting";
         for (const auto& a : spec.argv) header += " " + a;
-        impl->write_log(header + " ----\n");
+        write_all(impl->log_fd.get(), header + " ----\n");
+        impl->log_start = impl->log_size();
+        impl->eof = true;  // nothing to drain
     }
+    const int child_out = spec.log_file.empty() ? out_w.get() : impl->log_fd.get();
 
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) throw SpawnError("fork: " + errno_text(errno), errno);
     if (pid == 0) {
-        child_exec(parent, devnull.get(), out_w.get(), err_w.get(), cwd.empty() ? nullptr : cwd.c_str(),
+        child_exec(parent, devnull.get(), child_out, err_w.get(), cwd.empty() ? nullptr : cwd.c_str(),
                    path->c_str(), argv_c.data(), envp_c.data());
     }
     ::setpgid(pid, pid);  // also from here: whichever runs first, the group exists before we signal it
@@ -343,9 +374,12 @@ std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpe
         throw SpawnError("pidfd_open: " + errno_text(e) + " (loch needs Linux 5.3 or newer)", e);
     }
     impl->pidfd.assign(pfd.release());
-    impl->out.assign(out_r.release());
-
-    asio::co_spawn(ex, read_output(impl), asio::detached);
+    if (out_r.get() >= 0) {
+        impl->out.assign(out_r.release());
+        asio::co_spawn(ex, read_output(impl), asio::detached);
+    } else {
+        asio::co_spawn(ex, watch_log_size(impl), asio::detached);
+    }
     asio::co_spawn(ex, watch_exit(impl), asio::detached);
     return std::unique_ptr<Process>(new Process(std::move(impl)));
 }
@@ -362,6 +396,7 @@ Process::~Process() {
     boost::system::error_code ec;
     impl_->pidfd.close(ec);
     impl_->drain_timer.cancel();
+    impl_->rotate_timer.cancel();
     // Nobody can read this process's output any more: stop the reader even if an escaped grandchild
     // (one that left the group with setsid) still holds the pipe.
     impl_->out.close(ec);
@@ -388,8 +423,8 @@ bool Process::exited() const {
 std::optional<int> Process::wait_status() const {
     return impl_->exited ? impl_->status : std::nullopt;
 }
-const LogRing& Process::log() const {
-    return impl_->ring;
+std::vector<std::string> Process::output_tail(std::size_t n) const {
+    return impl_->log_fd.get() >= 0 ? impl_->file_tail(n) : impl_->ring.tail(n);
 }
 const std::filesystem::path& Process::log_file() const {
     return impl_->log_file;

@@ -210,21 +210,18 @@ TEST_F(EngineTest, StopEscalatesToSigkillAfterTheGrace) {
     EXPECT_FALSE(alive(*e->pid()));
 }
 
-TEST_F(EngineTest, StopReachesGrandchildrenAndLogsGoToRingAndFile) {
+TEST_F(EngineTest, StopReachesGrandchildrenAndBothOutputStreamsReachTheLogFile) {
     FakeHealth health(ioc, {200});
     auto e = Engine::create(
         ioc.get_executor(),
         spec_for({"/bin/sh", "-c", "sleep 1000 & echo grandchild=$!; echo to-stderr >&2; wait"},
                  health.port(), dir));
-    std::vector<std::string> lines;
-    e->on_log_line([&](const std::string& l) { lines.push_back(l); });
     ASSERT_TRUE(run(ioc, e->start()).ready);
     run_for(ioc, 200ms);
     const auto tail = e->log_tail(10);
     ASSERT_EQ(tail.size(), 2u);
     ASSERT_EQ(tail[0].rfind("grandchild=", 0), 0u);
     EXPECT_EQ(tail[1], "to-stderr");
-    EXPECT_EQ(lines, tail);
     const pid_t grandchild = std::stoi(tail[0].substr(11));
     EXPECT_TRUE(alive(grandchild));
     run(ioc, e->stop());
@@ -270,19 +267,38 @@ TEST_F(EngineTest, EngineDiesWithItsParent) {
     EXPECT_FALSE(alive(engine));
 }
 
-TEST(ProcessLog, FileIsRotatedPastItsLimit) {
+TEST(ProcessLog, FileIsRotatedWhileTheChildWritesAndTheTailIsThisRunsOnly) {
     asio::io_context ioc;
     test::TempDir dir("loch-rotate");
     SpawnSpec spec;
-    spec.argv = {"/bin/sh", "-c", "i=0; while [ $i -lt 200 ]; do echo line-$i; i=$((i+1)); done"};
+    spec.argv = {"/bin/sh", "-c", "echo earlier-run; echo no newline at the end | tr -d '\\n'"};
     spec.log_file = dir / "e.log";
+    auto first = Process::spawn(ioc.get_executor(), spec);
+    EXPECT_EQ(run(ioc, first->async_wait()), 0);
+    EXPECT_EQ(first->output_tail(5), (std::vector<std::string>{"earlier-run", "no newline at the end"}));
+
+    // 200 lines (~1.6 KB), a pause longer than the check interval, then one more line.
+    spec.argv = {"/bin/sh", "-c",
+                 "i=0; while [ $i -lt 200 ]; do echo line-$i; i=$((i+1)); done; sleep 0.4; echo after"};
     spec.log_max_bytes = 1000;
+    spec.log_check_every = std::chrono::milliseconds(50);
     auto p = Process::spawn(ioc.get_executor(), spec);
     EXPECT_EQ(run(ioc, p->async_wait()), 0);
-    EXPECT_TRUE(std::filesystem::exists(dir / "e.log.1"));
-    EXPECT_LE(std::filesystem::file_size(dir / "e.log"), 1000u + 16384u);
-    EXPECT_EQ(p->log().tail(1), std::vector<std::string>{"line-199"});
-    EXPECT_EQ(p->log().total_lines(), 200u);
+    ASSERT_TRUE(std::filesystem::exists(dir / "e.log.1"));
+    EXPECT_GE(std::filesystem::file_size(dir / "e.log.1"), 1000u);  // the copy has the 200 lines
+    EXPECT_LT(std::filesystem::file_size(dir / "e.log"), 100u);     // the child kept writing at the start
+    EXPECT_EQ(p->output_tail(5), std::vector<std::string>{"after"});
+}
+
+TEST(ProcessLog, WithoutAFileTheOutputIsKeptInTheRing) {
+    asio::io_context ioc;
+    SpawnSpec spec;
+    spec.argv = {"/bin/sh", "-c", "i=0; while [ $i -lt 200 ]; do echo line-$i; i=$((i+1)); done"};
+    spec.ring_lines = 50;
+    auto p = Process::spawn(ioc.get_executor(), spec);
+    EXPECT_EQ(run(ioc, p->async_wait()), 0);
+    EXPECT_EQ(p->output_tail(1), std::vector<std::string>{"line-199"});
+    EXPECT_EQ(p->output_tail(1000).size(), 50u);
 }
 
 TEST(FreePort, IsBindable) {

@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 #include <csignal>
 #include <fstream>
@@ -144,12 +147,20 @@ TEST_F(LlamaServer, StartupTimeoutWhenTheEngineHangs) {
     auto e = Engine::create(ioc.get_executor(), spec);
     // Freeze it at its first output line: a real engine that never becomes healthy.
     bool frozen = false;
-    e->on_log_line([&](const std::string&) {
-        if (!frozen && e->pid()) {
-            ::kill(*e->pid(), SIGSTOP);
-            frozen = true;
-        }
-    });
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            asio::steady_timer t(ioc);
+            while (!frozen) {
+                t.expires_after(1ms);
+                co_await t.async_wait(asio::use_awaitable);
+                if (e->pid() && !e->log_tail(1).empty()) {
+                    ::kill(*e->pid(), SIGSTOP);
+                    frozen = true;
+                }
+            }
+        },
+        asio::detached);
     const StartResult r = run(ioc, e->start());
     ASSERT_FALSE(r.ready);
     EXPECT_TRUE(frozen);
