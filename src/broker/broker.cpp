@@ -82,7 +82,7 @@ struct Broker::Model {
 };
 
 struct Broker::Waiter {
-    Waiter(std::uint64_t i, Model* m, asio::strand<asio::any_io_executor>& s) : id(i), model(m), timer(s) {}
+    Waiter(std::uint64_t i, Model* m, const asio::any_io_executor& s) : id(i), model(m), timer(s) {}
     std::uint64_t id;
     Model* model;
     asio::steady_timer timer;
@@ -115,7 +115,7 @@ void Lease::release() {
     auto alive = alive_.lock();
     if (!alive || !*alive) return;
     const auto held = Clock::now() - granted_at_;
-    asio::post(b->strand_, [b, weak = alive_, model = model_, held] {
+    asio::post(b->ex_, [b, weak = alive_, model = model_, held] {
         if (auto a = weak.lock(); a && *a) b->release(model, held);
     });
 }
@@ -126,7 +126,6 @@ void Lease::release() {
 Broker::Broker(asio::any_io_executor ex, const config::Config& cfg, std::unique_ptr<DeviceSource> devices,
                std::unique_ptr<FootprintSource> footprints, engines::StateFile* state, BrokerOptions options)
     : ex_(ex),
-      strand_(asio::make_strand(ex)),
       cfg_(cfg),
       devices_(std::move(devices)),
       footprints_(std::move(footprints)),
@@ -144,8 +143,8 @@ Broker::~Broker() {
 
 void Broker::start() {
     refresh_devices();
-    tick_timer_ = std::make_unique<asio::steady_timer>(strand_);
-    asio::co_spawn(strand_, tick_loop(), asio::detached);
+    tick_timer_ = std::make_unique<asio::steady_timer>(ex_);
+    asio::co_spawn(ex_, tick_loop(), asio::detached);
 }
 
 asio::awaitable<void> Broker::tick_loop() {
@@ -257,7 +256,8 @@ Broker::Model* Broker::find(const std::string& name_or_alias) {
 // Acquire / release
 
 asio::awaitable<Lease> Broker::acquire(std::string model, RequestNeeds needs) {
-    co_return co_await asio::co_spawn(strand_, do_acquire(std::move(model), needs), asio::use_awaitable);
+    // Directly, not through a post: the hot path of every request (see broker.hpp on threads).
+    co_return co_await do_acquire(std::move(model), needs);
 }
 
 void Broker::check_needs(const Model& m, const RequestNeeds& needs) const {
@@ -295,7 +295,7 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     last_request_ = Clock::now();
     if (m->state != ModelState::ready && last_request_ - last_refresh_ > options_.tick) refresh_devices();
     co_await ensure_footprint(*m);
-    auto w = std::make_shared<Waiter>(next_waiter_++, m, strand_);
+    auto w = std::make_shared<Waiter>(next_waiter_++, m, ex_);
     if (try_serve(*w) == Serve::granted) co_return make_lease(*m);
 
     const auto prio = m->cfg->priority;
@@ -522,7 +522,7 @@ AdmissionInput Broker::admission_input(const Model& m) const {
 asio::awaitable<void> Broker::ensure_footprint(Model& m) {
     if (m.footprint) co_return;
     if (m.planning) {
-        asio::steady_timer t(strand_);
+        asio::steady_timer t(ex_);
         while (m.planning) {
             t.expires_after(20ms);
             co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -534,7 +534,7 @@ asio::awaitable<void> Broker::ensure_footprint(Model& m) {
     // The dry run allocates on the devices it sizes (~0.5 GiB on a GPU): it never runs beside a load there,
     // and holds a reservation while it runs. (Cached results return at once.)
     const auto devices = allowed_devices(m);
-    asio::steady_timer t(strand_);
+    asio::steady_timer t(ex_);
     const auto busy = [&] {
         return std::any_of(devices.begin(), devices.end(),
                            [&](const auto& d) { return loading_devices_.contains(d); });
@@ -587,7 +587,7 @@ void Broker::begin_load(Model& m, const std::string& device) {
     launch.n_gpu_layers = device == "cpu" ? 0 : m.cfg->args.n_gpu_layers.value_or(pl.n_gpu_layers);
     std::shared_ptr<engines::Engine> engine;
     try {
-        engine = engines::Engine::create(strand_, engines::make_engine_spec(cfg_, *m.cfg, launch), state_);
+        engine = engines::Engine::create(ex_, engines::make_engine_spec(cfg_, *m.cfg, launch), state_);
     } catch (const std::exception& e) {
         loading_devices_.erase(device);
         ledger_.release(m.name());
@@ -607,7 +607,7 @@ void Broker::begin_load(Model& m, const std::string& device) {
         if (!*alive) return;
         if (auto e = weak.lock()) on_exit(m, e, r);
     });
-    asio::co_spawn(strand_, load(m, engine), asio::detached);
+    asio::co_spawn(ex_, load(m, engine), asio::detached);
 }
 
 asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::Engine> engine) {
@@ -655,8 +655,8 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::Engine> en
     // The slot context decides the 400 for prompt + max_tokens: ask the engine (it may cap ctx at the
     // model's training context, or not split it over slots) before any request is let in.
     if (m.cfg->engine == config::EngineKind::llama_server) {
-        auto reply = co_await engine_request(
-            strand_, {engine->host(), engine->port(), engine->spec().api_key}, "GET", "/props", "", 5000ms);
+        auto reply = co_await engine_request(ex_, {engine->host(), engine->port(), engine->spec().api_key},
+                                             "GET", "/props", "", 5000ms);
         if (!*alive || m.engine != engine) co_return;
         auto j = nlohmann::json::parse(reply.body, nullptr, false);
         if (reply.status == 200 && j.is_object() && j.contains("default_generation_settings") &&
@@ -713,7 +713,7 @@ void Broker::begin_stop(Model& m, std::string why) {
     m.stop_reason = std::move(why);
     auto engine = m.engine;
     asio::co_spawn(
-        strand_, [engine]() -> asio::awaitable<void> { co_await engine->stop(); }, asio::detached);
+        ex_, [engine]() -> asio::awaitable<void> { co_await engine->stop(); }, asio::detached);
 }
 
 void Broker::on_exit(Model& m, const std::shared_ptr<engines::Engine>& engine, const engines::ExitReport& r) {
@@ -772,7 +772,7 @@ nlohmann::json Broker::model_status(const Model& m) const {
 
 asio::awaitable<nlohmann::json> Broker::models() {
     co_return co_await asio::co_spawn(
-        strand_,
+        ex_,
         [this]() -> asio::awaitable<nlohmann::json> {
             nlohmann::json data = nlohmann::json::array();
             for (const auto& mc : cfg_.models) {
@@ -790,7 +790,7 @@ asio::awaitable<nlohmann::json> Broker::models() {
 
 asio::awaitable<nlohmann::json> Broker::status() {
     co_return co_await asio::co_spawn(
-        strand_,
+        ex_,
         [this]() -> asio::awaitable<nlohmann::json> {
             nlohmann::json engines = nlohmann::json::array();
             for (const auto& [n, m] : models_) engines.push_back(model_status(*m));
@@ -825,7 +825,7 @@ asio::awaitable<nlohmann::json> Broker::status() {
 
 asio::awaitable<nlohmann::json> Broker::plan(std::string model) {
     co_return co_await asio::co_spawn(
-        strand_,
+        ex_,
         [this, model]() -> asio::awaitable<nlohmann::json> {
             Model* m = find(model);
             if (!m)
@@ -853,7 +853,7 @@ asio::awaitable<nlohmann::json> Broker::plan(std::string model) {
 
 asio::awaitable<std::optional<std::vector<std::string>>> Broker::log_tail(std::string model, std::size_t n) {
     co_return co_await asio::co_spawn(
-        strand_,
+        ex_,
         [this, model, n]() -> asio::awaitable<std::optional<std::vector<std::string>>> {
             Model* m = find(model);
             if (!m) co_return std::nullopt;
@@ -868,9 +868,9 @@ asio::awaitable<std::optional<engines::ExitReport>> Broker::exit_report(std::sha
                                                                         std::chrono::milliseconds wait) {
     if (!e) co_return std::nullopt;
     co_return co_await asio::co_spawn(
-        strand_,
+        ex_,
         [this, e, wait]() -> asio::awaitable<std::optional<engines::ExitReport>> {
-            asio::steady_timer t(strand_);
+            asio::steady_timer t(ex_);
             const auto until = Clock::now() + wait;
             while (!e->exit_report() && Clock::now() < until) {
                 t.expires_after(25ms);
@@ -883,7 +883,7 @@ asio::awaitable<std::optional<engines::ExitReport>> Broker::exit_report(std::sha
 
 asio::awaitable<void> Broker::shutdown() {
     co_await asio::co_spawn(
-        strand_,
+        ex_,
         [this]() -> asio::awaitable<void> {
             shutting_down_ = true;
             if (tick_timer_) tick_timer_->cancel();

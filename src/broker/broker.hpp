@@ -1,6 +1,10 @@
 // broker/broker — the single owner of loch's serving state: which engines run where, the memory ledger, the
-// wait queue, per-device load serialization and GPU locks. Everything runs on one strand; the HTTP layer
-// awaits the broker's decisions (acquire → Lease) and never touches its state.
+// wait queue, per-device load serialization and GPU locks. The HTTP layer awaits the broker's decisions
+// (acquire → Lease) and never touches its state.
+//
+// Threads: none of its own, and no locks. Everything — callers included — runs on the one thread of the
+// io_context it is given (loch serve runs one); calls are plain coroutine calls, not posts, since acquire()
+// is on the path of every request.
 //
 // A request for a model: ready with a free slot → a Lease at once; not running → admission (start / evict
 // idle engines then start / refuse with numbers / wait); otherwise it waits in a bounded queue per priority
@@ -19,7 +23,6 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <nlohmann/json.hpp>
 
 #include "broker/admission.hpp"
@@ -144,7 +147,6 @@ class Broker {
     nlohmann::json model_status(const Model& m) const;
 
     boost::asio::any_io_executor ex_;
-    boost::asio::strand<boost::asio::any_io_executor> strand_;
     const config::Config& cfg_;
     std::unique_ptr<DeviceSource> devices_;
     std::unique_ptr<FootprintSource> footprints_;

@@ -5,7 +5,7 @@
 // loaded engines), and one reservation per engine. A reservation starts as the reservation rule's figure
 // (broker/footprint.hpp) and only ever grows while the engine runs: to the engine log's figure and to the
 // per-process peaks the probes observe. Free memory therefore never goes up before the probe shows it.
-// Pure bookkeeping: no I/O, owned by the broker's strand.
+// Pure bookkeeping: no I/O, owned by the broker.
 #pragma once
 
 #include <cstdint>

@@ -46,72 +46,56 @@ asio::awaitable<bool> write_raw(beast::tcp_stream& client, std::string_view byte
     co_return static_cast<bool>(ec);
 }
 
-// Ends the relay on every path: marks it done, stops the liveness helper's timer and closes the upstream
-// socket now (not when the last helper lets go of the state).
+// Ends the relay on every path: marks it done and closes the upstream socket now (not when the client watch
+// lets go of the state).
 struct RelayGuard {
     std::shared_ptr<RelayState> st;
     ~RelayGuard() { st->finish(); }
 };
 
 // Notices a client that hangs up while loch waits on the engine: readable + recv() == 0 means EOF. Then the
-// upstream connection is closed, which the engine sees as a closed connection and stops generating.
-asio::awaitable<void> watch_client(tcp::socket& client, std::shared_ptr<RelayState> st) {
-    auto [ec] = co_await client.async_wait(tcp::socket::wait_read, tok);
-    if (ec || st->done) co_return;
-    char c;
-    const auto n = ::recv(client.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-        st->client_gone = true;
-        st->close_upstream();
-    }
-    // n > 0: a pipelined next request; it is read after this response.
-}
-
-// Non-streaming requests send nothing until done, so silence proves nothing; instead the engine must keep
-// answering GET /health. One that does not for `watchdog` (stopped, hung) is abandoned (and the engine's
-// own health watch kills it).
-asio::awaitable<void> liveness(broker::EngineAddress engine, std::chrono::seconds watchdog,
-                               std::shared_ptr<RelayState> st) {
-    const auto period = std::clamp<std::chrono::milliseconds>(watchdog / 4, 200ms, 5000ms);
-    const auto ex = co_await asio::this_coro::executor;
-    while (!st->done) {
-        st->liveness_timer.expires_after(period);
-        co_await st->liveness_timer.async_wait(tok);
-        if (st->done) co_return;
-        auto reply =
-            co_await broker::engine_request(ex, engine, "GET", "/health", "",
-                                            std::chrono::duration_cast<std::chrono::milliseconds>(watchdog));
-        if (st->done) co_return;
-        if (reply.status == 0) {
-            st->watchdog_fired = true;
+// upstream connection is closed, which the engine sees as a closed connection and stops generating. A plain
+// completion handler, not a coroutine: it is armed for every request and almost always just cancelled.
+void watch_client(tcp::socket& client, std::shared_ptr<RelayState> st) {
+    client.async_wait(tcp::socket::wait_read, [&client, st](boost::system::error_code ec) {
+        if (ec || st->done) return;
+        char c;
+        const auto n = ::recv(client.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+            st->client_gone = true;
             st->close_upstream();
-            co_return;
         }
-    }
+        // n > 0: a pipelined next request; it is read after this response.
+    });
 }
 
-// What an upstream failure means for the client: loch is shutting down, the watchdog fired, or the engine
-// died (with its exit report when it ended within a moment), or the connection broke.
+// What an upstream failure means for the client: loch is shutting down, a stream's watchdog fired, the engine
+// hung (its health watch killed it: a non-streamed answer sends nothing until done, so that watch, not
+// silence on the socket, is its watchdog), or it died (with its exit report when it ended within a
+// moment), or the connection broke.
 asio::awaitable<Error> upstream_failure(broker::Broker& broker, const broker::Lease& lease, bool stream,
                                         std::chrono::seconds watchdog, const RelayState& st,
                                         boost::system::error_code ec) {
     if (st.abort) co_return *st.abort;
     const std::string& model = lease.model();
-    if (st.watchdog_fired || ec == beast::error::timeout) {
-        const auto s = watchdog.count();
-        nlohmann::json wd = nlohmann::json::object();
-        wd["model"] = model;
-        wd["watchdog_s"] = s;
-        std::string msg =
-            stream
-                ? fmt::format("engine of model '{}' sent nothing for {} s (watchdog)", model, s)
-                : fmt::format("engine of model '{}' stopped answering /health for {} s (watchdog)", model, s);
-        co_return Error(ErrorKind::watchdog_timeout, std::move(msg), std::move(wd));
-    }
-    std::optional<engines::ExitReport> report = co_await broker.exit_report(lease.engine(), 1500ms);
     nlohmann::json d = nlohmann::json::object();
     d["model"] = model;
+    if (stream && ec == beast::error::timeout) {
+        d["watchdog_s"] = watchdog.count();
+        co_return Error(
+            ErrorKind::watchdog_timeout,
+            fmt::format("engine of model '{}' sent nothing for {} s (watchdog)", model, watchdog.count()),
+            std::move(d));
+    }
+    std::optional<engines::ExitReport> report = co_await broker.exit_report(lease.engine(), 1500ms);
     d["transport_error"] = ec.message();
+    if (report && report->kind == engines::ExitKind::hung) {
+        d["exit"] = *report;
+        co_return Error(
+            ErrorKind::watchdog_timeout,
+            fmt::format("the engine of model '{}' hung mid-request (watchdog): {}", model, report->summary),
+            std::move(d));
+    }
     if (report) {
         d["exit"] = *report;
         std::string msg =
@@ -133,7 +117,6 @@ void RelayState::close_upstream() {
 
 void RelayState::finish() {
     done = true;
-    liveness_timer.cancel();
     close_upstream();
 }
 
@@ -190,7 +173,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
     const bool keep = req.keep_alive();
     // HTTP/1.0 has no chunked encoding: a stream to such a client is delimited by closing the connection.
     const bool chunked = v >= 11;
-    auto st = std::make_shared<RelayState>(ex_);
+    auto st = std::make_shared<RelayState>();
     RelayGuard guard{st};
     const auto registration = register_relay(st);
     bool headers_sent = false;
@@ -214,7 +197,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         if (st->abort) throw *st->abort;
         co_await check_context(lease, oreq);
 
-        asio::co_spawn(ex_, watch_client(client.socket(), st), asio::detached);
+        watch_client(client.socket(), st);
         client_watch_started = true;
 
         bhttp::request<bhttp::string_body> ureq{bhttp::verb::post, req.target(), 11};
@@ -239,10 +222,9 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         // One read takes a whole small answer (Beast reads 512 bytes into an empty buffer).
         ubuf.reserve(16 * 1024);
         std::optional<bhttp::response_parser<bhttp::buffer_body>> parser_slot;
-        if (!oreq.stream) asio::co_spawn(ex_, liveness(lease.address(), watchdog, st), asio::detached);
         const auto ex = co_await pool_.exchange(
             pool_key, engine_ep, ureq, ubuf, parser_slot, read_timeout,
-            [&] { return !st->client_gone && !st->abort && !st->watchdog_fired; },
+            [&] { return !st->client_gone && !st->abort; },
             [&](std::shared_ptr<beast::tcp_stream> s) { st->upstream = std::move(s); });
         if (ex.connect_failed)
             throw Error(ErrorKind::engine_failed, "cannot connect to the engine: " + ex.ec.message());
@@ -256,8 +238,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         // After one whole response the engine lets us keep, the connection goes back to the pool instead of
         // being closed by RelayGuard.
         const auto keep_upstream = [&] {
-            if (parser.is_done() && parser.keep_alive() && !st->client_gone && !st->watchdog_fired &&
-                !st->abort)
+            if (parser.is_done() && parser.keep_alive() && !st->client_gone && !st->abort)
                 pool_.give_back(pool_key, std::exchange(st->upstream, nullptr), oreq.stream);
         };
         const auto& uh = parser.get();

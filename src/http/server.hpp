@@ -6,7 +6,10 @@
 // forwarded event by event, never buffered whole. Before anything is sent to the engine the request is
 // checked against the slot context. An engine that dies mid-request gives a 502 JSON if nothing was sent yet,
 // otherwise an SSE `error` event and a clean end of the stream. A client that disconnects closes the
-// upstream connection (the engine cancels its task). A watchdog aborts a request whose engine went silent.
+// upstream connection (the engine cancels its task). Watchdog: a stream whose engine sends nothing for the
+// model's `watchdog` ends with watchdog_timeout; an engine that stops answering its health check for that
+// long is killed by its own health watch (engines/engine), and a request in flight on it ends with
+// watchdog_timeout and the exit report.
 //
 // Connection hygiene: a keep-alive connection idle for idle_timeout is closed; a request's header must
 // arrive within header_timeout of its first byte and its body within body_timeout (else 408 and close:
@@ -54,17 +57,14 @@ struct ServerOptions {
     std::chrono::seconds default_watchdog{600};  // models without a watchdog: still never wait forever
 };
 
-// One relay's state, shared with its helpers (client watch, liveness probe) and with shutdown().
+// One relay's state, shared with the client watch and with shutdown().
 struct RelayState {
-    explicit RelayState(boost::asio::any_io_executor ex) : liveness_timer(ex) {}
     bool done = false;
     bool client_gone = false;
-    bool watchdog_fired = false;
     std::optional<broker::Error> abort;  // shutdown: end the relay with this error
     std::shared_ptr<boost::beast::tcp_stream> upstream;
-    boost::asio::steady_timer liveness_timer;
     void close_upstream();
-    void finish();  // done: stop the helpers, close the upstream socket now
+    void finish();  // done: close the upstream socket now
 };
 
 class Server {

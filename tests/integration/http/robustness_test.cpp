@@ -192,6 +192,27 @@ TEST_F(Robust, HungEngineIsKilledAndReplaced) {
     EXPECT_NE(*again, *pid);
 }
 
+TEST_F(Robust, ANonStreamedRequestOnAnEngineThatHangsEndsWithTheWatchdogAndTheExitReport) {
+    LochServer loch(dir.path(), config(dir, "512MiB", long_model("    watchdog: 2s\n")));
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+    const auto pid = loch.engine_pid("tiny");
+    ASSERT_TRUE(pid);
+    auto plain = std::async(std::launch::async, [&] {
+        return loch.post("/v1/chat/completions", chat("tiny", false, 8000, R"({"ignore_eos":true})"));
+    });
+    std::this_thread::sleep_for(300ms);  // generating: the answer comes only when done
+    ::kill(*pid, SIGSTOP);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(plain.wait_for(30s), std::future_status::ready);
+    const auto r = plain.get();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);  // 2 s watchdog; generous on a loaded machine
+    EXPECT_EQ(r.status, 504) << r.body;
+    const auto j = nlohmann::json::parse(r.body);
+    EXPECT_EQ(j["error"]["type"], "watchdog_timeout") << r.body;
+    EXPECT_EQ(j["error"]["exit"]["kind"], "hung") << r.body;
+    EXPECT_FALSE(process_alive(*pid));
+}
+
 TEST_F(Robust, SigtermEndsRunningStreamsWithAnErrorEventAndNonStreamedWithJson) {
     LochServer loch(dir.path(),
                     config(dir, "512MiB",
