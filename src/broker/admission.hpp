@@ -16,21 +16,11 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "broker/ledger.hpp"
+#include "core/footprint.hpp"
 
 namespace loch::broker {
 
-// What the model would need on one allowed device, and how that splits (for "what would help").
-struct Need {
-    std::string device;
-    std::uint64_t bytes = 0;
-    std::uint64_t weights_bytes = 0;  // model tensors on this device
-    std::uint64_t kv_bytes = 0;       // KV cache for ctx × slots
-    std::uint64_t ctx = 0;            // total context (all slots)
-    std::uint32_t slots = 1;
-    std::uint32_t layers = 0;  // repeating layers (for the CPU-layers hint)
-    Source source = Source::formula;
-    std::string why;  // how `bytes` was decided (the reservation rule's candidates)
-};
+using loch::Need;
 
 // One engine as admission sees it.
 struct EngineView {

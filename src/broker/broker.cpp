@@ -12,9 +12,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "broker/engine_client.hpp"
-#include "plan/engine_log.hpp"
-
 namespace loch::broker {
 
 namespace asio = boost::asio;
@@ -34,9 +31,6 @@ std::optional<std::uint64_t> failed_allocation_bytes(const std::string& line) {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-// What one llama-fit-params run holds on a GPU while it sizes a model (H200: ~518 MiB), rounded up.
-constexpr std::uint64_t kDryRunGpuBytes = 640 * kMiB;
-
 enum class ModelState { stopped, loading, ready, stopping };
 static std::string_view to_string(ModelState s) {
     switch (s) {
@@ -54,8 +48,9 @@ static std::string_view to_string(ModelState s) {
 
 struct Broker::Model {
     explicit Model(const config::ModelConfig& c, const config::RestartConfig& rc)
-        : cfg(&c), crashes(c.name, rc) {}
+        : cfg(&c), kind(&engines::kind_of(c)), crashes(c.name, rc) {}
     const config::ModelConfig* cfg;
+    const engines::Kind* kind;
     ModelState state = ModelState::stopped;
     std::shared_ptr<engines::Engine> engine;       // loading / ready / stopping
     std::shared_ptr<engines::Engine> last_engine;  // the run that ended, for its log tail
@@ -63,7 +58,7 @@ struct Broker::Model {
     std::uint32_t active = 0;
     Clock::time_point last_used = Clock::now();
     std::optional<double> load_s;
-    std::optional<std::uint32_t> slot_ctx;
+    engines::ReadyFacts facts;  // this run's, from the kind's after_ready
     engines::CrashTracker crashes;
     std::optional<engines::ExitReport> last_exit;
     std::optional<Footprint> footprint;
@@ -78,7 +73,7 @@ struct Broker::Model {
     std::uint64_t runs = 0;
 
     const std::string& name() const { return cfg->name; }
-    std::uint32_t slots() const { return std::max<std::uint32_t>(1, cfg->effective_concurrency()); }
+    std::uint32_t slots() const { return std::max<std::uint32_t>(1, kind->slots(*cfg)); }
 };
 
 struct Broker::Waiter {
@@ -102,7 +97,8 @@ Lease& Lease::operator=(Lease&& o) noexcept {
         granted_at_ = o.granted_at_;
         model_ = std::move(o.model_);
         address_ = std::move(o.address_);
-        slot_ctx_ = o.slot_ctx_;
+        facts_ = std::move(o.facts_);
+        kind_ = o.kind_;
         watchdog_ = o.watchdog_;
         engine_ = std::move(o.engine_);
     }
@@ -188,6 +184,7 @@ void Broker::refresh_devices() {
             ledger_.set_device(std::move(l));
         }
         if (d.used) ledger_.observe_used(d.id, d.used->bytes);
+        if (d.backend != "cpu" || d.id == "cpu") placements_[d.id] = {d.id, d.backend, d.ordinal};
     }
     observe_engines(snap);
 }
@@ -261,14 +258,19 @@ asio::awaitable<Lease> Broker::acquire(std::string model, RequestNeeds needs) {
 }
 
 void Broker::check_needs(const Model& m, const RequestNeeds& needs) const {
+    if (!needs.route.empty() && !m.kind->serves(needs.route))
+        throw Error(
+            ErrorKind::invalid_request,
+            fmt::format("model '{}' ({} engine) does not serve {}", m.name(), m.kind->name(), needs.route),
+            {{"model", m.name()}, {"engine", m.kind->name()}, {"route", needs.route}});
     if (!needs.max_tokens) return;
     // The slot context: what the running (or last) engine reported, else what the config gives it. A
     // prompt takes at least one token, so max_tokens ≥ slot context can never be served.
-    std::optional<std::uint64_t> slot_ctx = m.slot_ctx;
-    std::string source = "engine /props";
-    if (!slot_ctx && m.cfg->engine == config::EngineKind::llama_server && m.cfg->args.ctx > 0) {
-        slot_ctx = m.cfg->args.slot_ctx();
-        source = "config args.ctx / args.parallel";
+    std::optional<std::uint64_t> slot_ctx = m.facts.slot_ctx;
+    std::string source = m.facts.slot_ctx_source;
+    if (!slot_ctx) {
+        slot_ctx = m.kind->configured_slot_ctx(*m.cfg);
+        source = "the model's configuration";
     }
     if (!slot_ctx || *needs.max_tokens < *slot_ctx) return;
     throw Error(ErrorKind::context_length_exceeded,
@@ -338,7 +340,8 @@ Lease Broker::make_lease(Model& m) {
     l.granted_at_ = Clock::now();
     l.model_ = m.name();
     if (m.engine) l.address_ = {m.engine->host(), m.engine->port(), m.engine->spec().api_key};
-    l.slot_ctx_ = m.slot_ctx;
+    l.facts_ = m.facts;
+    l.kind_ = m.kind;
     l.watchdog_ = m.cfg->watchdog;
     l.engine_ = m.engine;
     return l;
@@ -477,6 +480,11 @@ void Broker::fail_waiters(const Model& m, const Error& e) {
 // ---------------------------------------------------------------------------------------------------------
 // Admission input
 
+engines::Placement Broker::placement_of(const std::string& device) const {
+    if (auto it = placements_.find(device); it != placements_.end()) return it->second;
+    return placement_without_probe(device);
+}
+
 std::vector<std::string> Broker::allowed_devices(const Model& m) const {
     std::vector<std::string> out;
     const auto known = ledger_.devices();
@@ -544,18 +552,22 @@ asio::awaitable<void> Broker::ensure_footprint(Model& m) {
         co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
         if (!*alive) co_return;
     }
-    const std::string holder = "dry run of " + m.name();
+    const std::string holder = "estimate of " + m.name();
+    const std::uint64_t holds = m.kind->estimate_gpu_bytes();
+    std::vector<engines::Placement> placements;
     for (const auto& d : devices) {
+        placements.push_back(placement_of(d));
         loading_devices_.insert(d);
-        if (d != "cpu" && ledger_.has_device(d))
-            ledger_.reserve(d, holder,
-                            {kDryRunGpuBytes, Source::configured, "llama-fit-params on the device"});
+        if (holds > 0 && d != "cpu" && ledger_.has_device(d))
+            ledger_.reserve(
+                d, holder,
+                {holds, Source::configured, std::string(m.kind->name()) + " estimate on the device"});
     }
     Footprint fp;
     try {
-        fp = co_await footprints_->estimate(cfg_, *m.cfg, devices);
+        fp = co_await footprints_->estimate(cfg_, *m.cfg, placements);
     } catch (const std::exception& e) {
-        fp = formula_footprint(cfg_, *m.cfg, devices);
+        fp = m.kind->formula(cfg_, *m.cfg, placements);
         fp.detail += std::string("; estimate failed: ") + e.what();
     }
     if (!*alive) co_return;
@@ -579,15 +591,12 @@ void Broker::begin_load(Model& m, const std::string& device) {
     loading_devices_.insert(device);
     m.state = ModelState::loading;
     m.device = device;
-    m.slot_ctx.reset();
+    m.facts = {};
     m.measured.reset();
-    const Placement pl = placement_for(device);
-    engines::LaunchOptions launch;
-    launch.llama_devices = pl.llama_devices;
-    launch.n_gpu_layers = device == "cpu" ? 0 : m.cfg->args.n_gpu_layers.value_or(pl.n_gpu_layers);
     std::shared_ptr<engines::Engine> engine;
     try {
-        engine = engines::Engine::create(ex_, engines::make_engine_spec(cfg_, *m.cfg, launch), state_);
+        engine = engines::Engine::create(ex_, engines::make_engine_spec(cfg_, *m.cfg, placement_of(device)),
+                                         state_);
     } catch (const std::exception& e) {
         loading_devices_.erase(device);
         ledger_.release(m.name());
@@ -652,20 +661,12 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::Engine> en
         co_return;
     }
     m.oom_retries = 0;
-    // The slot context decides the 400 for prompt + max_tokens: ask the engine (it may cap ctx at the
-    // model's training context, or not split it over slots) before any request is let in.
-    if (m.cfg->engine == config::EngineKind::llama_server) {
-        auto reply = co_await engine_request(ex_, {engine->host(), engine->port(), engine->spec().api_key},
-                                             "GET", "/props", "", 5000ms);
-        if (!*alive || m.engine != engine) co_return;
-        auto j = nlohmann::json::parse(reply.body, nullptr, false);
-        if (reply.status == 200 && j.is_object() && j.contains("default_generation_settings") &&
-            j["default_generation_settings"].is_object() &&
-            j["default_generation_settings"].value("n_ctx", 0) > 0)
-            m.slot_ctx = j["default_generation_settings"]["n_ctx"].get<std::uint32_t>();
-        else
-            m.slot_ctx = m.cfg->args.slot_ctx();
-    }
+    // What the engine says about itself (the slot context that decides the 400 for prompt + max_tokens)
+    // before any request is let in.
+    auto facts =
+        co_await m.kind->after_ready(ex_, {engine->host(), engine->port(), engine->spec().api_key}, *m.cfg);
+    if (!*alive || m.engine != engine) co_return;
+    m.facts = std::move(facts);
     if (const auto& gone = engine->exit_report()) {  // died between ready and now
         m.state = ModelState::stopped;
         ledger_.release(m.name());
@@ -682,23 +683,13 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::Engine> en
     m.state = ModelState::ready;
     m.load_s = std::chrono::duration<double>(res.took).count();
     m.last_used = Clock::now();
-    // Replace the planned reservation with what the engine really allocated.
-    std::string text;
-    for (const auto& line : engine->startup_log()) text += line + "\n";
-    const auto fp = plan::parse_engine_log(text);
-    if (fp.any()) {
-        const Placement pl = placement_for(m.device);
-        const std::string key = m.device == "cpu" || pl.llama_devices.empty()
-                                    ? std::string("cpu")
-                                    : plan::device_of_buffer(pl.llama_devices.front());
-        auto fig = fp.device_total(key);
-        if (fig.bytes > 0) {
-            fig.bytes += cfg_.device(m.device).margin;
-            m.measured = fig;
-            // The log's buffers are a floor (they leave out the process's own memory): they raise the
-            // reservation, never lower it; the per-process probe raises it further as the engine works.
-            ledger_.raise_to_measured(m.device, m.name(), fig);
-        }
+    // What the engine says it allocated raises the planned reservation.
+    if (auto fig = m.kind->measure(engine->startup_log(), placement_of(m.device))) {
+        fig->bytes += cfg_.device(m.device).margin;
+        m.measured = *fig;
+        // The log's buffers are a floor (they leave out the process's own memory): they raise the
+        // reservation, never lower it; the per-process probe raises it further as the engine works.
+        ledger_.raise_to_measured(m.device, m.name(), *fig);
     }
     ledger_.mark_loaded(m.device, m.name());
     spdlog::info("'{}' ready on {} in {:.1f} s{}", m.name(), m.device, *m.load_s,
@@ -750,7 +741,7 @@ nlohmann::json Broker::model_status(const Model& m) const {
     if (m.cfg->keep_alive) j["keep_alive_s"] = m.cfg->keep_alive->count();
     j["idle_s"] = m.active > 0 ? 0.0 : std::chrono::duration<double>(Clock::now() - m.last_used).count();
     if (m.load_s) j["load_s"] = *m.load_s;
-    if (m.slot_ctx) j["slot_ctx"] = *m.slot_ctx;
+    if (m.facts.slot_ctx) j["slot_ctx"] = *m.facts.slot_ctx;
     if (m.footprint) {
         nlohmann::json needs = nlohmann::json::array();
         for (const auto& n : m.footprint->needs)

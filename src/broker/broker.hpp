@@ -27,15 +27,19 @@
 
 #include "broker/admission.hpp"
 #include "broker/device_source.hpp"
-#include "broker/engine_client.hpp"
 #include "broker/error.hpp"
 #include "broker/footprint.hpp"
 #include "broker/ledger.hpp"
 #include "broker/wait_queue.hpp"
 #include "config/config.hpp"
 #include "engines/engine.hpp"
+#include "engines/engine_client.hpp"
+#include "engines/kind.hpp"
+#include "engines/restart.hpp"
 
 namespace loch::broker {
+
+using engines::EngineAddress;
 
 class Broker;
 
@@ -54,8 +58,10 @@ class Lease {
     const std::string& model() const { return model_; }
     const std::string& host() const { return address_.host; }
     std::uint16_t port() const { return address_.port; }
-    const EngineAddress& address() const { return address_; }            // with the engine's secret
-    std::optional<std::uint32_t> slot_ctx() const { return slot_ctx_; }  // tokens per slot
+    const EngineAddress& address() const { return address_; }                  // with the engine's secret
+    std::optional<std::uint64_t> slot_ctx() const { return facts_.slot_ctx; }  // tokens per slot
+    const engines::ReadyFacts& facts() const { return facts_; }  // what the engine said after ready
+    const engines::Kind& kind() const { return *kind_; }         // valid() only
     std::optional<std::chrono::seconds> watchdog() const { return watchdog_; }
     const std::shared_ptr<engines::Engine>& engine() const { return engine_; }
     bool valid() const { return broker_ != nullptr; }
@@ -68,13 +74,15 @@ class Lease {
     std::chrono::steady_clock::time_point granted_at_;
     std::string model_;
     EngineAddress address_;
-    std::optional<std::uint32_t> slot_ctx_;
+    engines::ReadyFacts facts_;
+    const engines::Kind* kind_ = nullptr;
     std::optional<std::chrono::seconds> watchdog_;
     std::shared_ptr<engines::Engine> engine_;
 };
 
 // What one request asks of its model, checked before anything is started for it.
 struct RequestNeeds {
+    std::string route;                        // the API path; empty = not checked
     std::optional<std::uint64_t> max_tokens;  // tokens it may generate
 };
 
@@ -127,6 +135,8 @@ class Broker {
     void fail_waiters(const Model& m, const Error& e);
 
     std::vector<std::string> allowed_devices(const Model& m) const;
+    // How the engines' runtimes number a device: from the probe, else placement_without_probe().
+    engines::Placement placement_of(const std::string& device) const;
     AdmissionInput admission_input(const Model& m) const;
     bool exclusive_ok(const Model& m) const;
     void begin_load(Model& m, const std::string& device);
@@ -157,7 +167,8 @@ class Broker {
     std::map<std::string, std::unique_ptr<Model>> models_;  // by model name
     std::map<std::uint64_t, std::shared_ptr<Waiter>> waiters_;
     std::set<std::string> loading_devices_;
-    std::map<std::string, std::string> gpu_lock_;  // device → exclusive model holding it
+    std::map<std::string, std::string> gpu_lock_;           // device → exclusive model holding it
+    std::map<std::string, engines::Placement> placements_;  // device → as the last probe numbered it
     std::uint64_t next_waiter_ = 1;
     bool shutting_down_ = false;
     std::shared_ptr<bool> alive_;  // tells detached coroutines the broker is gone

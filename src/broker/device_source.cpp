@@ -27,26 +27,33 @@ std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
     }
     for (auto& d : devices::probe_amd(root)) found.push_back(std::move(d));
     found.push_back(devices::probe_cpu(system));
-    for (const auto& d : found) {
-        // The pool engines allocate from: VRAM on a discrete GPU, GTT on an APU, RAM on the CPU.
-        const devices::MemoryPool* pool = nullptr;
-        if (d.kind == devices::DeviceKind::cpu)
-            pool = d.pool(devices::PoolKind::host_ram);
-        else if (d.kind == devices::DeviceKind::integrated)
-            pool = d.pool(devices::PoolKind::gtt);
-        if (!pool) pool = d.pool(devices::PoolKind::vram);
-        if (!pool || !pool->total) continue;
-        DeviceSnapshot s;
-        s.id = d.id;
-        s.name = d.name;
-        s.total = *pool->total;
-        if (pool->used) s.used = *pool->used;
-        if (pool->reserved) s.driver_reserved = *pool->reserved;
-        for (const auto& pu : d.processes)
-            if (pu.pool == pool->kind) s.process_bytes[pu.pid] += pu.bytes.bytes;
-        out.push_back(std::move(s));
-    }
+    for (const auto& d : found)
+        if (auto s = snapshot_of(d)) out.push_back(std::move(*s));
     return out;
+}
+
+std::optional<DeviceSnapshot> snapshot_of(const devices::Device& d) {
+    // The pool engines allocate from: VRAM on a discrete GPU, GTT on an APU, RAM on the CPU.
+    const devices::MemoryPool* pool = nullptr;
+    if (d.kind == devices::DeviceKind::cpu)
+        pool = d.pool(devices::PoolKind::host_ram);
+    else if (d.kind == devices::DeviceKind::integrated)
+        pool = d.pool(devices::PoolKind::gtt);
+    if (!pool) pool = d.pool(devices::PoolKind::vram);
+    if (!pool || !pool->total) return std::nullopt;
+    DeviceSnapshot s;
+    s.id = d.id;
+    s.name = d.name;
+    s.total = *pool->total;
+    if (pool->used) s.used = *pool->used;
+    if (pool->reserved) s.driver_reserved = *pool->reserved;
+    for (const auto& pu : d.processes)
+        if (pu.pool == pool->kind) s.process_bytes[pu.pid] += pu.bytes.bytes;
+    s.backend = d.vendor == devices::Vendor::nvidia ? "cuda"
+                : d.vendor == devices::Vendor::amd  ? "rocm"
+                                                    : "cpu";
+    s.ordinal = d.ordinal;
+    return s;
 }
 
 std::optional<std::uint64_t> ProbedDevices::resident_bytes(int pid) {

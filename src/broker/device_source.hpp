@@ -24,7 +24,13 @@ struct DeviceSnapshot {
     std::optional<MemoryFigure> driver_reserved;  // never free (NVML v2 `reserved`)
     std::map<int, std::uint64_t> process_bytes;   // per PID, where the platform reports it (NVML, fdinfo)
     std::string name;
+    std::string backend = "cpu";  // how engines reach it: "cpu" | "cuda" | "rocm"
+    std::optional<int> ordinal;   // devices::Device::ordinal
 };
+
+// The snapshot of one probed device (its allocation pool: VRAM, GTT on an APU, RAM for the CPU); nullopt
+// when that pool's size is unknown.
+std::optional<DeviceSnapshot> snapshot_of(const devices::Device& d);
 
 class DeviceSource {
   public:

@@ -97,12 +97,9 @@ void run_serve(const ServeOptions& o) {
 
     asio::io_context ioc(1);
     const auto ex = ioc.get_executor();
-    std::filesystem::path fit_params;
-    if (!cfg.llama_server.empty()) fit_params = cfg.llama_server.parent_path() / "llama-fit-params";
-    broker::Broker broker(
-        ex, cfg, std::make_unique<broker::ProbedDevices>(),
-        std::make_unique<broker::EngineDryRunFootprint>(ex, fit_params, cfg.state_dir / "dry-run-cache.json"),
-        &state);
+    broker::Broker broker(ex, cfg, std::make_unique<broker::ProbedDevices>(),
+                          std::make_unique<broker::KindFootprint>(ex, cfg.state_dir / "dry-run-cache.json"),
+                          &state);
     http::ServerOptions so;
     so.listen = cfg.listen;
     so.port = cfg.port;

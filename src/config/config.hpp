@@ -96,7 +96,7 @@ struct LlamaArgs {
 // argv[0] is an absolute path or a program name looked up on PATH at spawn time.
 struct CommandEngine {
     std::vector<std::string> argv;
-    std::string health_path = "/health";     // GET → 200 means ready
+    std::string health_path = "/health";     // GET → 200 means ready; empty (`none`): the port accepts
     std::map<std::string, std::string> env;  // added to loch's environment for this engine
 };
 
@@ -118,6 +118,14 @@ struct ModelConfig {
     Seconds startup_timeout{3600};  // spawn → healthy; generous: ROCm first runs compile kernels 30+ min
     std::optional<Seconds> watchdog = Seconds{120};  // abort a request after N s without upstream bytes
     bool exclusive = false;                          // takes a per-device GPU lock while it runs
+    // `memory:` what the engine needs per device id ("*" = every device), for kinds loch cannot plan
+    // (command engines); Source::configured.
+    std::map<std::string, std::uint64_t> memory;
+    std::optional<std::uint64_t> memory_on(std::string_view device) const {
+        if (auto it = memory.find(std::string(device)); it != memory.end()) return it->second;
+        if (auto it = memory.find("*"); it != memory.end()) return it->second;
+        return std::nullopt;
+    }
 
     // Source position of this model's entry (for messages that refer back to the file).
     std::string file;

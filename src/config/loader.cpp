@@ -453,8 +453,12 @@ class Loader {
                   [&](auto&, auto& v, auto& k) {
                       auto s = str(v, k);
                       if (!s) return;
+                      if (lower(*s) == "none") {  // a server without one: ready when its port accepts
+                          c.health_path.clear();
+                          return;
+                      }
                       if (s->front() != '/' || s->find_first_of(" \r\n\t") != std::string::npos) {
-                          error(v, k, "must be a URL path starting with '/', got '" + *s + "'");
+                          error(v, k, "must be a URL path starting with '/' or none, got '" + *s + "'");
                           return;
                       }
                       c.health_path = *s;
@@ -554,6 +558,25 @@ class Loader {
             {"exclusive",
              [&](auto&, auto& v, auto& k) {
                  if (auto b = boolean(v, k)) m.exclusive = *b;
+             }},
+            {"memory",
+             [&](auto&, auto& v, auto& k) {
+                 // One figure for every device, or a mapping device id → figure.
+                 m.memory.clear();
+                 if (v.IsScalar()) {
+                     if (auto b = size(v, k, 1)) m.memory["*"] = *b;
+                     return;
+                 }
+                 if (!v.IsMap()) {
+                     error(v, k,
+                           "expected a size (\"20GiB\") or a mapping device id: size, got " + describe(v));
+                     return;
+                 }
+                 for (auto it = v.begin(); it != v.end(); ++it) {
+                     const YAML::Node kn = it->first;
+                     const std::string id = kn.IsScalar() ? kn.Scalar() : std::string();
+                     if (auto b = size(it->second, k + "." + id, 1)) m.memory[id] = *b;
+                 }
              }},
         };
     }

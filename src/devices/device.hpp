@@ -80,6 +80,10 @@ struct UsableBudget {
 struct Device {
     std::string id;  // "nvidia:0", "amd:card0", "cpu"
     Vendor vendor = Vendor::cpu;
+    // How the GPU runtime numbers it: the NVML index (= the CUDA ordinal under CUDA_DEVICE_ORDER=PCI_BUS_ID,
+    // which loch sets for engines), or the HIP ordinal (rank of its KFD topology node among the GPU nodes).
+    // Unset for the CPU and when the probe cannot tell. Never derived from the digits of `id`.
+    std::optional<int> ordinal;
     DeviceKind kind = DeviceKind::cpu;
     std::string kind_reason;  // why loch thinks it is integrated / discrete
     std::string name;

@@ -2,6 +2,7 @@
 // (which process holds how much VRAM/GTT).
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -203,6 +204,12 @@ std::vector<Device> probe_amd(const Sysroot& root) {
             if (!d.pci_slot.empty() && n.slot == d.pci_slot) node = &n;
         std::string gfx;
         if (node && node->num("gfx_target_version") > 0) {
+            // HIP numbers the GPU agents in KFD node order (node 0 is usually the CPU).
+            const auto node_no = [](const KfdNode& n) { return std::strtol(n.id.c_str(), nullptr, 10); };
+            int ordinal = 0;
+            for (const auto& n : kfd)
+                if (n.num("gfx_target_version") > 0 && node_no(n) < node_no(*node)) ++ordinal;
+            d.ordinal = ordinal;
             gfx = gfx_name(node->num("gfx_target_version"));
             d.compute =
                 Probed<std::string>::known(gfx, fmt::format("KFD topology node {} gfx_target_version {}",

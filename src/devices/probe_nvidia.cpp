@@ -97,6 +97,7 @@ NvmlProbe probe_nvidia(const std::string& library, const Sysroot& root) {
     for (unsigned i = 0; i < count; ++i) {
         Device d;
         d.id = fmt::format("nvidia:{}", i);
+        d.ordinal = static_cast<int>(i);
         d.vendor = Vendor::nvidia;
         d.kind = DeviceKind::discrete;
         d.kind_reason = "NVIDIA GPU with dedicated memory (NVML)";

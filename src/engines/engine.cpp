@@ -53,6 +53,10 @@ asio::awaitable<unsigned> http_get_status(std::string host, std::uint16_t port, 
     co_await stream.async_connect(asio::ip::tcp::endpoint(addr, port),
                                   asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return 0;
+    if (path.empty()) {  // no health path: a server that accepts the connection counts as answering
+        stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+        co_return 200;
+    }
     http::request<http::empty_body> req{http::verb::get, path, 11};
     req.set(http::field::host, host + ":" + std::to_string(port));
     req.set(http::field::user_agent, "loch");
@@ -319,20 +323,11 @@ asio::awaitable<ExitReport> Engine::wait_exit() {
     co_return *exit_;
 }
 
-plan::EngineFootprint Engine::footprint() const {
-    std::string text;
-    for (const auto& l : startup_log_) {
-        text += l;
-        text += '\n';
-    }
-    return plan::parse_engine_log(text);
-}
-
 nlohmann::json Engine::status_json() const {
     using nlohmann::json;
     json j{
         {"model", spec_.model_name},
-        {"engine", config::to_string(spec_.kind)},
+        {"engine", spec_.kind},
         {"state", to_string(state_)},
         {"host", spec_.host},
         {"port", spec_.port},
@@ -345,8 +340,6 @@ nlohmann::json Engine::status_json() const {
         {"log_file", spec_.log_file.string()},
         {"argv", spec_.argv},
         {"exit", exit_ ? json(*exit_) : json(nullptr)}};
-    const auto fp = footprint();
-    j["footprint"] = fp.any() ? json(fp) : json(nullptr);
     return j;
 }
 

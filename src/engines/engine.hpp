@@ -1,17 +1,15 @@
-// engines/engine — one supervised engine process (llama-server or a generic OpenAI-compatible command):
-// the object the broker holds per running model.
+// engines/engine — one supervised engine process, of any kind (engines/kind.hpp builds its spec): the object
+// the broker holds per running model.
 //
 // Life of an Engine: create() → start() [spawn → poll GET <health_path> until 200 | process exit |
-// startup timeout] → ready, serving on host():port(), its health watched (no answer for spec.hang_after →
-// killed as `hung`) → stop() [SIGTERM to the process group, SIGKILL after stop_grace] or the process ends
-// by itself (on_exit / wait_exit report why). An Engine runs once; a
-// restart is a new Engine (the broker applies CrashTracker's backoff/quarantine between them).
+// startup timeout; an empty health path: until the port accepts] → ready, serving on host():port(), its
+// health watched (no answer for spec.hang_after → killed as `hung`) → stop() [SIGTERM to the process group,
+// SIGKILL after stop_grace] or the process ends by itself (on_exit / wait_exit report why). An Engine runs
+// once; a restart is a new Engine (the broker applies CrashTracker's backoff/quarantine between them).
 //
 // All methods run on the executor given to create() (one io_context, no thread per engine). Destroying an
 // Engine whose process still runs SIGKILLs the process group and reaps it synchronously.
-//
-// This header is the module's front door: it includes the spec/adapters, exit classification, restart
-// policy and state file so that a user needs only `#include "engines/engine.hpp"`.
+
 #pragma once
 
 #include <sys/types.h>
@@ -28,14 +26,9 @@
 #include <boost/asio/awaitable.hpp>
 #include <nlohmann/json_fwd.hpp>
 
-#include "engines/command.hpp"
 #include "engines/exit.hpp"
-#include "engines/llama_server.hpp"
-#include "engines/log_ring.hpp"
-#include "engines/restart.hpp"
 #include "engines/spec.hpp"
 #include "engines/state_file.hpp"
-#include "plan/engine_log.hpp"
 
 namespace loch::engines {
 
@@ -104,10 +97,6 @@ class Engine {
     // ready): where llama-server prints its buffer sizes, for the measured footprint (plan/engine_log).
     static constexpr std::size_t kStartupLogLines = 20000;
     const std::vector<std::string>& startup_log() const { return startup_log_; }
-    // What the engine really allocated (model / KV / compute per device), parsed from startup_log() by
-    // plan/engine_log: measured figures for the broker's ledger. Empty (any() == false) for engines that
-    // do not print buffer sizes (generic commands) or before they did.
-    plan::EngineFootprint footprint() const;
 
     // {"model","state","host","port","pid","started_at","load_ms","log_file","argv","exit":{…}|null}
     nlohmann::json status_json() const;

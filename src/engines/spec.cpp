@@ -3,8 +3,7 @@
 #include <cctype>
 #include <stdexcept>
 
-#include "engines/command.hpp"
-#include "engines/llama_server.hpp"
+#include "engines/kind.hpp"
 #include "engines/process.hpp"
 
 namespace loch::engines {
@@ -19,35 +18,37 @@ std::string log_file_stem(std::string_view model_name) {
     return out;
 }
 
-EngineSpec make_engine_spec(const config::Config& cfg, const config::ModelConfig& model,
-                            const LaunchOptions& launch_in) {
-    LaunchOptions launch = launch_in;
-    if (launch.port == 0) launch.port = find_free_port();
-
+EngineSpec base_spec(const config::Config& cfg, const config::ModelConfig& model, std::uint16_t port) {
     EngineSpec s;
     s.model_name = model.name;
-    s.kind = model.engine;
-    s.host = launch.host;
-    s.port = launch.port;
+    s.port = port;
     s.startup_timeout = model.startup_timeout;
     s.stop_grace = cfg.stop_grace;
     s.log_file = cfg.log_dir / (log_file_stem(model.name) + ".log");
-    s.env = launch.env;
     s.hang_after = model.watchdog.value_or(std::chrono::seconds(120));
     s.api_key = random_token();
-    if (model.engine == config::EngineKind::llama_server) {
-        if (cfg.llama_server.empty())
-            throw std::invalid_argument("no llama-server binary resolved in the config");
-        s.argv = llama_server_argv(cfg.llama_server, model, launch);
-        s.health_path = "/health";
-        s.env["LLAMA_API_KEY"] = s.api_key;
-    } else {
-        s.argv = command_argv(model, launch);
-        s.health_path = model.command->health_path;
-        for (const auto& [k, v] : model.command->env) s.env.emplace(k, v);
-        s.env["LOCH_ENGINE_API_KEY"] = s.api_key;
-    }
     return s;
+}
+
+std::map<std::string, std::string> device_environment(const Placement& where, bool restrict) {
+    std::map<std::string, std::string> env{{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}};
+    if (!restrict) return env;
+    // The other backends' devices are hidden; the admitted one is shown alone when the probe numbered it.
+    const auto set = [&](const char* var, bool mine) {
+        if (!mine)
+            env[var] = "-1";
+        else if (where.ordinal)
+            env[var] = std::to_string(*where.ordinal);
+    };
+    set("CUDA_VISIBLE_DEVICES", where.backend == "cuda");
+    set("HIP_VISIBLE_DEVICES", where.backend == "rocm");
+    set("ROCR_VISIBLE_DEVICES", where.backend == "rocm");
+    return env;
+}
+
+EngineSpec make_engine_spec(const config::Config& cfg, const config::ModelConfig& model,
+                            const Placement& where, std::uint16_t port) {
+    return kind_of(model).launch(cfg, model, where, port == 0 ? find_free_port() : port);
 }
 
 }  // namespace loch::engines

@@ -14,20 +14,19 @@
 
 namespace loch::engines {
 
-// What the broker decided for this launch, beyond the config.
-struct LaunchOptions {
-    std::string host = "127.0.0.1";   // engines listen on localhost only
-    std::uint16_t port = 0;           // 0 = find a free port now
-    std::optional<int> n_gpu_layers;  // overrides the model's args.n_gpu_layers (placement)
-    std::vector<std::string>
-        llama_devices;  // llama-server --device list ("CUDA0", "ROCm0", "none"); empty = not passed
-    std::map<std::string, std::string>
-        env;  // extra environment (e.g. CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES)
+// Where the broker admitted a model: the device as `loch devices` names it, and how the engine's runtime
+// numbers it. The ordinal comes from the probe (NVML order for CUDA, with CUDA_DEVICE_ORDER=PCI_BUS_ID set
+// for the engine; KFD order for HIP), never from the digits of the id: `amd:card1` is HIP device 0 on a
+// machine with one GPU.
+struct Placement {
+    std::string device = "cpu";   // "cpu", "nvidia:0", "amd:card1"
+    std::string backend = "cpu";  // "cpu" | "cuda" | "rocm" | "vulkan"
+    std::optional<int> ordinal;   // the backend's device index; unset for the CPU or when not probed
 };
 
 struct EngineSpec {
     std::string model_name;
-    config::EngineKind kind = config::EngineKind::llama_server;
+    std::string kind;  // the engine kind's name (engines/kind.hpp)
     std::vector<std::string> argv;
     std::map<std::string, std::string> env;
     std::string host = "127.0.0.1";
@@ -46,11 +45,20 @@ struct EngineSpec {
     std::string api_key;
 };
 
-// Builds the spec for `model` (dispatching on its engine kind); picks a free port when launch.port == 0.
-// Throws std::invalid_argument for an impossible combination (e.g. a command template with an unknown
-// placeholder — normally caught at config load).
+// The spec for `model` on `where`, by its kind (engines/kind.hpp); port 0 = a free port now. Throws
+// std::invalid_argument for an impossible combination (e.g. a command template with an unknown placeholder —
+// normally caught at config load).
 EngineSpec make_engine_spec(const config::Config& cfg, const config::ModelConfig& model,
-                            const LaunchOptions& launch = {});
+                            const Placement& where = {}, std::uint16_t port = 0);
+
+// What every kind's spec shares: names, timeouts, log file, watchdog, a fresh secret.
+EngineSpec base_spec(const config::Config& cfg, const config::ModelConfig& model, std::uint16_t port);
+
+// The environment that ties an engine's runtime to loch's device numbering: CUDA_DEVICE_ORDER=PCI_BUS_ID
+// (CUDA ordinals then follow NVML's, which the probe reads). With `restrict`, also only the admitted
+// device is visible (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES; "-1" = none, for the
+// CPU) — for engines that take the first device they see. Without it the engine picks the device by a flag.
+std::map<std::string, std::string> device_environment(const Placement& where, bool restrict);
 
 // A model name as a file name: characters outside [A-Za-z0-9._-] become '_' ("org/m:7b" → "org_m_7b").
 std::string log_file_stem(std::string_view model_name);

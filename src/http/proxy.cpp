@@ -19,7 +19,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
 
-#include "broker/engine_client.hpp"
+#include "engines/engine_client.hpp"
 #include "http/errors.hpp"
 #include "http/server.hpp"
 #include "http/sse.hpp"
@@ -120,52 +120,21 @@ void RelayState::finish() {
     close_upstream();
 }
 
-asio::awaitable<void> Server::check_context(const broker::Lease& lease, const OpenAIRequest& r) {
-    if (!lease.slot_ctx() || r.endpoint == Endpoint::embeddings) co_return;
-    const std::uint64_t slot_ctx = *lease.slot_ctx();
-    const std::uint64_t max_tokens = r.max_tokens.value_or(0);
-    // Every token covers at least one byte of text, so bytes bound tokens from above; templates add a few
-    // special tokens per message. Below the bound no tokenization is needed (no extra round trip).
-    std::uint64_t messages = 1;
-    if (r.endpoint == Endpoint::chat_completions) messages = r.body["messages"].size();
-    const std::uint64_t bound = r.prompt_bytes + r.prompt_token_ids + 32 + 16 * messages;
-    if (bound + max_tokens <= slot_ctx) co_return;
-
-    // Exact count from the engine itself: the chat template applied, then its tokenizer.
-    std::string prompt;
-    if (r.endpoint == Endpoint::chat_completions) {
-        nlohmann::json tpl = {{"messages", r.body["messages"]}};
-        auto reply =
-            co_await broker::engine_request(ex_, lease.address(), "POST", "/apply-template", tpl.dump(), 30s);
-        auto j = nlohmann::json::parse(reply.body, nullptr, false);
-        if (reply.status != 200 || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
-            co_return;
-        prompt = j["prompt"].get<std::string>();
-    } else {
-        const auto& p = r.body["prompt"];
-        if (!p.is_string()) co_return;  // arrays: the engine checks each prompt itself
-        prompt = p.get<std::string>();
-    }
-    nlohmann::json tk = {{"content", prompt}, {"add_special", true}, {"parse_special", true}};
-    auto reply = co_await broker::engine_request(ex_, lease.address(), "POST", "/tokenize", tk.dump(), 30s);
-    auto j = nlohmann::json::parse(reply.body, nullptr, false);
-    if (reply.status != 200 || !j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) co_return;
-    const std::uint64_t prompt_tokens = j["tokens"].size() + r.prompt_token_ids;
-    if (prompt_tokens + max_tokens <= slot_ctx && prompt_tokens < slot_ctx) co_return;
-    throw Error(
-        ErrorKind::context_length_exceeded,
-        r.max_tokens
-            ? fmt::format("prompt ({} tokens) + max_tokens ({}) = {} exceeds the slot context of "
-                          "model '{}' ({} tokens)",
-                          prompt_tokens, max_tokens, prompt_tokens + max_tokens, lease.model(), slot_ctx)
-            : fmt::format("the prompt ({} tokens) does not fit the slot context of model '{}' ({} "
-                          "tokens)",
-                          prompt_tokens, lease.model(), slot_ctx),
-        {{"model", lease.model()},
-         {"prompt_tokens", prompt_tokens},
-         {"max_tokens", max_tokens},
-         {"slot_ctx", slot_ctx},
-         {"counted_by", "engine /tokenize"}});
+// The model's kind may refuse the request before it is sent (llama-server: prompt tokens vs slot context).
+asio::awaitable<void> Server::check_request(const broker::Lease& lease, const OpenAIRequest& r) {
+    engines::RequestView view;
+    view.route = to_string(r.endpoint);
+    view.body = &r.body;
+    view.prompt_bytes = r.prompt_bytes;
+    view.prompt_token_ids = r.prompt_token_ids;
+    view.max_tokens = r.max_tokens;
+    auto no = co_await lease.kind().check_request(ex_, lease.address(), lease.facts(), view);
+    if (!no) co_return;
+    no->details["model"] = lease.model();
+    throw Error(no->kind == engines::Refusal::Kind::context_length_exceeded
+                    ? ErrorKind::context_length_exceeded
+                    : ErrorKind::invalid_request,
+                fmt::format("model '{}': {}", lease.model(), no->message), std::move(no->details));
 }
 
 asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Endpoint endpoint) {
@@ -193,16 +162,21 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         const OpenAIRequest oreq = parse_openai_request(endpoint, req.body());
         broker::RequestNeeds needs;
         needs.max_tokens = oreq.max_tokens;
+        needs.route = std::string(to_string(oreq.endpoint));
         lease = co_await broker_.acquire(oreq.model, needs);
         if (st->abort) throw *st->abort;
-        co_await check_context(lease, oreq);
+        co_await check_request(lease, oreq);
 
         watch_client(client.socket(), st);
         client_watch_started = true;
 
         bhttp::request<bhttp::string_body> ureq{bhttp::verb::post, req.target(), 11};
         ureq.set(bhttp::field::host, lease.host() + ":" + std::to_string(lease.port()));
-        ureq.set(bhttp::field::content_type, "application/json");
+        // The client's body kind goes upstream as it came (JSON today; multipart for images and audio).
+        if (auto ct = req.find(bhttp::field::content_type); ct != req.end())
+            ureq.set(bhttp::field::content_type, ct->value());
+        else
+            ureq.set(bhttp::field::content_type, "application/json");
         if (!lease.address().api_key.empty())
             ureq.set(bhttp::field::authorization, "Bearer " + lease.address().api_key);
         if (auto a = req.find(bhttp::field::accept); a != req.end())

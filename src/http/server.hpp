@@ -92,7 +92,7 @@ class Server {
     boost::asio::awaitable<void> session(boost::asio::ip::tcp::socket socket);
     boost::asio::awaitable<bool> handle(boost::beast::tcp_stream& stream, Request& req);
     boost::asio::awaitable<bool> proxy(boost::beast::tcp_stream& stream, Request& req, Endpoint endpoint);
-    boost::asio::awaitable<void> check_context(const broker::Lease& lease, const OpenAIRequest& r);
+    boost::asio::awaitable<void> check_request(const broker::Lease& lease, const OpenAIRequest& r);
     void close_idle();
 
     struct Session {

@@ -84,9 +84,12 @@ asio::awaitable<UpstreamPool::Exchange> UpstreamPool::exchange(
     for (int attempt = 0;; ++attempt) {
         Taken t = co_await take(key, endpoint, /*fresh=*/attempt > 0);
         if (t.ec) {
+            out.stream.reset();
+            // The retry cannot connect: the engine is gone, and what the caller must explain is the first
+            // failure (an engine that died mid-request), not this refusal.
+            if (attempt > 0) co_return out;
             out.ec = t.ec;
             out.connect_failed = true;
-            out.stream.reset();
             co_return out;
         }
         out.stream = t.stream;
@@ -114,7 +117,8 @@ asio::awaitable<UpstreamPool::Exchange> UpstreamPool::exchange(
         close_stream(*t.stream);
         out.ec = ec;
         if (t.reused && t.after_stream) closes_after_streams_[key] = true;
-        if (!retry_allowed || !may_retry()) co_return out;
+        // A timeout is the engine's silence, not a stale connection: never sent twice.
+        if (!retry_allowed || ec == beast::error::timeout || !may_retry()) co_return out;
         out.retried = true;
     }
 }

@@ -1,12 +1,16 @@
-// Adapters: config → argv, without a shell.
+// Engine kinds: config + placement → argv and environment (never a shell), footprints, the registry.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <set>
 
-#include "engines/command.hpp"
-#include "engines/llama_server.hpp"
+#include "engines/kind.hpp"
+#include "engines/kinds/command.hpp"
+#include "engines/kinds/llama_server.hpp"
 #include "engines/spec.hpp"
+#include "support/temp_dir.hpp"
 
 namespace loch::engines {
 namespace {
@@ -29,9 +33,8 @@ config::ModelConfig llama_model() {
 }
 
 TEST(LlamaServerArgv, DefaultsFromTheConfig) {
-    LaunchOptions l;
-    l.port = 40123;
-    const auto argv = llama_server_argv("/opt/loch/bin/llama-server", llama_model(), l);
+    const Placement gpu{"nvidia:0", "cuda", 0};
+    const auto argv = llama_server_argv("/opt/loch/bin/llama-server", llama_model(), gpu, 40123);
     EXPECT_EQ(argv[0], "/opt/loch/bin/llama-server");
     EXPECT_EQ(after(argv, "-m"), "/models/tiny model.gguf");  // one argv entry, spaces and all
     EXPECT_EQ(after(argv, "--host"), "127.0.0.1");
@@ -43,7 +46,25 @@ TEST(LlamaServerArgv, DefaultsFromTheConfig) {
     EXPECT_EQ(after(argv, "--fit"), "off");  // loch decides placement
     EXPECT_EQ(after(argv, "-lv"), "4");      // buffer sizes are printed only at this verbosity
     EXPECT_EQ(after(argv, "-ctk"), "");
-    EXPECT_EQ(after(argv, "--device"), "");
+    EXPECT_EQ(after(argv, "--device"), "CUDA0");
+}
+
+TEST(LlamaServerArgv, ThePlacementPicksTheDeviceByTheProbesOrdinal) {
+    const auto m = llama_model();
+    const auto cpu = llama_server_argv("ls", m, Placement{}, 1);
+    EXPECT_EQ(after(cpu, "--device"), "none");
+    EXPECT_EQ(after(cpu, "-ngl"), "0");
+    EXPECT_EQ(after(llama_server_argv("ls", m, {"nvidia:1", "cuda", 1}, 1), "--device"), "CUDA1");
+    // amd:card1 is the machine's only GPU: HIP calls it 0.
+    EXPECT_EQ(after(llama_server_argv("ls", m, {"amd:card1", "rocm", 0}, 1), "--device"), "ROCm0");
+    // llama-server picks its device by flag: only the ordering is set, every device stays visible.
+    config::Config cfg;
+    cfg.llama_server = "/bin/llama-server";
+    const auto s = make_engine_spec(cfg, m, {"nvidia:1", "cuda", 1});
+    EXPECT_EQ(s.env.at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+    EXPECT_FALSE(s.env.contains("CUDA_VISIBLE_DEVICES"));
+    EXPECT_EQ(s.env.at("LLAMA_API_KEY"), s.api_key);
+    EXPECT_EQ(s.kind, "llama-server");
 }
 
 TEST(LlamaServerArgv, OptionalArgsPlacementAndExtra) {
@@ -56,23 +77,18 @@ TEST(LlamaServerArgv, OptionalArgsPlacementAndExtra) {
     m.args.batch = 1024;
     m.args.threads = 6;
     m.args.extra = {"--mlock", "--temp", "0.5"};
-    LaunchOptions l;
-    l.port = 1;
-    l.n_gpu_layers = 7;  // placement wins over the config
-    l.llama_devices = {"CUDA0", "CUDA1"};
-    const auto argv = llama_server_argv("ls", m, l);
-    EXPECT_EQ(after(argv, "-ngl"), "7");
+    const auto argv = llama_server_argv("ls", m, {"nvidia:1", "cuda", 1}, 1);
+    EXPECT_EQ(after(argv, "-ngl"), "20");
     EXPECT_EQ(after(argv, "-fa"), "off");
     EXPECT_EQ(after(argv, "-ctk"), "q8_0");
     EXPECT_EQ(after(argv, "-ctv"), "f16");
     EXPECT_EQ(after(argv, "-ub"), "256");
     EXPECT_EQ(after(argv, "-b"), "1024");
     EXPECT_EQ(after(argv, "-t"), "6");
-    EXPECT_EQ(after(argv, "--device"), "CUDA0,CUDA1");
+    EXPECT_EQ(after(argv, "--device"), "CUDA1");
     EXPECT_THAT(std::vector<std::string>(argv.end() - 3, argv.end()),
                 ElementsAre("--mlock", "--temp", "0.5"));
-    l.n_gpu_layers.reset();
-    EXPECT_EQ(after(llama_server_argv("ls", m, l), "-ngl"), "20");
+    EXPECT_EQ(after(llama_server_argv("ls", m, Placement{}, 1), "-ngl"), "0");  // the CPU: no layer offloaded
 }
 
 TEST(CommandArgv, PlaceholdersExpandInsideArguments) {
@@ -86,9 +102,7 @@ TEST(CommandArgv, PlaceholdersExpandInsideArguments) {
                                "--served-model-name", "{model_name}", "--max-model-len={ctx}", "{{literal}}"},
                               "/v1/models",
                               {}};
-    LaunchOptions l;
-    l.port = 5555;
-    EXPECT_THAT(command_argv(m, l),
+    EXPECT_THAT(command_argv(m, 5555),
                 ElementsAre("vllm", "serve", "/models/qwen", "--port=5555", "--host", "127.0.0.1",
                             "--served-model-name", "vllm-7b", "--max-model-len=2048", "{literal}"));
     EXPECT_THROW(expand_placeholders("{nope}", {}), std::invalid_argument);
@@ -97,6 +111,75 @@ TEST(CommandArgv, PlaceholdersExpandInsideArguments) {
     // A value that looks like a placeholder or shell syntax stays inert text.
     EXPECT_EQ(expand_placeholders("{model_name}", {{"model_name", "$(rm -rf /){port}"}}),
               "$(rm -rf /){port}");
+}
+
+config::ModelConfig command_model() {
+    config::ModelConfig m;
+    m.name = "srv";
+    m.engine = config::EngineKind::command;
+    m.command = config::CommandEngine{{"/bin/srv", "--port", "{port}"}, "", {{"MY_FLAG", "1"}}};
+    return m;
+}
+
+TEST(CommandKind, OnlyTheAdmittedDeviceIsVisibleToTheProcess) {
+    config::Config cfg;
+    const auto m = command_model();
+    const auto on_gpu = make_engine_spec(cfg, m, {"nvidia:1", "cuda", 1}, 4000);
+    EXPECT_EQ(on_gpu.kind, "command");
+    EXPECT_EQ(on_gpu.env.at("CUDA_VISIBLE_DEVICES"), "1");
+    EXPECT_EQ(on_gpu.env.at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+    EXPECT_EQ(on_gpu.env.at("HIP_VISIBLE_DEVICES"), "-1");
+    EXPECT_EQ(on_gpu.env.at("MY_FLAG"), "1");
+    EXPECT_EQ(on_gpu.env.at("LOCH_ENGINE_API_KEY"), on_gpu.api_key);
+    EXPECT_EQ(on_gpu.health_path, "");  // `health_path: none`: ready when the port accepts
+    const auto on_amd = make_engine_spec(cfg, m, {"amd:card1", "rocm", 0}, 4000);
+    EXPECT_EQ(on_amd.env.at("HIP_VISIBLE_DEVICES"), "0");
+    EXPECT_EQ(on_amd.env.at("ROCR_VISIBLE_DEVICES"), "0");
+    EXPECT_EQ(on_amd.env.at("CUDA_VISIBLE_DEVICES"), "-1");
+    const auto on_cpu = make_engine_spec(cfg, m, Placement{}, 4000);
+    EXPECT_EQ(on_cpu.env.at("CUDA_VISIBLE_DEVICES"), "-1");
+    EXPECT_EQ(on_cpu.env.at("HIP_VISIBLE_DEVICES"), "-1");
+    // A GPU the probe could not number: the runtime's default, not a guess.
+    const auto unnumbered = make_engine_spec(cfg, m, {"amd:card1", "rocm", std::nullopt}, 4000);
+    EXPECT_FALSE(unnumbered.env.contains("HIP_VISIBLE_DEVICES"));
+    EXPECT_EQ(unnumbered.env.at("CUDA_VISIBLE_DEVICES"), "-1");
+}
+
+TEST(CommandKind, FootprintIsTheConfiguredMemoryElseTheSizeOfTheModelsFiles) {
+    test::TempDir dir("loch-command-kind");
+    std::filesystem::create_directories(dir / "model" / "sub");
+    std::ofstream(dir / "model" / "a.safetensors") << std::string(1000, 'x');
+    std::ofstream(dir / "model" / "sub" / "b.safetensors") << std::string(500, 'y');
+    config::Config cfg;
+    cfg.devices["nvidia:0"] = config::DeviceConfig{"nvidia:0", 0, std::nullopt, 7, 0};
+    auto m = command_model();
+    m.path = dir / "model";
+    const std::vector<Placement> where{{"nvidia:0", "cuda", 0}, Placement{}};
+    const Footprint by_files = kind_of(m).formula(cfg, m, where);
+    ASSERT_EQ(by_files.needs.size(), 2u);
+    EXPECT_EQ(by_files.needs[0].bytes, 1500u + 7u);  // every file in the folder, plus the device margin
+    EXPECT_EQ(by_files.needs[1].bytes, 1500u);
+    EXPECT_EQ(by_files.needs[0].source, Source::formula);
+    m.memory = {{"*", 4 * kGiB}, {"cpu", 1 * kGiB}};
+    const Footprint configured = kind_of(m).formula(cfg, m, where);
+    EXPECT_EQ(configured.needs[0].bytes, 4 * kGiB + 7);
+    EXPECT_EQ(configured.needs[1].bytes, 1 * kGiB);
+    EXPECT_EQ(configured.needs[0].source, Source::configured);
+    EXPECT_EQ(configured.source, Source::configured);
+}
+
+TEST(KindRegistry, EveryModelEntryHasExactlyOneKindByName) {
+    const auto names = kind_names();
+    EXPECT_EQ(std::set<std::string_view>(names.begin(), names.end()).size(), names.size());
+    for (const auto n : names) EXPECT_EQ(kind_named(n).name(), n);
+    EXPECT_EQ(kind_of(llama_model()).name(), "llama-server");
+    EXPECT_EQ(kind_of(command_model()).name(), "command");
+    EXPECT_THROW(kind_named("nope"), std::out_of_range);
+    // The optional hooks do nothing for a kind that has no use for them.
+    EXPECT_FALSE(kind_of(command_model()).measure({"CUDA0 model buffer size = 100.00 MiB"}, {}));
+    EXPECT_FALSE(kind_of(command_model()).configured_slot_ctx(command_model()));
+    EXPECT_TRUE(kind_of(command_model()).serves("/v1/chat/completions"));
+    EXPECT_FALSE(kind_of(command_model()).serves("/v1/images/generations"));
 }
 
 TEST(EngineSpec, BuiltFromConfigWithAFreePortAndASafeLogName) {

@@ -91,7 +91,7 @@ struct FakeHealth {
 EngineSpec spec_for(std::vector<std::string> argv, std::uint16_t port, const test::TempDir& dir) {
     EngineSpec s;
     s.model_name = "double";
-    s.kind = config::EngineKind::command;
+    s.kind = "command";
     s.argv = std::move(argv);
     s.port = port;
     s.health_path = "/health";
@@ -137,6 +137,23 @@ TEST_F(EngineTest, BecomesReadyAfterLoadingAndStopsWithSigterm) {
     const nlohmann::json j = e->status_json();
     EXPECT_EQ(j["state"], "stopped");
     EXPECT_EQ(j["exit"]["kind"], "stopped");
+}
+
+TEST_F(EngineTest, WithoutAHealthPathItIsReadyWhenItsPortAccepts) {
+    // A server that listens only after a moment (python's own http.server has no health path).
+    const auto port = find_free_port();
+    auto spec = spec_for({"/usr/bin/python3", "-c",
+                          "import time, socket; time.sleep(0.5); s = socket.socket(); "
+                          "s.bind(('127.0.0.1', " +
+                              std::to_string(port) + ")); s.listen(); time.sleep(1000)"},
+                         port, dir);
+    spec.health_path.clear();
+    auto e = Engine::create(ioc.get_executor(), spec);
+    const auto t0 = std::chrono::steady_clock::now();
+    const StartResult r = run(ioc, e->start());
+    ASSERT_TRUE(r.ready) << (r.failure ? r.failure->summary : "");
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, 450ms);  // not before it listened
+    EXPECT_EQ(run(ioc, e->stop()).kind, ExitKind::stopped);
 }
 
 TEST_F(EngineTest, ExitDuringStartupFailsAtOnceWithTheClassifiedExit) {

@@ -168,6 +168,32 @@ TEST(UpstreamPool, ARequestThatAReusedConnectionDropsIsSentOnceMoreOnANewOne) {
     EXPECT_EQ(engine.requests, 3);
 }
 
+TEST(UpstreamPool, WhenTheRetryCannotConnectTheFirstFailureIsWhatIsReported) {
+    // An engine that dies mid-request on a reused connection: the retry's connect is refused, and the
+    // caller must see the broken request (then it looks up how the engine ended), not "cannot connect".
+    asio::io_context ioc;
+    auto engine = std::make_unique<FakeEngine>(ioc);
+    const auto ep = engine->endpoint();
+    UpstreamPool pool(ioc.get_executor());
+    run(ioc, [&]() -> asio::awaitable<void> {
+        EXPECT_EQ(co_await one(pool, "e", ep), 200);
+        engine->drop_request = 2;
+        beast::flat_buffer buf;
+        std::optional<UpstreamPool::Parser> parser;
+        const auto req = request();
+        auto ex = co_await pool.exchange(
+            "e", ep, req, buf, parser, 5s,
+            [&] {
+                engine.reset();  // gone before the retry connects
+                return true;
+            },
+            [](auto) {});
+        EXPECT_TRUE(ex.ec);
+        EXPECT_FALSE(ex.connect_failed);
+        EXPECT_TRUE(ex.retried);
+    });
+}
+
 TEST(UpstreamPool, AConnectionTheEngineClosedWhileIdleIsNotTaken) {
     asio::io_context ioc;
     FakeEngine engine(ioc);

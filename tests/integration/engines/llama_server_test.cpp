@@ -19,7 +19,9 @@
 
 #include "config/config.hpp"
 #include "engines/engine.hpp"
+#include "engines/kinds/llama_server.hpp"
 #include "engines/process.hpp"
+#include "plan/engine_log.hpp"
 #include "support/process.hpp"
 #include "support/synth_model.hpp"
 #include "support/temp_dir.hpp"
@@ -105,7 +107,12 @@ TEST_F(LlamaServer, StartsReadyReportsFootprintAndStops) {
     EXPECT_EQ(run(ioc, http_get_status("127.0.0.1", e->port(), "/health", 5s)), 200u);
 
     // -lv 4 makes this llama.cpp print its buffer sizes during load; the footprint is measured from them.
-    const auto fp = e->footprint();
+    std::string startup;
+    for (const auto& l : e->startup_log()) startup += l + "\n";
+    const auto fp = plan::parse_engine_log(startup);
+    const auto measured = LlamaServerKind().measure(e->startup_log(), Placement{});
+    ASSERT_TRUE(measured);
+    EXPECT_EQ(measured->bytes, fp.device_total("cpu").bytes);
     ASSERT_TRUE(fp.any()) << "no buffer sizes in the startup log";
     const auto cpu = fp.device_total("cpu");
     EXPECT_GT(cpu.bytes, 0u);

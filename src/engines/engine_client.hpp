@@ -1,4 +1,4 @@
-// broker/engine_client — one small HTTP exchange with an engine on localhost (readiness, /props, /tokenize,
+// engines/engine_client — one small HTTP exchange with an engine on localhost (readiness, /props, /tokenize,
 // /apply-template), with a deadline. The streaming proxy path does not use this: it relays incrementally
 // (http/proxy.hpp).
 #pragma once
@@ -10,7 +10,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
-namespace loch::broker {
+namespace loch::engines {
 
 struct EngineReply {
     int status = 0;  // 0 when no HTTP answer came (refused, reset, timed out)
@@ -29,4 +29,4 @@ boost::asio::awaitable<EngineReply> engine_request(boost::asio::any_io_executor 
                                                    std::string method, std::string target, std::string body,
                                                    std::chrono::milliseconds timeout);
 
-}  // namespace loch::broker
+}  // namespace loch::engines

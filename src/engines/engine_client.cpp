@@ -1,4 +1,4 @@
-#include "broker/engine_client.hpp"
+#include "engines/engine_client.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -6,7 +6,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-namespace loch::broker {
+namespace loch::engines {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -59,4 +59,4 @@ asio::awaitable<EngineReply> engine_request(asio::any_io_executor ex, EngineAddr
     co_return reply;
 }
 
-}  // namespace loch::broker
+}  // namespace loch::engines

@@ -1,0 +1,40 @@
+// The optional hooks of engines/kind.hpp: doing nothing is correct.
+#include "engines/kind.hpp"
+
+namespace loch::engines {
+
+namespace asio = boost::asio;
+
+asio::awaitable<Footprint> Kind::estimate(const EstimateContext&, const config::Config& cfg,
+                                          const config::ModelConfig& model,
+                                          const std::vector<Placement>& devices) const {
+    co_return formula(cfg, model, devices);
+}
+
+std::optional<MemoryFigure> Kind::measure(const std::vector<std::string>&, const Placement&) const {
+    return std::nullopt;
+}
+
+asio::awaitable<ReadyFacts> Kind::after_ready(asio::any_io_executor, const EngineAddress&,
+                                              const config::ModelConfig&) const {
+    co_return ReadyFacts{};
+}
+
+std::optional<std::uint64_t> Kind::configured_slot_ctx(const config::ModelConfig&) const {
+    return std::nullopt;
+}
+
+std::uint32_t Kind::slots(const config::ModelConfig& model) const {
+    return model.effective_concurrency();
+}
+
+asio::awaitable<std::optional<Refusal>> Kind::check_request(asio::any_io_executor, const EngineAddress&,
+                                                            const ReadyFacts&, const RequestView&) const {
+    co_return std::nullopt;
+}
+
+bool Kind::serves(std::string_view route) const {
+    return route == "/v1/chat/completions" || route == "/v1/completions" || route == "/v1/embeddings";
+}
+
+}  // namespace loch::engines

@@ -1,0 +1,112 @@
+// engines/kind — the seam between loch and an engine family. Everything loch knows about one family of
+// engine servers (llama-server, a generic command, next sd-server, whisper-server, vLLM) lives behind this
+// interface, in one file under engines/kinds/, registered in engines/kinds/registry.cpp. The broker and the
+// HTTP layer talk to a Kind, never to a flag, endpoint or log line of one.
+//
+// A kind answers, for one model entry of the config:
+//   launch      — the argv (no shell), environment (device visibility included) and readiness rule for a
+//                 placement the broker decided;                                                 (required)
+//   formula     — what the model needs on each candidate device, without running anything;       (required)
+//   estimate    — a better figure that may run something (the engine's dry run);   default: formula()
+//   measure     — what the engine really allocated, read from its startup log;     default: nothing
+//   after_ready — what the running engine says about itself (slot context …);      default: nothing
+//   check_request — refuse a request before it is sent (prompt tokens vs slot context; next: image size,
+//                 audio length);                                                     default: nothing
+//   serves      — which API routes it answers.                         default: the OpenAI text routes
+// For every optional hook, doing nothing is correct: loch then relies on the formula, the per-process
+// measurement of the broker and the engine's own error answers.
+//
+// Kinds are stateless and const; the registry hands out references that live as long as the program.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include "config/config.hpp"
+#include "core/footprint.hpp"
+#include "core/memory.hpp"
+#include "engines/engine_client.hpp"
+#include "engines/spec.hpp"
+
+namespace loch::engines {
+
+// What a kind may use to estimate beyond the config: where to cache, and the executor to run a dry run on.
+struct EstimateContext {
+    boost::asio::any_io_executor ex;
+    std::filesystem::path cache_file;  // empty = no cache on disk
+};
+
+// What a ready engine said about itself.
+struct ReadyFacts {
+    std::optional<std::uint64_t> slot_ctx;  // tokens one request may use (prompt + generated)
+    std::string slot_ctx_source;            // "engine /props", "config args.ctx / args.parallel"
+};
+
+// One request as a kind sees it before it is sent (the HTTP layer parsed and validated it).
+struct RequestView {
+    std::string_view route;                // the API path: "/v1/chat/completions", "/v1/completions", …
+    const nlohmann::json* body = nullptr;  // the parsed JSON body
+    std::uint64_t prompt_bytes = 0;        // text bytes in the prompt or messages
+    std::uint64_t prompt_token_ids = 0;    // token ids given directly
+    std::optional<std::uint64_t> max_tokens;
+};
+
+// Why a kind refuses a request (the HTTP layer renders it: status, type, message, details).
+struct Refusal {
+    enum class Kind { context_length_exceeded, invalid_request } kind = Kind::invalid_request;
+    std::string message;
+    nlohmann::json details = nlohmann::json::object();
+};
+
+class Kind {
+  public:
+    virtual ~Kind() = default;
+    virtual std::string_view name() const = 0;
+
+    // The launch for `where` on `port`. Throws std::invalid_argument when the entry cannot be launched.
+    virtual EngineSpec launch(const config::Config& cfg, const config::ModelConfig& model,
+                              const Placement& where, std::uint16_t port) const = 0;
+
+    // One Need per candidate device (same order), the device's configured margin included.
+    virtual Footprint formula(const config::Config& cfg, const config::ModelConfig& model,
+                              const std::vector<Placement>& devices) const = 0;
+    virtual boost::asio::awaitable<Footprint> estimate(const EstimateContext& ctx, const config::Config& cfg,
+                                                       const config::ModelConfig& model,
+                                                       const std::vector<Placement>& devices) const;
+    // What estimate() itself holds on a GPU while it runs (the broker books it for that time).
+    virtual std::uint64_t estimate_gpu_bytes() const { return 0; }
+
+    // The engine's own account of what it allocated on `where`, from the output between spawn and ready.
+    virtual std::optional<MemoryFigure> measure(const std::vector<std::string>& startup_log,
+                                                const Placement& where) const;
+    virtual boost::asio::awaitable<ReadyFacts> after_ready(boost::asio::any_io_executor ex,
+                                                           const EngineAddress& engine,
+                                                           const config::ModelConfig& model) const;
+    // The slot context the config alone implies, before any engine ran (for "max_tokens can never fit").
+    virtual std::optional<std::uint64_t> configured_slot_ctx(const config::ModelConfig& model) const;
+    // Requests the engine may take at once (the broker's slots).
+    virtual std::uint32_t slots(const config::ModelConfig& model) const;
+
+    virtual boost::asio::awaitable<std::optional<Refusal>> check_request(boost::asio::any_io_executor ex,
+                                                                         const EngineAddress& engine,
+                                                                         const ReadyFacts& facts,
+                                                                         const RequestView& request) const;
+    // Whether it answers this API path (default: /v1/chat/completions, /v1/completions, /v1/embeddings).
+    virtual bool serves(std::string_view route) const;
+};
+
+// The registry (engines/kinds/registry.cpp): the kind of a model entry, or by name. Throws
+// std::out_of_range for a name no kind has.
+const Kind& kind_of(const config::ModelConfig& model);
+const Kind& kind_named(std::string_view name);
+std::vector<std::string_view> kind_names();
+
+}  // namespace loch::engines

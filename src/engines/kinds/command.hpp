@@ -1,0 +1,40 @@
+// engines/kinds/command — any OpenAI-compatible server started from an argv template (`command:` in the
+// config). Placeholders {host} {port} {model_path} {model_name} {ctx} {parallel} are replaced inside each
+// argument; "{{" / "}}" are literal braces. No shell ever sees the result: each template entry is one argv
+// entry.
+//
+// Placement reaches the process: only the admitted device is visible to it (CUDA_VISIBLE_DEVICES,
+// HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES; "-1" hides a backend, so an engine placed on the CPU sees no
+// GPU). Readiness: GET of its health path → 200, or, with `health_path: none`, its port accepting a
+// connection. Footprint: the model's `memory:` (configured, per device or one figure for all), else the
+// size of its files (a folder counts every file in it); after start the broker's per-process measurement
+// of its process group raises the reservation. The run's secret is in LOCH_ENGINE_API_KEY.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engines/kind.hpp"
+
+namespace loch::engines {
+
+// Throws std::invalid_argument naming an unknown placeholder or an unbalanced brace.
+std::string expand_placeholders(std::string_view tmpl, const std::map<std::string, std::string>& values);
+
+// The placeholder names a template may use.
+const std::vector<std::string>& command_placeholders();
+
+std::vector<std::string> command_argv(const config::ModelConfig& model, std::uint16_t port);
+
+class CommandKind final : public Kind {
+  public:
+    std::string_view name() const override { return "command"; }
+    EngineSpec launch(const config::Config& cfg, const config::ModelConfig& model, const Placement& where,
+                      std::uint16_t port) const override;
+    Footprint formula(const config::Config& cfg, const config::ModelConfig& model,
+                      const std::vector<Placement>& devices) const override;
+};
+
+}  // namespace loch::engines

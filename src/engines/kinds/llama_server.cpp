@@ -1,0 +1,147 @@
+// The llama-server kind: launch, what it reports after ready, and the per-request context check.
+#include "engines/kinds/llama_server.hpp"
+
+#include <chrono>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "plan/engine_log.hpp"
+
+namespace loch::engines {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+std::string llama_device(const Placement& where) {
+    const std::string n = std::to_string(where.ordinal.value_or(0));
+    if (where.backend == "cuda") return "CUDA" + n;
+    if (where.backend == "rocm") return "ROCm" + n;
+    if (where.backend == "vulkan") return "Vulkan" + n;
+    return "none";
+}
+
+std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
+                                           const config::ModelConfig& model, const Placement& where,
+                                           std::uint16_t port) {
+    const auto& a = model.args;
+    std::vector<std::string> argv{binary.string(),       "-m",     model.path.string(),       "--host",
+                                  "127.0.0.1",           "--port", std::to_string(port),      "-c",
+                                  std::to_string(a.ctx), "-np",    std::to_string(a.parallel)};
+    const int ngl = where.backend == "cpu" ? 0 : a.n_gpu_layers.value_or(kAllLayers);
+    argv.insert(argv.end(), {"-ngl", std::to_string(ngl)});
+    argv.insert(argv.end(), {"-fa", std::string(config::to_string(a.flash_attn))});
+    if (a.cache_type_k) argv.insert(argv.end(), {"-ctk", *a.cache_type_k});
+    if (a.cache_type_v) argv.insert(argv.end(), {"-ctv", *a.cache_type_v});
+    if (a.ubatch) argv.insert(argv.end(), {"-ub", std::to_string(*a.ubatch)});
+    if (a.batch) argv.insert(argv.end(), {"-b", std::to_string(*a.batch)});
+    if (a.threads) argv.insert(argv.end(), {"-t", std::to_string(*a.threads)});
+    argv.insert(argv.end(), {"--device", llama_device(where)});
+    // loch decides placement; buffer sizes are printed only at verbosity 4; the web UI is not loch's.
+    argv.insert(argv.end(), {"--fit", "off", "-lv", "4", "--no-webui"});
+    argv.insert(argv.end(), a.extra.begin(), a.extra.end());
+    return argv;
+}
+
+EngineSpec LlamaServerKind::launch(const config::Config& cfg, const config::ModelConfig& model,
+                                   const Placement& where, std::uint16_t port) const {
+    if (cfg.llama_server.empty())
+        throw std::invalid_argument("no llama-server binary resolved in the config");
+    EngineSpec s = base_spec(cfg, model, port);
+    s.kind = std::string(name());
+    s.argv = llama_server_argv(cfg.llama_server, model, where, port);
+    s.health_path = "/health";
+    s.env = device_environment(where, false);  // --device picks it; ordinals follow NVML
+    s.env["LLAMA_API_KEY"] = s.api_key;
+    return s;
+}
+
+std::optional<MemoryFigure> LlamaServerKind::measure(const std::vector<std::string>& startup_log,
+                                                     const Placement& where) const {
+    std::string text;
+    for (const auto& line : startup_log) text += line + "\n";
+    const auto fp = plan::parse_engine_log(text);
+    if (!fp.any()) return std::nullopt;
+    auto fig = fp.device_total(where.backend == "cpu" ? std::string("cpu")
+                                                      : plan::device_of_buffer(llama_device(where)));
+    if (fig.bytes == 0) return std::nullopt;
+    return fig;
+}
+
+std::optional<std::uint64_t> LlamaServerKind::configured_slot_ctx(const config::ModelConfig& model) const {
+    if (model.args.ctx == 0) return std::nullopt;
+    return model.args.slot_ctx();
+}
+
+asio::awaitable<ReadyFacts> LlamaServerKind::after_ready(asio::any_io_executor ex,
+                                                         const EngineAddress& engine,
+                                                         const config::ModelConfig& model) const {
+    // The slot context decides the 400 for prompt + max_tokens: ask the engine (it may cap ctx at the
+    // model's training context, or not split it over slots).
+    ReadyFacts f;
+    auto reply = co_await engine_request(ex, engine, "GET", "/props", "", 5000ms);
+    auto j = nlohmann::json::parse(reply.body, nullptr, false);
+    if (reply.status == 200 && j.is_object() && j.contains("default_generation_settings") &&
+        j["default_generation_settings"].is_object() &&
+        j["default_generation_settings"].value("n_ctx", 0) > 0) {
+        f.slot_ctx = j["default_generation_settings"]["n_ctx"].get<std::uint32_t>();
+        f.slot_ctx_source = "engine /props";
+    } else {
+        f.slot_ctx = model.args.slot_ctx();
+        f.slot_ctx_source = "config args.ctx / args.parallel";
+    }
+    co_return f;
+}
+
+asio::awaitable<std::optional<Refusal>> LlamaServerKind::check_request(asio::any_io_executor ex,
+                                                                       const EngineAddress& engine,
+                                                                       const ReadyFacts& facts,
+                                                                       const RequestView& r) const {
+    if (!facts.slot_ctx || r.route == "/v1/embeddings" || r.body == nullptr) co_return std::nullopt;
+    const std::uint64_t slot_ctx = *facts.slot_ctx;
+    const std::uint64_t max_tokens = r.max_tokens.value_or(0);
+    const nlohmann::json& body = *r.body;
+    // Every token covers at least one byte of text, so bytes bound tokens from above; templates add a few
+    // special tokens per message. Below the bound no tokenization is needed (no extra round trip).
+    std::uint64_t messages = 1;
+    if (r.route == "/v1/chat/completions" && body.contains("messages")) messages = body["messages"].size();
+    const std::uint64_t bound = r.prompt_bytes + r.prompt_token_ids + 32 + 16 * messages;
+    if (bound + max_tokens <= slot_ctx) co_return std::nullopt;
+
+    // Exact count from the engine itself: the chat template applied, then its tokenizer.
+    std::string prompt;
+    if (r.route == "/v1/chat/completions") {
+        nlohmann::json tpl = {{"messages", body["messages"]}};
+        auto reply = co_await engine_request(ex, engine, "POST", "/apply-template", tpl.dump(), 30s);
+        auto j = nlohmann::json::parse(reply.body, nullptr, false);
+        if (reply.status != 200 || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
+            co_return std::nullopt;
+        prompt = j["prompt"].get<std::string>();
+    } else {
+        if (!body.contains("prompt") || !body["prompt"].is_string())
+            co_return std::nullopt;  // arrays: the engine checks each prompt itself
+        prompt = body["prompt"].get<std::string>();
+    }
+    nlohmann::json tk = {{"content", prompt}, {"add_special", true}, {"parse_special", true}};
+    auto reply = co_await engine_request(ex, engine, "POST", "/tokenize", tk.dump(), 30s);
+    auto j = nlohmann::json::parse(reply.body, nullptr, false);
+    if (reply.status != 200 || !j.is_object() || !j.contains("tokens") || !j["tokens"].is_array())
+        co_return std::nullopt;
+    const std::uint64_t prompt_tokens = j["tokens"].size() + r.prompt_token_ids;
+    if (prompt_tokens + max_tokens <= slot_ctx && prompt_tokens < slot_ctx) co_return std::nullopt;
+    Refusal no;
+    no.kind = Refusal::Kind::context_length_exceeded;
+    no.message =
+        r.max_tokens
+            ? fmt::format("prompt ({} tokens) + max_tokens ({}) = {} exceeds the slot context ({} tokens)",
+                          prompt_tokens, max_tokens, prompt_tokens + max_tokens, slot_ctx)
+            : fmt::format("the prompt ({} tokens) does not fit the slot context ({} tokens)", prompt_tokens,
+                          slot_ctx);
+    no.details = {{"prompt_tokens", prompt_tokens},
+                  {"max_tokens", max_tokens},
+                  {"slot_ctx", slot_ctx},
+                  {"counted_by", "engine /tokenize"}};
+    co_return no;
+}
+
+}  // namespace loch::engines

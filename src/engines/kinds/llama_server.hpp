@@ -1,0 +1,69 @@
+// engines/kinds/llama_server — the pinned llama.cpp server as an engine kind: everything loch knows about
+// llama-server's flags, endpoints and log lines is here (and the arithmetic in plan/).
+//
+//   <binary> -m <path> --host 127.0.0.1 --port <p> -c <ctx> -np <parallel> -ngl <n> -fa <on|off|auto>
+//            [-ctk t] [-ctv t] [-ub n] [-b n] [-t n] [--device list] --fit off -lv 4 --no-webui <extra…>
+//
+// `--fit off`: loch decides placement; an engine left to fit itself silently takes the whole card
+// (docs/engines.md, ../shared reference). `-lv 4`: this llama.cpp prints buffer sizes (model / KV /
+// compute per device) only at verbosity 4, and measure() reads them. The secret goes in LLAMA_API_KEY.
+//
+// Footprint (llama_server_footprint.cpp) by THE reservation rule (docs/plan.md): per device, the largest of
+// loch's planner (plan/plan.hpp; Source::formula) and the engine's own dry run (`llama-fit-params` next to
+// the server binary, with the engine's flags; Source::engine_dry_run) plus what a dry run leaves out (on a
+// GPU the per-process overhead; on the CPU the mapped weights, their repacked copy and the process
+// overhead), plus the device's configured margin. The dry run is an async child process, cached in the
+// EstimateContext's cache file, keyed by the model file (path, size, mtime), the exact argv and the binary.
+//
+// After ready: GET /props gives the slot context (the engine may cap ctx at the model's training context).
+// Before a request: a byte bound on the prompt, and only above it the exact count by the engine's own
+// chat template and tokenizer (/apply-template, /tokenize).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "engines/kind.hpp"
+#include "plan/plan.hpp"
+
+namespace loch::engines {
+
+// -ngl when neither the config nor the placement says: everything on the GPU.
+inline constexpr int kAllLayers = 999;
+
+// llama.cpp's --device name for a placement: "none" (CPU), "CUDA0", "ROCm0", "Vulkan0".
+std::string llama_device(const Placement& where);
+
+std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
+                                           const config::ModelConfig& model, const Placement& where,
+                                           std::uint16_t port);
+
+// llama-server's settings for `model` on `where`, as the planner takes them.
+plan::Settings llama_plan_settings(const config::ModelConfig& model, const Placement& where);
+
+class LlamaServerKind final : public Kind {
+  public:
+    std::string_view name() const override { return "llama-server"; }
+    EngineSpec launch(const config::Config& cfg, const config::ModelConfig& model, const Placement& where,
+                      std::uint16_t port) const override;
+    Footprint formula(const config::Config& cfg, const config::ModelConfig& model,
+                      const std::vector<Placement>& devices) const override;
+    boost::asio::awaitable<Footprint> estimate(const EstimateContext& ctx, const config::Config& cfg,
+                                               const config::ModelConfig& model,
+                                               const std::vector<Placement>& devices) const override;
+    // What one llama-fit-params run holds on a GPU while it sizes a model (H200: ~518 MiB), rounded up.
+    std::uint64_t estimate_gpu_bytes() const override { return 640 * kMiB; }
+    std::optional<MemoryFigure> measure(const std::vector<std::string>& startup_log,
+                                        const Placement& where) const override;
+    boost::asio::awaitable<ReadyFacts> after_ready(boost::asio::any_io_executor ex,
+                                                   const EngineAddress& engine,
+                                                   const config::ModelConfig& model) const override;
+    std::optional<std::uint64_t> configured_slot_ctx(const config::ModelConfig& model) const override;
+    boost::asio::awaitable<std::optional<Refusal>> check_request(boost::asio::any_io_executor ex,
+                                                                 const EngineAddress& engine,
+                                                                 const ReadyFacts& facts,
+                                                                 const RequestView& request) const override;
+};
+
+}  // namespace loch::engines

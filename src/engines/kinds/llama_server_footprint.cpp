@@ -1,0 +1,288 @@
+// The llama-server kind's footprint: loch's planner and the engine's dry run, by the reservation rule
+// (engines/kinds/llama_server.hpp).
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <boost/asio/use_awaitable.hpp>
+
+#include "engines/kinds/llama_server.hpp"
+#include "engines/process.hpp"
+#include "gguf/reader.hpp"
+#include "plan/dry_run.hpp"
+#include "plan/reservation.hpp"
+
+namespace loch::engines {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// Runs llama-fit-params as a supervised child process and returns its output once it exits.
+asio::awaitable<std::optional<std::string>> run_async(asio::any_io_executor ex, std::vector<std::string> argv,
+                                                      std::chrono::milliseconds timeout, std::string* why) {
+    SpawnSpec spec;
+    spec.argv = std::move(argv);
+    spec.ring_lines = 5000;
+    std::unique_ptr<Process> proc;
+    try {
+        proc = Process::spawn(ex, spec);
+    } catch (const std::exception& e) {
+        *why = e.what();
+        co_return std::nullopt;
+    }
+    if (!co_await proc->async_wait_for(timeout)) {
+        *why = "timed out after " + std::to_string(timeout.count()) + " ms";
+        co_return std::nullopt;  // the destructor kills the group
+    }
+    std::string out;
+    for (const auto& l : proc->output_tail(spec.ring_lines)) out += l + "\n";
+    const int st = proc->wait_status().value_or(-1);
+    if (st != 0) {
+        *why = "exit status " + std::to_string(st) + ": " +
+               (out.size() > 400 ? out.substr(out.size() - 400) : out);
+        co_return std::nullopt;
+    }
+    co_return out;
+}
+
+}  // namespace
+
+namespace {
+
+std::optional<gguf::GgmlType> cache_type(const std::optional<std::string>& name) {
+    if (!name) return gguf::GgmlType::F16;
+    return gguf::type_from_name(*name);
+}
+
+// The planner's figures for `device`: the device's total, and (CPU) what a dry run does not count.
+struct Planned {
+    MemoryFigure total;
+    std::uint64_t weights = 0, kv = 0;
+    std::uint32_t layers = 0;
+};
+
+// The plan's figures for the device the plan was made for (llama_plan_settings(model, where)).
+const plan::DevicePlan* device_plan(const plan::Plan& p, const Placement& where) {
+    if (where.backend == "cpu") return p.find("cpu");
+    return p.settings.gpus.empty() ? nullptr : p.find(p.settings.gpus.front());
+}
+
+std::optional<Planned> planned_for(const gguf::Model& m, const config::ModelConfig& model,
+                                   const Placement& where, std::string* why) {
+    try {
+        const plan::Plan p = plan::make_plan(m, llama_plan_settings(model, where));
+        const plan::DevicePlan* dp = device_plan(p, where);
+        if (!dp) return std::nullopt;
+        Planned out;
+        out.total = {dp->total(), Source::formula,
+                     fmt::format("loch plan: weights {} + repack {} + KV {} + compute {} + output {} + "
+                                 "overhead {}",
+                                 human_bytes(dp->weights.bytes), human_bytes(dp->repack.bytes),
+                                 human_bytes(dp->kv.bytes), human_bytes(dp->compute.bytes),
+                                 human_bytes(dp->output.bytes), human_bytes(dp->overhead.bytes))};
+        out.weights = dp->weights.bytes + dp->repack.bytes;
+        out.kv = dp->kv.bytes;
+        out.layers = p.shape.n_layer;
+        return out;
+    } catch (const std::exception& e) {
+        *why = e.what();
+        return std::nullopt;
+    }
+}
+
+std::uint64_t file_size_or_zero(const std::filesystem::path& p) {
+    std::error_code ec;
+    const auto size = p.empty() ? 0 : std::filesystem::file_size(p, ec);
+    return ec ? 0 : size;
+}
+
+// What identifies a file for the cache: path, size and modification time.
+std::string file_identity(const std::filesystem::path& p) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(p, ec);
+    const auto mtime = std::filesystem::last_write_time(p, ec);
+    return fmt::format("{}|{}|{}", p.string(), ec ? 0 : size, ec ? 0 : mtime.time_since_epoch().count());
+}
+
+// The cache: the same file, flags and engine build give the same answer.
+asio::awaitable<std::optional<std::string>> cached_dry_run(const EstimateContext& ctx,
+                                                           const std::filesystem::path& fit_params,
+                                                           const std::vector<std::string>& argv,
+                                                           std::string* why) {
+    std::string key;
+    for (const auto& a : argv) key += a + '\x1f';
+    key += file_identity(fit_params);
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i)
+        if (argv[i] == "-m") key += "|" + file_identity(argv[i + 1]);
+    nlohmann::json cache = nlohmann::json::object();
+    if (!ctx.cache_file.empty()) {
+        std::ifstream in(ctx.cache_file);
+        cache = nlohmann::json::parse(in, nullptr, false);
+        if (!cache.is_object()) cache = nlohmann::json::object();
+        if (auto it = cache.find(key); it != cache.end() && it->is_string()) co_return it->get<std::string>();
+    }
+    auto out = co_await run_async(ctx.ex, argv, std::chrono::seconds(120), why);
+    if (out && !ctx.cache_file.empty()) {
+        cache[key] = *out;
+        std::error_code ec;
+        std::filesystem::create_directories(ctx.cache_file.parent_path(), ec);
+        const auto tmp = ctx.cache_file.string() + ".tmp";
+        std::ofstream(tmp) << cache.dump();
+        std::filesystem::rename(tmp, ctx.cache_file, ec);
+    }
+    co_return out;
+}
+
+}  // namespace
+
+plan::Settings llama_plan_settings(const config::ModelConfig& model, const Placement& where) {
+    const auto& a = model.args;
+    plan::Settings s;
+    s.n_ctx = a.ctx;
+    s.n_parallel = std::max<std::uint32_t>(1, a.parallel);
+    if (where.backend != "cpu") {
+        std::string low;
+        for (char c : llama_device(where))
+            low += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        s.gpus.push_back(low);
+        s.n_gpu_layers = a.n_gpu_layers.value_or(kAllLayers);
+    } else {
+        s.n_gpu_layers = 0;
+    }
+    s.flash_attn = a.flash_attn == config::FlashAttn::on    ? plan::FlashAttn::on
+                   : a.flash_attn == config::FlashAttn::off ? plan::FlashAttn::off
+                                                            : plan::FlashAttn::automatic;
+    if (auto t = cache_type(a.cache_type_k)) s.type_k = *t;
+    if (auto t = cache_type(a.cache_type_v)) s.type_v = *t;
+    if (a.ubatch) s.n_ubatch = *a.ubatch;
+    if (a.batch) s.n_batch = *a.batch;
+    s.n_ubatch = std::min(s.n_ubatch, s.n_batch);
+    return s;
+}
+
+Footprint LlamaServerKind::formula(const config::Config& cfg, const config::ModelConfig& model,
+                                   const std::vector<Placement>& devices) const {
+    Footprint fp;
+    fp.source = Source::formula;
+    const auto size = file_size_or_zero(model.path);
+    std::optional<gguf::Model> m;
+    std::string why;
+    if (!model.path.empty()) {
+        try {
+            m = gguf::read_model(model.path);
+        } catch (const std::exception& e) {
+            why = e.what();
+        }
+    }
+    fp.detail =
+        m ? "loch plan"
+          : "model file size " + human_bytes(size) + " (no plan" + (why.empty() ? "" : ": " + why) + ")";
+    for (const auto& d : devices) {
+        Need n;
+        n.device = d.device;
+        n.ctx = model.args.ctx;
+        n.slots = model.args.parallel;
+        std::optional<Planned> pl;
+        if (m) pl = planned_for(*m, model, d, &why);
+        if (pl) {
+            n.weights_bytes = pl->weights;
+            n.kv_bytes = pl->kv;
+            n.layers = pl->layers;
+            n.bytes = pl->total.bytes;
+            n.why = pl->total.detail;
+        } else {
+            n.weights_bytes = size;
+            n.bytes = size;
+            n.why = "model file size";
+        }
+        n.bytes += cfg.device(d.device).margin;
+        fp.needs.push_back(n);
+    }
+    return fp;
+}
+
+asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx, const config::Config& cfg,
+                                                     const config::ModelConfig& model,
+                                                     const std::vector<Placement>& devices) const {
+    Footprint formula = this->formula(cfg, model, devices);
+    // The dry-run tool of the same build sits next to the server binary.
+    const auto fit_params = cfg.llama_server.empty() ? std::filesystem::path()
+                                                     : cfg.llama_server.parent_path() / "llama-fit-params";
+    if (fit_params.empty() || !std::filesystem::exists(fit_params)) {
+        formula.detail += "; dry run unavailable (llama-fit-params not found)";
+        co_return formula;
+    }
+    std::optional<gguf::Model> m;
+    try {
+        m = gguf::read_model(model.path);
+    } catch (const std::exception&) {
+    }
+    Footprint fp;
+    fp.source = Source::engine_dry_run;
+    fp.detail = "largest of loch's plan and llama-fit-params (engine flags) + what a dry run leaves out";
+    for (std::size_t di = 0; di < devices.size(); ++di) {
+        const Placement& d = devices[di];
+        auto argv = llama_server_argv(fit_params, model, d, 1);  // the port is not used by a dry run
+        // The engine's argv minus server-only flags llama-fit-params does not know.
+        std::vector<std::string> args;
+        for (std::size_t i = 1; i < argv.size(); ++i) {
+            const auto& a = argv[i];
+            if (a == "--host" || a == "--port" || a == "-lv" || a == "--fit" || a == "-np") {
+                ++i;
+                continue;
+            }
+            if (a == "--no-webui") continue;
+            args.push_back(a);
+        }
+        std::vector<std::string> full{fit_params.string()};
+        full.insert(full.end(), args.begin(), args.end());
+        full.insert(full.end(), {"--fit", "off", "--fit-print", "on"});
+        std::string why;
+        auto out = co_await cached_dry_run(ctx, fit_params, full, &why);
+        std::optional<plan::DryRunResult> parsed;
+        if (out) {
+            try {
+                parsed = plan::parse_fit_print(*out);
+            } catch (const std::exception& e) {
+                why = e.what();
+            }
+        }
+        Need n = formula.needs[di];
+        if (!parsed) {
+            formula.detail += "; dry run failed on " + d.device + ": " + why;
+            fp.needs.push_back(n);
+            continue;
+        }
+        // What the dry run counts plus what it leaves out (plan/reservation.hpp); without a plan of the
+        // file, only what it counts.
+        std::optional<plan::Plan> p;
+        if (m) {
+            try {
+                p = plan::make_plan(*m, llama_plan_settings(model, d));
+            } catch (const std::exception&) {
+                // the formula candidate already says why the file cannot be planned
+            }
+        }
+        const plan::DevicePlan* dp = p ? device_plan(*p, d) : nullptr;
+        const plan::DryRunCandidate c = plan::dry_run_candidate(*parsed, d.backend == "cpu", dp);
+        const std::uint64_t margin = cfg.device(d.device).margin;
+        const auto best = largest_of(
+            {{"loch plan", {n.bytes, Source::formula, n.why}},
+             {"dry run + what it leaves out",
+              {c.bytes() + margin, Source::engine_dry_run,
+               fmt::format("llama-fit-params {} + {}", human_bytes(c.counted), human_bytes(c.leaves_out))}}});
+        n.bytes = best.bytes;
+        n.why = best.detail;
+        n.source = best.source;
+        n.weights_bytes = std::max(n.weights_bytes, c.weights);
+        n.kv_bytes = std::max(n.kv_bytes, c.kv);
+        fp.needs.push_back(n);
+    }
+    co_return fp;
+}
+
+}  // namespace loch::engines
