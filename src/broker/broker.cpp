@@ -52,8 +52,8 @@ struct Broker::Model {
     const config::ModelConfig* cfg;
     const engines::Kind* kind;
     ModelState state = ModelState::stopped;
-    std::shared_ptr<engines::Engine> engine;       // loading / ready / stopping
-    std::shared_ptr<engines::Engine> last_engine;  // the run that ended, for its log tail
+    std::shared_ptr<engines::EngineRun> engine;       // loading / ready / stopping
+    std::shared_ptr<engines::EngineRun> last_engine;  // the run that ended, for its log tail
     std::string device;
     std::uint32_t active = 0;
     Clock::time_point last_used = Clock::now();
@@ -120,12 +120,13 @@ void Lease::release() {
 // Construction, ticks
 
 Broker::Broker(asio::any_io_executor ex, const config::Config& cfg, std::unique_ptr<DeviceSource> devices,
-               std::unique_ptr<FootprintSource> footprints, engines::StateFile* state, BrokerOptions options)
+               std::unique_ptr<FootprintSource> footprints, std::unique_ptr<engines::Launcher> launcher,
+               BrokerOptions options)
     : ex_(ex),
       cfg_(cfg),
       devices_(std::move(devices)),
       footprints_(std::move(footprints)),
-      state_(state),
+      launcher_(std::move(launcher)),
       options_(options),
       queue_(cfg.queue.interactive, cfg.queue.batch, options.aging),
       alive_(std::make_shared<bool>(true)) {
@@ -593,10 +594,9 @@ void Broker::begin_load(Model& m, const std::string& device) {
     m.device = device;
     m.facts = {};
     m.measured.reset();
-    std::shared_ptr<engines::Engine> engine;
+    std::shared_ptr<engines::EngineRun> engine;
     try {
-        engine = engines::Engine::create(ex_, engines::make_engine_spec(cfg_, *m.cfg, placement_of(device)),
-                                         state_);
+        engine = launcher_->launch(ex_, engines::make_engine_spec(cfg_, *m.cfg, placement_of(device)));
     } catch (const std::exception& e) {
         loading_devices_.erase(device);
         ledger_.release(m.name());
@@ -611,7 +611,7 @@ void Broker::begin_load(Model& m, const std::string& device) {
     m.engine = engine;
     ++m.runs;
     auto alive = alive_;
-    std::weak_ptr<engines::Engine> weak = engine;
+    std::weak_ptr<engines::EngineRun> weak = engine;
     engine->on_exit([this, alive, &m, weak](const engines::ExitReport& r) {
         if (!*alive) return;
         if (auto e = weak.lock()) on_exit(m, e, r);
@@ -619,7 +619,7 @@ void Broker::begin_load(Model& m, const std::string& device) {
     asio::co_spawn(ex_, load(m, engine), asio::detached);
 }
 
-asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::Engine> engine) {
+asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun> engine) {
     auto alive = alive_;
     const auto res = co_await engine->start();
     if (!*alive) co_return;
@@ -707,7 +707,8 @@ void Broker::begin_stop(Model& m, std::string why) {
         ex_, [engine]() -> asio::awaitable<void> { co_await engine->stop(); }, asio::detached);
 }
 
-void Broker::on_exit(Model& m, const std::shared_ptr<engines::Engine>& engine, const engines::ExitReport& r) {
+void Broker::on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine,
+                     const engines::ExitReport& r) {
     if (m.engine != engine) return;
     if (m.state == ModelState::loading) return;  // load() reports start-up failures
     if (r.is_failure()) {
@@ -855,7 +856,7 @@ asio::awaitable<std::optional<std::vector<std::string>>> Broker::log_tail(std::s
         asio::use_awaitable);
 }
 
-asio::awaitable<std::optional<engines::ExitReport>> Broker::exit_report(std::shared_ptr<engines::Engine> e,
+asio::awaitable<std::optional<engines::ExitReport>> Broker::exit_report(std::shared_ptr<engines::EngineRun> e,
                                                                         std::chrono::milliseconds wait) {
     if (!e) co_return std::nullopt;
     co_return co_await asio::co_spawn(
@@ -884,7 +885,7 @@ asio::awaitable<void> Broker::shutdown() {
                     w->error = e;
                     w->timer.cancel();
                 }
-            std::vector<std::shared_ptr<engines::Engine>> running;
+            std::vector<std::shared_ptr<engines::EngineRun>> running;
             for (auto& [n, m] : models_)
                 if (m->engine) running.push_back(m->engine);
             for (auto& [n, m] : models_) begin_stop(*m, "loch is shutting down");

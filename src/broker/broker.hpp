@@ -32,10 +32,10 @@
 #include "broker/ledger.hpp"
 #include "broker/wait_queue.hpp"
 #include "config/config.hpp"
-#include "engines/engine.hpp"
 #include "engines/engine_client.hpp"
 #include "engines/kind.hpp"
 #include "engines/restart.hpp"
+#include "engines/run.hpp"
 
 namespace loch::broker {
 
@@ -63,7 +63,7 @@ class Lease {
     const engines::ReadyFacts& facts() const { return facts_; }  // what the engine said after ready
     const engines::Kind& kind() const { return *kind_; }         // valid() only
     std::optional<std::chrono::seconds> watchdog() const { return watchdog_; }
-    const std::shared_ptr<engines::Engine>& engine() const { return engine_; }
+    const std::shared_ptr<engines::EngineRun>& engine() const { return engine_; }
     bool valid() const { return broker_ != nullptr; }
     void release();
 
@@ -77,7 +77,7 @@ class Lease {
     engines::ReadyFacts facts_;
     const engines::Kind* kind_ = nullptr;
     std::optional<std::chrono::seconds> watchdog_;
-    std::shared_ptr<engines::Engine> engine_;
+    std::shared_ptr<engines::EngineRun> engine_;
 };
 
 // What one request asks of its model, checked before anything is started for it.
@@ -95,7 +95,7 @@ struct BrokerOptions {
 class Broker {
   public:
     Broker(boost::asio::any_io_executor ex, const config::Config& cfg, std::unique_ptr<DeviceSource> devices,
-           std::unique_ptr<FootprintSource> footprints, engines::StateFile* state = nullptr,
+           std::unique_ptr<FootprintSource> footprints, std::unique_ptr<engines::Launcher> launcher,
            BrokerOptions options = {});
     ~Broker();
 
@@ -113,8 +113,8 @@ class Broker {
     boost::asio::awaitable<std::optional<std::vector<std::string>>> log_tail(std::string model,
                                                                              std::size_t n);
     // After an upstream failure: how the engine ended, if it did within `wait` (polls; never hangs).
-    boost::asio::awaitable<std::optional<engines::ExitReport>> exit_report(std::shared_ptr<engines::Engine> e,
-                                                                           std::chrono::milliseconds wait);
+    boost::asio::awaitable<std::optional<engines::ExitReport>> exit_report(
+        std::shared_ptr<engines::EngineRun> e, std::chrono::milliseconds wait);
     // Stops every engine and fails every waiter; the broker accepts nothing afterwards.
     boost::asio::awaitable<void> shutdown();
 
@@ -140,9 +140,9 @@ class Broker {
     AdmissionInput admission_input(const Model& m) const;
     bool exclusive_ok(const Model& m) const;
     void begin_load(Model& m, const std::string& device);
-    boost::asio::awaitable<void> load(Model& m, std::shared_ptr<engines::Engine> engine);
+    boost::asio::awaitable<void> load(Model& m, std::shared_ptr<engines::EngineRun> engine);
     void begin_stop(Model& m, std::string why);
-    void on_exit(Model& m, const std::shared_ptr<engines::Engine>& engine, const engines::ExitReport& r);
+    void on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine, const engines::ExitReport& r);
     boost::asio::awaitable<void> ensure_footprint(Model& m);
     boost::asio::awaitable<void> tick_loop();
     void refresh_devices();
@@ -160,7 +160,7 @@ class Broker {
     const config::Config& cfg_;
     std::unique_ptr<DeviceSource> devices_;
     std::unique_ptr<FootprintSource> footprints_;
-    engines::StateFile* state_;
+    std::unique_ptr<engines::Launcher> launcher_;
     BrokerOptions options_;
     Ledger ledger_;
     WaitQueue queue_;

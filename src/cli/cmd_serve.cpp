@@ -99,7 +99,7 @@ void run_serve(const ServeOptions& o) {
     const auto ex = ioc.get_executor();
     broker::Broker broker(ex, cfg, std::make_unique<broker::ProbedDevices>(),
                           std::make_unique<broker::KindFootprint>(ex, cfg.state_dir / "dry-run-cache.json"),
-                          &state);
+                          std::make_unique<engines::ProcessLauncher>(&state));
     http::ServerOptions so;
     so.listen = cfg.listen;
     so.port = cfg.port;

@@ -71,6 +71,10 @@ asio::awaitable<unsigned> http_get_status(std::string host, std::uint16_t port, 
     co_return parser.get().result_int();
 }
 
+std::shared_ptr<EngineRun> ProcessLauncher::launch(asio::any_io_executor ex, EngineSpec spec) {
+    return Engine::create(std::move(ex), std::move(spec), state_);
+}
+
 struct Engine::Private {};
 
 Engine::Engine(Private, asio::any_io_executor ex, EngineSpec spec, StateFile* state)

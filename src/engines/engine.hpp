@@ -27,6 +27,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "engines/exit.hpp"
+#include "engines/run.hpp"
 #include "engines/spec.hpp"
 #include "engines/state_file.hpp"
 
@@ -44,13 +45,7 @@ enum class EngineState {
 };
 std::string_view to_string(EngineState s);
 
-struct StartResult {
-    bool ready = false;
-    std::chrono::milliseconds took{0};  // spawn → ready (or → failure)
-    std::optional<ExitReport> failure;  // set when !ready
-};
-
-class Engine {
+class Engine final : public EngineRun {
   public:
     // `state` (optional, must outlive the Engine) gets a record while the process runs.
     static std::shared_ptr<Engine> create(boost::asio::any_io_executor ex, EngineSpec spec,
@@ -62,44 +57,42 @@ class Engine {
     // Spawn and wait until healthy. Never throws for engine failures: a spawn error, an exit during
     // start-up (classified at once, not at the timeout) or the startup timeout (the group is killed) come
     // back as StartResult::failure. Call once.
-    boost::asio::awaitable<StartResult> start();
+    boost::asio::awaitable<StartResult> start() override;
 
     // SIGTERM to the group, SIGKILL after spec().stop_grace; completes when the process is reaped.
     // Returns the report (kind `stopped` unless it had already failed). Safe to call in any state.
-    boost::asio::awaitable<ExitReport> stop();
+    boost::asio::awaitable<ExitReport> stop() override;
 
     // Kills the process group at once because it stopped answering (`why` goes into the report, kind
     // `hung`). No-op once it ended. The health watch calls it; so may the broker.
     void kill_hung(std::string why);
 
     // Completes when the process has ended for any reason (immediately if it already has).
-    boost::asio::awaitable<ExitReport> wait_exit();
+    boost::asio::awaitable<ExitReport> wait_exit() override;
 
     // Called once, on the executor, when the run ends: crash, stop, startup timeout, or a spawn failure
     // inside start(). Set it before start().
-    void on_exit(std::function<void(const ExitReport&)> cb);
+    void on_exit(std::function<void(const ExitReport&)> cb) override;
 
     EngineState state() const { return state_; }
-    const EngineSpec& spec() const { return spec_; }
+    const EngineSpec& spec() const override { return spec_; }
     const std::string& model_name() const { return spec_.model_name; }
-    const std::string& host() const { return spec_.host; }
-    std::uint16_t port() const { return spec_.port; }
-    std::optional<pid_t> pid() const;
+    std::optional<pid_t> pid() const override;
     std::chrono::system_clock::time_point started_at() const { return started_at_; }
     // spawn → ready; the broker's eviction cost ("cheap to reload") uses it.
     std::optional<std::chrono::milliseconds> load_time() const { return load_time_; }
-    const std::optional<ExitReport>& exit_report() const { return exit_; }
+    const std::optional<ExitReport>& exit_report() const override { return exit_; }
 
     // Last `n` output lines, oldest first.
-    std::vector<std::string> log_tail(std::size_t n) const;
+    std::vector<std::string> log_tail(std::size_t n) const override;
     const std::filesystem::path& log_file() const { return spec_.log_file; }
     // The output from spawn until ready (its last kStartupLogLines lines, read back when the engine became
     // ready): where llama-server prints its buffer sizes, for the measured footprint (plan/engine_log).
     static constexpr std::size_t kStartupLogLines = 20000;
-    const std::vector<std::string>& startup_log() const { return startup_log_; }
+    const std::vector<std::string>& startup_log() const override { return startup_log_; }
 
     // {"model","state","host","port","pid","started_at","load_ms","log_file","argv","exit":{…}|null}
-    nlohmann::json status_json() const;
+    nlohmann::json status_json() const override;
 
     struct Private;  // construction key
 

@@ -1,0 +1,335 @@
+// The broker's state machine through a fake launcher (tests/broker/fake_launcher.hpp): queueing and aging,
+// exclusive locks, the eviction choice, crash backoff and quarantine, start failures, refusals and shutdown
+// with waiters — no process is started.
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <future>
+
+#include "broker/broker.hpp"
+#include "broker/device_source.hpp"
+#include "broker/footprint.hpp"
+#include "fake_launcher.hpp"
+
+namespace loch::broker {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+constexpr const char* kGpu = "nvidia:0";
+
+class BrokerTest : public ::testing::Test {
+  protected:
+    void add_model(const std::string& name, std::uint64_t bytes,
+                   config::Priority prio = config::Priority::interactive, bool exclusive = false) {
+        config::ModelConfig m;
+        m.name = name;
+        m.engine = config::EngineKind::command;
+        m.command = config::CommandEngine{{"/bin/true"}, "", {}};
+        m.memory["*"] = bytes;
+        m.devices = {kGpu};
+        m.priority = prio;
+        m.exclusive = exclusive;
+        m.concurrency = 1;
+        m.keep_alive.reset();  // forever: only admission evicts
+        cfg.models.push_back(m);
+    }
+
+    void start(BrokerOptions o = {}) {
+        DeviceSnapshot gpu;
+        gpu.id = kGpu;
+        gpu.total = {10 * kGiB, Source::measured, "fake"};
+        gpu.backend = "cuda";
+        gpu.ordinal = 0;
+        broker = std::make_unique<Broker>(ioc.get_executor(), cfg,
+                                          std::make_unique<FixedDevices>(std::vector<DeviceSnapshot>{gpu}),
+                                          std::make_unique<KindFootprint>(ioc.get_executor()),
+                                          std::make_unique<test::FakeLauncher>(fake), o);
+        broker->start();
+    }
+
+    void TearDown() override {
+        if (!broker) return;
+        auto done = asio::co_spawn(ioc, broker->shutdown(), asio::use_future);
+        settle(done);
+        broker.reset();
+        ioc.run_for(10ms);
+    }
+
+    std::future<Lease> acquire(const std::string& model) {
+        return asio::co_spawn(ioc, broker->acquire(model), asio::use_future);
+    }
+    // Runs the io_context until `f` is ready (or 10 s passed).
+    template <class F>
+    bool settle(F& f, std::chrono::milliseconds limit = 10s) {
+        const auto until = std::chrono::steady_clock::now() + limit;
+        while (f.wait_for(0s) != std::future_status::ready && std::chrono::steady_clock::now() < until)
+            ioc.run_for(2ms);
+        return f.wait_for(0s) == std::future_status::ready;
+    }
+    void run_for(std::chrono::milliseconds d) {
+        const auto until = std::chrono::steady_clock::now() + d;
+        while (std::chrono::steady_clock::now() < until) ioc.run_for(2ms);
+    }
+    template <class T>
+    ErrorKind error_of(std::future<T>& f) {
+        try {
+            f.get();
+        } catch (const Error& e) {
+            return e.kind();
+        }
+        ADD_FAILURE() << "no broker::Error";
+        return ErrorKind::internal;
+    }
+
+    asio::io_context ioc;
+    config::Config cfg;
+    std::shared_ptr<test::FakeLauncher::Shared> fake = std::make_shared<test::FakeLauncher::Shared>();
+    std::unique_ptr<Broker> broker;
+};
+
+BrokerOptions fast(std::chrono::seconds aging = 30s) {
+    BrokerOptions o;
+    o.tick = 20ms;
+    o.aging = aging;
+    o.free_wait = 1s;
+    return o;
+}
+
+TEST_F(BrokerTest, ARequestBeyondTheSlotsWaitsForTheSlotAndUsesTheSameEngine) {
+    add_model("a", 4 * kGiB);
+    start(fast());
+    auto first = acquire("a");
+    ASSERT_TRUE(settle(first));
+    Lease held = first.get();
+    ASSERT_TRUE(held.valid());
+    auto second = acquire("a");
+    run_for(100ms);
+    EXPECT_NE(second.wait_for(0s), std::future_status::ready) << "one slot: the second request must wait";
+    held.release();
+    ASSERT_TRUE(settle(second));
+    EXPECT_TRUE(second.get().valid());
+    EXPECT_EQ(fake->runs.size(), 1u);  // the waiting request did not start a second engine
+}
+
+TEST_F(BrokerTest, AModelThatCanNeverFitIsRefusedAtOnceWithTheNumbersAndNothingStarts) {
+    add_model("huge", 20 * kGiB);
+    start(fast());
+    auto f = acquire("huge");
+    ASSERT_TRUE(settle(f, 2s));
+    try {
+        f.get();
+        FAIL() << "admitted";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::insufficient_memory);
+        EXPECT_EQ(e.details()["need_bytes"], 20 * kGiB);
+        EXPECT_EQ(e.details()["need_source"], "configured");
+    }
+    EXPECT_TRUE(fake->runs.empty());
+}
+
+TEST_F(BrokerTest, EvictionStopsTheIdleModelThatWasIdleLongest) {
+    add_model("a", 4 * kGiB);
+    add_model("b", 4 * kGiB);
+    add_model("c", 4 * kGiB);  // 10 GiB device: only two fit
+    start(fast());
+    {
+        auto a = acquire("a");
+        ASSERT_TRUE(settle(a));
+        a.get().release();
+    }
+    run_for(150ms);  // `a` has been idle longer than `b` will be
+    {
+        auto b = acquire("b");
+        ASSERT_TRUE(settle(b));
+        b.get().release();
+    }
+    run_for(20ms);
+    auto c = acquire("c");
+    ASSERT_TRUE(settle(c));
+    EXPECT_TRUE(c.get().valid());
+    ASSERT_EQ(fake->of("a").size(), 1u);
+    EXPECT_TRUE(fake->of("a")[0]->ended()) << "the longest-idle model is the one evicted";
+    EXPECT_FALSE(fake->of("b")[0]->ended());
+}
+
+TEST_F(BrokerTest, AModelInUseIsNeverEvictedTheNewcomerWaitsInstead) {
+    add_model("a", 6 * kGiB);
+    add_model("b", 6 * kGiB);
+    start(fast());
+    auto a = acquire("a");
+    ASSERT_TRUE(settle(a));
+    Lease held = a.get();
+    auto b = acquire("b");
+    run_for(150ms);
+    EXPECT_NE(b.wait_for(0s), std::future_status::ready);
+    EXPECT_FALSE(fake->of("a")[0]->ended());
+    held.release();  // idle now: evictable
+    ASSERT_TRUE(settle(b));
+    EXPECT_TRUE(b.get().valid());
+    EXPECT_TRUE(fake->of("a")[0]->ended());
+}
+
+// Two waiters for memory that one model holds: a batch request that has waited past `aging` competes as
+// interactive and, being older, goes before a newer interactive one; without aging it goes after.
+class AgingTest : public BrokerTest {
+  public:
+    void check(std::chrono::seconds aging, const std::string& expect_first) {
+        add_model("holder", 6 * kGiB);
+        add_model("batchy", 6 * kGiB, config::Priority::batch);
+        add_model("inter", 6 * kGiB, config::Priority::interactive);
+        start(fast(aging));
+        auto h = acquire("holder");
+        ASSERT_TRUE(settle(h));
+        Lease held = h.get();
+        auto batch = acquire("batchy");
+        run_for(1300ms);  // past an aging of 1 s
+        auto inter = acquire("inter");
+        run_for(50ms);
+        held.release();
+        auto& first = expect_first == "batchy" ? batch : inter;
+        ASSERT_TRUE(settle(first));
+        Lease got = first.get();
+        EXPECT_TRUE(got.valid());
+        // The other one is still waiting: the device holds one model at a time.
+        auto& second = expect_first == "batchy" ? inter : batch;
+        run_for(100ms);
+        EXPECT_NE(second.wait_for(0s), std::future_status::ready) << expect_first << " was not first";
+        // (What happens after is admission's business: a batch request never evicts an interactive model
+        // unless it has aged.)
+    }
+};
+
+TEST_F(AgingTest, ABatchRequestThatWaitedPastAgingGoesBeforeANewerInteractiveOne) {
+    check(1s, "batchy");
+}
+
+TEST_F(AgingTest, WithoutAgingInteractiveGoesFirst) {
+    check(3600s, "inter");
+}
+
+TEST_F(BrokerTest, AnExclusiveModelWaitsUntilNoOtherRequestRunsOnItsDeviceAndThenHoldsIt) {
+    add_model("shared", 3 * kGiB);
+    add_model("solo", 3 * kGiB, config::Priority::interactive, /*exclusive=*/true);
+    start(fast());
+    auto s = acquire("shared");
+    ASSERT_TRUE(settle(s));
+    Lease shared = s.get();
+    auto x = acquire("solo");
+    run_for(150ms);
+    EXPECT_NE(x.wait_for(0s), std::future_status::ready) << "a request of another model runs on the device";
+    shared.release();
+    ASSERT_TRUE(settle(x));
+    Lease solo = x.get();
+    // While the exclusive model runs a request, the other model's requests wait.
+    auto s2 = acquire("shared");
+    run_for(150ms);
+    EXPECT_NE(s2.wait_for(0s), std::future_status::ready) << "the exclusive model holds the device";
+    solo.release();
+    ASSERT_TRUE(settle(s2));
+    EXPECT_TRUE(s2.get().valid());
+    EXPECT_EQ(fake->runs.size(), 2u);  // both stay loaded: the lock is about requests, not memory
+}
+
+TEST_F(BrokerTest, ACrashedEngineRestartsAfterTheBackoffAndRepeatedCrashesQuarantine) {
+    add_model("a", 4 * kGiB);
+    cfg.restart.max_crashes = 2;
+    cfg.restart.backoff_initial = 1s;
+    cfg.restart.quarantine = 600s;
+    start(fast());
+    auto first = acquire("a");
+    ASSERT_TRUE(settle(first));
+    first.get().release();
+    run_for(20ms);
+    fake->of("a")[0]->crash();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto again = acquire("a");
+    ASSERT_TRUE(settle(again));
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, 900ms) << "restarted before the backoff";
+    again.get().release();
+    ASSERT_EQ(fake->of("a").size(), 2u);
+    run_for(20ms);
+    fake->of("a")[1]->crash();  // the second failure within the window
+    auto refused = acquire("a");
+    ASSERT_TRUE(settle(refused));
+    try {
+        refused.get();
+        FAIL() << "served while quarantined";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::quarantined);
+        EXPECT_EQ(e.details()["last_exit"]["signal"], 11);
+        ASSERT_TRUE(e.retry_after_s());
+        EXPECT_GT(*e.retry_after_s(), 500);
+    }
+    EXPECT_EQ(fake->of("a").size(), 2u);
+}
+
+TEST_F(BrokerTest, AFailedStartFailsItsWaitersWithTheExitReport) {
+    add_model("a", 4 * kGiB);
+    fake->configure = [](test::FakeRun& r) {
+        engines::ExitReport x;
+        x.kind = engines::ExitKind::exit_code;
+        x.exit_code = 1;
+        x.summary = "exit 1: cannot load model";
+        r.fail_start = x;
+    };
+    start(fast());
+    auto a = acquire("a");
+    auto b = acquire("a");
+    ASSERT_TRUE(settle(a));
+    ASSERT_TRUE(settle(b));
+    for (auto* f : {&a, &b}) {
+        try {
+            f->get();
+            FAIL() << "served by an engine that never started";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::engine_failed);
+            EXPECT_EQ(e.details()["exit"]["exit_code"], 1);
+        }
+    }
+    EXPECT_EQ(fake->runs.size(), 1u);  // both waited on the same start
+}
+
+TEST_F(BrokerTest, ShutdownFailsEveryWaiterAndStopsEveryEngine) {
+    add_model("slow", 4 * kGiB);
+    add_model("up", 4 * kGiB);
+    fake->configure = [](test::FakeRun& r) {
+        if (r.spec().model_name == "slow") r.ready_after = 60s;
+    };
+    start(fast());
+    auto up = acquire("up");
+    ASSERT_TRUE(settle(up));
+    Lease held = up.get();
+    auto waiting = acquire("slow");
+    run_for(100ms);
+    ASSERT_NE(waiting.wait_for(0s), std::future_status::ready);
+    auto done = asio::co_spawn(ioc, broker->shutdown(), asio::use_future);
+    ASSERT_TRUE(settle(waiting, 5s)) << "a waiter was left hanging by shutdown";
+    EXPECT_EQ(error_of(waiting), ErrorKind::shutting_down);
+    held.release();
+    ASSERT_TRUE(settle(done, 5s));
+    for (const auto& r : fake->runs) EXPECT_TRUE(r->ended()) << r->spec().model_name;
+    auto late = acquire("up");
+    ASSERT_TRUE(settle(late, 2s));
+    EXPECT_EQ(error_of(late), ErrorKind::shutting_down);
+}
+
+TEST_F(BrokerTest, AnUnknownModelOrARouteItsKindDoesNotServeIsRefusedBeforeAnythingStarts) {
+    add_model("a", 4 * kGiB);
+    start(fast());
+    auto unknown = acquire("nope");
+    ASSERT_TRUE(settle(unknown, 2s));
+    EXPECT_EQ(error_of(unknown), ErrorKind::model_not_found);
+    RequestNeeds needs;
+    needs.route = "/v1/images/generations";
+    auto wrong = asio::co_spawn(ioc, broker->acquire("a", needs), asio::use_future);
+    ASSERT_TRUE(settle(wrong, 2s));
+    EXPECT_EQ(error_of(wrong), ErrorKind::invalid_request);
+    EXPECT_TRUE(fake->runs.empty());
+}
+
+}  // namespace
+}  // namespace loch::broker
