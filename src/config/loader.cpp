@@ -12,6 +12,9 @@
 #include <sstream>
 
 #include "config/config.hpp"
+#include "config/placeholders.hpp"
+#include "config/schema.hpp"
+#include "config/walker.hpp"
 
 namespace loch::config {
 
@@ -85,269 +88,28 @@ namespace {
 
 const std::vector<std::string> kCacheTypes = {"f32",  "f16",    "bf16", "q8_0", "q4_0",
                                               "q4_1", "iq4_nl", "q5_0", "q5_1"};
-const std::vector<std::string> kPlaceholders = {"host",       "port", "model_path",
-                                                "model_name", "ctx",  "parallel"};
 // Flags loch sets itself; in args.extra they would fight with loch's own.
 const std::vector<std::string> kReservedFlags = {
     "-m",    "--model",      "--host",         "--port",    "-fit",
     "--fit", "-c",           "--ctx-size",     "-np",       "--parallel",
     "-ngl",  "--gpu-layers", "--n-gpu-layers", "--api-key", "--api-key-file"};
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        cur[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        }
-        std::swap(prev, cur);
-    }
-    return prev[b.size()];
-}
-
-std::string quoted_list(const std::vector<std::string>& xs) {
-    std::string out;
-    for (const auto& x : xs) out += (out.empty() ? "" : ", ") + x;
-    return out;
-}
-
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
-// Placeholder names used in a template, or an error text.
+// A template entry checked by the launch's own grammar, with placeholder-looking values.
 std::optional<std::string> check_template(std::string_view t) {
-    for (std::size_t i = 0; i < t.size(); ++i) {
-        if (t[i] == '{') {
-            if (i + 1 < t.size() && t[i + 1] == '{') {
-                ++i;
-                continue;
-            }
-            const auto close = t.find('}', i);
-            if (close == std::string_view::npos) return "unclosed '{' in '" + std::string(t) + "'";
-            const std::string name(t.substr(i + 1, close - i - 1));
-            if (std::find(kPlaceholders.begin(), kPlaceholders.end(), name) == kPlaceholders.end()) {
-                return "unknown placeholder {" + name + "} (known: {" + quoted_list(kPlaceholders) + "})";
-            }
-            i = close;
-        } else if (t[i] == '}') {
-            if (i + 1 < t.size() && t[i + 1] == '}') {
-                ++i;
-                continue;
-            }
-            return "unmatched '}' in '" + std::string(t) + "' (write '}}' for a literal brace)";
-        }
+    std::map<std::string, std::string> values;
+    for (const auto& n : command_placeholders()) values[n] = "x";
+    try {
+        expand_placeholders(t, values);
+    } catch (const std::invalid_argument& e) {
+        return e.what();
     }
     return std::nullopt;
 }
 
-class Loader {
+class Loader : public Walker {
   public:
     Loader(std::string file, fs::path base_dir, const LoadContext& ctx)
-        : file_(std::move(file)), base_dir_(std::move(base_dir)), ctx_(ctx) {}
-
-    std::vector<Diagnostic> diags;
-
-    void error(const YAML::Node& at, const std::string& key, std::string message) {
-        Diagnostic d;
-        d.file = file_;
-        const YAML::Mark m = at.Mark();
-        if (m.line >= 0) {
-            d.line = m.line + 1;
-            d.column = m.column + 1;
-        }
-        d.key = key;
-        d.message = std::move(message);
-        diags.push_back(std::move(d));
-    }
-    void error_at(int line, const std::string& key, std::string message) {
-        diags.push_back(Diagnostic{file_, line, 0, key, std::move(message)});
-    }
-
-    using Handler =
-        std::function<void(const YAML::Node& key, const YAML::Node& value, const std::string& path)>;
-
-    // Walks a mapping: every key must be a known scalar, at most once.
-    void walk(const YAML::Node& map, const std::string& path,
-              const std::vector<std::pair<std::string, Handler>>& handlers) {
-        if (!map.IsMap()) {
-            error(map, path, "expected a mapping (key: value lines), got " + describe(map));
-            return;
-        }
-        std::set<std::string> seen;
-        for (auto it = map.begin(); it != map.end(); ++it) {
-            const YAML::Node k = it->first;
-            const YAML::Node v = it->second;
-            if (!k.IsScalar()) {
-                error(k, path, "keys must be plain words");
-                continue;
-            }
-            const std::string name = k.Scalar();
-            const std::string key_path = path.empty() ? name : path + "." + name;
-            if (!seen.insert(name).second) {
-                error(k, key_path, "duplicate key (each key may appear once)");
-                continue;
-            }
-            const auto h = std::find_if(handlers.begin(), handlers.end(),
-                                        [&](const auto& p) { return p.first == name; });
-            if (h == handlers.end()) {
-                std::vector<std::string> known;
-                std::string best;
-                std::size_t best_d = 3;
-                for (const auto& p : handlers) {
-                    known.push_back(p.first);
-                    const auto d = edit_distance(lower(name), p.first);
-                    if (d < best_d) {
-                        best_d = d;
-                        best = p.first;
-                    }
-                }
-                std::string msg = "unknown key '" + name + "'";
-                if (!best.empty()) msg += " (did you mean '" + best + "'?)";
-                msg += "; known keys here: " + quoted_list(known);
-                error(k, key_path, std::move(msg));
-                continue;
-            }
-            h->second(k, v, key_path);
-        }
-    }
-
-    static std::string describe(const YAML::Node& n) {
-        if (!n.IsDefined() || n.IsNull()) return "nothing";
-        if (n.IsSequence()) return "a list";
-        if (n.IsMap()) return "a mapping";
-        return "'" + n.Scalar() + "'";
-    }
-
-    // --- scalar conversions; each returns nullopt after recording an error ---
-
-    std::optional<std::string> str(const YAML::Node& v, const std::string& key, bool allow_empty = false) {
-        if (!v.IsScalar()) {
-            error(v, key, "expected a text value, got " + describe(v));
-            return std::nullopt;
-        }
-        if (!allow_empty && v.Scalar().empty()) {
-            error(v, key, "must not be empty");
-            return std::nullopt;
-        }
-        return v.Scalar();
-    }
-
-    std::optional<std::int64_t> integer(const YAML::Node& v, const std::string& key, std::int64_t lo,
-                                        std::int64_t hi) {
-        if (!v.IsScalar()) {
-            error(v, key, "expected an integer, got " + describe(v));
-            return std::nullopt;
-        }
-        const std::string& s = v.Scalar();
-        std::int64_t x = 0;
-        const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
-        if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) {
-            error(v, key, "expected an integer, got '" + s + "'");
-            return std::nullopt;
-        }
-        if (x < lo || x > hi) {
-            error(v, key,
-                  "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + s);
-            return std::nullopt;
-        }
-        return x;
-    }
-
-    std::optional<bool> boolean(const YAML::Node& v, const std::string& key) {
-        if (v.IsScalar()) {
-            const std::string s = lower(v.Scalar());
-            if (s == "true" || s == "yes" || s == "on") return true;
-            if (s == "false" || s == "no" || s == "off") return false;
-        }
-        error(v, key, "expected true or false, got " + describe(v));
-        return std::nullopt;
-    }
-
-    std::optional<std::uint64_t> size(const YAML::Node& v, const std::string& key, std::uint64_t lo = 0) {
-        if (!v.IsScalar()) {
-            error(v, key, "expected a size (bytes, or 512MiB / 24GiB / 1.5GB), got " + describe(v));
-            return std::nullopt;
-        }
-        std::string why;
-        const auto b = parse_size(v.Scalar(), &why);
-        if (!b) {
-            error(v, key, "bad size '" + v.Scalar() + "': " + why);
-            return std::nullopt;
-        }
-        if (*b < lo) {
-            error(v, key, "must be at least " + std::to_string(lo) + " bytes, got '" + v.Scalar() + "'");
-            return std::nullopt;
-        }
-        return b;
-    }
-
-    std::optional<Seconds> duration(const YAML::Node& v, const std::string& key, Seconds lo = Seconds{0}) {
-        if (!v.IsScalar()) {
-            error(v, key, "expected a duration (seconds, or 90s / 5m / 1h), got " + describe(v));
-            return std::nullopt;
-        }
-        std::string why;
-        const auto d = parse_duration(v.Scalar(), &why);
-        if (!d) {
-            error(v, key, "bad duration '" + v.Scalar() + "': " + why);
-            return std::nullopt;
-        }
-        if (*d < lo) {
-            error(v, key, "must be at least " + std::to_string(lo.count()) + " s, got '" + v.Scalar() + "'");
-            return std::nullopt;
-        }
-        return d;
-    }
-
-    std::optional<std::vector<std::string>> str_list(const YAML::Node& v, const std::string& key) {
-        if (!v.IsSequence()) {
-            error(v, key, "expected a list ([a, b] or '- a' lines), got " + describe(v));
-            return std::nullopt;
-        }
-        std::vector<std::string> out;
-        bool ok = true;
-        for (std::size_t i = 0; i < v.size(); ++i) {
-            const auto s = str(v[i], key + "[" + std::to_string(i) + "]");
-            if (s)
-                out.push_back(*s);
-            else
-                ok = false;
-        }
-        if (!ok) return std::nullopt;
-        return out;
-    }
-
-    template <class T>
-    std::optional<T> choice(const YAML::Node& v, const std::string& key,
-                            const std::vector<std::pair<std::string, T>>& options) {
-        if (v.IsScalar()) {
-            const std::string s = lower(v.Scalar());
-            for (const auto& [name, val] : options) {
-                if (s == name) return val;
-            }
-        }
-        std::vector<std::string> names;
-        for (const auto& o : options) names.push_back(o.first);
-        error(v, key, "expected one of " + quoted_list(names) + ", got " + describe(v));
-        return std::nullopt;
-    }
-
-    fs::path resolve(const fs::path& base, const std::string& p) const {
-        fs::path out(p);
-        if (!p.empty() && p[0] == '~') {
-            // "~/x": only the current user's home, never "~other".
-            if (p == "~" || p.rfind("~/", 0) == 0) {
-                const char* home = ctx_.home.empty() ? nullptr : ctx_.home.c_str();
-                if (home != nullptr) out = fs::path(home) / p.substr(p.size() > 1 ? 2 : 1);
-            }
-        }
-        if (out.is_relative()) out = base / out;
-        return out.lexically_normal();
-    }
+        : Walker(std::move(file), ctx.home), base_dir_(std::move(base_dir)), ctx_(ctx) {}
 
     // --- sections ---
 
@@ -584,7 +346,7 @@ class Loader {
     ModelConfig parse_model(const YAML::Node& node, const std::string& path, const ModelConfig& defaults,
                             const fs::path& models_dir) {
         ModelConfig m = defaults;
-        m.file = file_;
+        m.file = file();
         m.line = node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
         std::optional<YAML::Node> name_node, path_node, engine_node, command_node;
         std::string path_text;
@@ -976,12 +738,13 @@ class Loader {
     bool require_models_ = true;
 
   private:
-    std::string file_;
     fs::path base_dir_;
     const LoadContext& ctx_;
     bool listen_loopback_ = true;
     YAML::Node listen_node_;
 };
+
+}  // namespace
 
 YAML::Node load_yaml(std::string_view text, const std::string& file) {
     try {
@@ -997,8 +760,6 @@ YAML::Node load_yaml(std::string_view text, const std::string& file) {
         throw ConfigError({d});
     }
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
 // Entry points
@@ -1043,94 +804,29 @@ Config load_config_file(const fs::path& file, const LoadContext& ctx) {
     return parse_config(ss.str(), file, ctx);
 }
 
-std::string_view embedded_default_yaml() {
-    return R"(# loch's embedded default: what `loch serve` without --config does.
-listen: 127.0.0.1
-port: 8080
-models_dir: ./models          # every *.gguf here is served; model name = file stem
-defaults:
-  args:
-    ctx: 4096
-    parallel: 1
-    flash_attn: auto
-  priority: interactive
-  keep_alive: 5m
-  startup_timeout: 1h
-  watchdog: 2m
-models: []                    # filled from models_dir
-)";
+// ---------------------------------------------------------------------------------------------------------
+// The schema, for discover.cpp
+
+struct Schema::Impl {
+    Loader loader;
+};
+
+Schema::Schema(std::string file, fs::path base_dir, const LoadContext& ctx)
+    : impl_(std::make_unique<Impl>(Impl{Loader(std::move(file), std::move(base_dir), ctx)})) {}
+Schema::~Schema() = default;
+Config Schema::parse(const YAML::Node& root, Config c) {
+    return impl_->loader.parse(root, std::move(c));
 }
-
-Config default_config(const LoadContext& ctx, const fs::path& models_dir) {
-    const std::string label = "<embedded default>";
-    const YAML::Node root = load_yaml(embedded_default_yaml(), label);
-    Loader loader(label, ctx.cwd, ctx);
-    Config c;
-    c.source = label;
-    if (!models_dir.empty())
-        c.models_dir = models_dir.is_relative() ? (ctx.cwd / models_dir).lexically_normal() : models_dir;
-    // The embedded text sets models_dir: ./models; an explicit folder wins.
-    const fs::path wanted = c.models_dir;
-    c = loader.parse(root, std::move(c));
-    if (!wanted.empty()) c.models_dir = wanted;
-
-    std::error_code ec;
-    if (!fs::is_directory(c.models_dir, ec)) {
-        throw ConfigError({Diagnostic{label, 0, 0, "models_dir",
-                                      "models folder " + c.models_dir.string() +
-                                          " does not exist: create it and put *.gguf files in it, pass "
-                                          "--models-dir, or pass --config"}});
-    }
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(c.models_dir, ec)) {
-        std::error_code ec2;
-        if (e.path().extension() == ".gguf" && e.is_regular_file(ec2)) files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
-
-    ModelConfig defaults;
-    loader.walk(root["defaults"], "defaults", loader.model_setting_handlers(defaults));
-    for (const auto& f : files) {
-        std::string stem = f.stem().string();
-        if (stem.rfind("mmproj", 0) == 0) {
-            c.notes.push_back("skipped " + f.filename().string() + ": a multimodal projector, not a model");
-            continue;
-        }
-        // Split models: name-00001-of-00003.gguf is the model; later parts are loaded by llama-server.
-        const auto of = stem.rfind("-of-");
-        if (of != std::string::npos && of >= 6 && stem[of - 6] == '-' && stem.size() == of + 9) {
-            const std::string part = stem.substr(of - 5, 5);
-            if (part != "00001") {
-                c.notes.push_back("skipped " + f.filename().string() + ": part " + part +
-                                  " of a split model");
-                continue;
-            }
-            stem = stem.substr(0, of - 6);
-        }
-        ModelConfig m = defaults;
-        m.name = sanitize_model_name(stem);
-        m.path = f;
-        m.file = label;
-        if (m.name.empty()) {
-            c.notes.push_back("skipped " + f.filename().string() + ": no usable model name in the file name");
-            continue;
-        }
-        if (c.find_model(m.name) != nullptr) {
-            c.notes.push_back("skipped " + f.filename().string() + ": its name '" + m.name +
-                              "' is taken by another file");
-            continue;
-        }
-        c.models.push_back(std::move(m));
-    }
-    if (c.models.empty()) {
-        throw ConfigError(
-            {Diagnostic{label, 0, 0, "models_dir",
-                        "no *.gguf files in " + c.models_dir.string() +
-                            ": put a model there (e.g. `loch-synth` writes one), or pass --config"}});
-    }
-    loader.finish(c);
-    if (!loader.diags.empty()) throw ConfigError(std::move(loader.diags));
-    return c;
+ModelConfig Schema::defaults(const YAML::Node& node) {
+    ModelConfig d;
+    impl_->loader.walk(node, "defaults", impl_->loader.model_setting_handlers(d));
+    return d;
+}
+void Schema::finish(Config& c) {
+    impl_->loader.finish(c);
+}
+std::vector<Diagnostic>& Schema::diagnostics() {
+    return impl_->loader.diags;
 }
 
 }  // namespace loch::config

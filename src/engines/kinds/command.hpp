@@ -1,7 +1,6 @@
 // engines/kinds/command — any OpenAI-compatible server started from an argv template (`command:` in the
-// config). Placeholders {host} {port} {model_path} {model_name} {ctx} {parallel} are replaced inside each
-// argument; "{{" / "}}" are literal braces. No shell ever sees the result: each template entry is one argv
-// entry.
+// config), expanded by the one placeholder grammar (config/placeholders.hpp). No shell ever sees the result:
+// each template entry is one argv entry.
 //
 // Placement reaches the process: only the admitted device is visible to it (CUDA_VISIBLE_DEVICES,
 // HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES; "-1" hides a backend, so an engine placed on the CPU sees no
@@ -19,12 +18,6 @@
 #include "engines/kind.hpp"
 
 namespace loch::engines {
-
-// Throws std::invalid_argument naming an unknown placeholder or an unbalanced brace.
-std::string expand_placeholders(std::string_view tmpl, const std::map<std::string, std::string>& values);
-
-// The placeholder names a template may use.
-const std::vector<std::string>& command_placeholders();
 
 std::vector<std::string> command_argv(const config::ModelConfig& model, std::uint16_t port);
 

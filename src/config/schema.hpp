@@ -1,0 +1,34 @@
+// config/schema — internal to the config module: loch's schema over a parsed YAML document
+// (config/loader.cpp), for the entry points that build a Config in other ways (config/discover.cpp: the
+// embedded default).
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace loch::config {
+
+class Schema {
+  public:
+    Schema(std::string file, fs::path base_dir, const LoadContext& ctx);
+    ~Schema();
+    Config parse(const YAML::Node& root, Config c);
+    ModelConfig defaults(const YAML::Node& node);  // a `defaults:` mapping as a model entry's starting point
+    void finish(Config& c);                        // the cross-model checks and the engine binary lookup
+    std::vector<Diagnostic>& diagnostics();
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// Throws ConfigError for a YAML syntax error (with its position).
+YAML::Node load_yaml(std::string_view text, const std::string& file);
+
+}  // namespace loch::config
