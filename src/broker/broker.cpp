@@ -1,4 +1,5 @@
 #include "broker/broker.hpp"
+#include "broker/model_state.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +15,8 @@
 
 namespace loch::broker {
 
+using namespace std::chrono_literals;
+
 namespace asio = boost::asio;
 
 // "allocating 163840.00 MiB on device 0: cudaMalloc failed" → bytes; nullopt without a size in MiB/GiB.
@@ -28,94 +31,6 @@ std::optional<std::uint64_t> failed_allocation_bytes(const std::string& line) {
                                         : double(kMiB);
     return static_cast<std::uint64_t>(v * unit);
 }
-using Clock = std::chrono::steady_clock;
-using namespace std::chrono_literals;
-
-enum class ModelState { stopped, loading, ready, stopping };
-static std::string_view to_string(ModelState s) {
-    switch (s) {
-        case ModelState::stopped:
-            return "stopped";
-        case ModelState::loading:
-            return "loading";
-        case ModelState::ready:
-            return "ready";
-        case ModelState::stopping:
-            return "stopping";
-    }
-    return "?";
-}
-
-struct Broker::Model {
-    explicit Model(const config::ModelConfig& c, const config::RestartConfig& rc)
-        : cfg(&c), kind(&engines::kind_of(c)), crashes(c.name, rc) {}
-    const config::ModelConfig* cfg;
-    const engines::Kind* kind;
-    ModelState state = ModelState::stopped;
-    std::shared_ptr<engines::EngineRun> engine;       // loading / ready / stopping
-    std::shared_ptr<engines::EngineRun> last_engine;  // the run that ended, for its log tail
-    std::string device;
-    std::uint32_t active = 0;
-    Clock::time_point last_used = Clock::now();
-    std::optional<double> load_s;
-    engines::ReadyFacts facts;  // this run's, from the kind's after_ready
-    engines::CrashTracker crashes;
-    std::optional<engines::ExitReport> last_exit;
-    std::optional<Footprint> footprint;
-    bool planning = false;
-    std::optional<MemoryFigure> measured;
-    // Highest use seen per device over every run (engine log, per-process probe): the next admission
-    // reserves at least this. Raised too when a load dies of out-of-memory.
-    std::map<std::string, MemoryFigure> peak;
-    std::uint32_t oom_retries = 0;  // start-up OOMs answered by raising the figure and trying once more
-    double avg_request_s = 5.0;
-    std::string stop_reason;
-    std::uint64_t runs = 0;
-
-    const std::string& name() const { return cfg->name; }
-    std::uint32_t slots() const { return std::max<std::uint32_t>(1, kind->slots(*cfg)); }
-};
-
-struct Broker::Waiter {
-    Waiter(std::uint64_t i, Model* m, const asio::any_io_executor& s) : id(i), model(m), timer(s) {}
-    std::uint64_t id;
-    Model* model;
-    asio::steady_timer timer;
-    Clock::time_point since = Clock::now();
-    bool granted = false;
-    std::optional<Error> error;
-};
-
-// ---------------------------------------------------------------------------------------------------------
-// Lease
-
-Lease& Lease::operator=(Lease&& o) noexcept {
-    if (this != &o) {
-        release();
-        broker_ = std::exchange(o.broker_, nullptr);
-        alive_ = std::move(o.alive_);
-        granted_at_ = o.granted_at_;
-        model_ = std::move(o.model_);
-        address_ = std::move(o.address_);
-        facts_ = std::move(o.facts_);
-        kind_ = o.kind_;
-        watchdog_ = o.watchdog_;
-        engine_ = std::move(o.engine_);
-    }
-    return *this;
-}
-
-void Lease::release() {
-    if (!broker_) return;
-    Broker* b = std::exchange(broker_, nullptr);
-    auto alive = alive_.lock();
-    if (!alive || !*alive) return;
-    const auto held = Clock::now() - granted_at_;
-    asio::post(b->ex_, [b, weak = alive_, model = model_, held] {
-        if (auto a = weak.lock(); a && *a) b->release(model, held);
-    });
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // Construction, ticks
 
@@ -723,154 +638,6 @@ void Broker::on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine
     // "Really free": the next probe must show it; until then the memory counts as outside use.
     refresh_devices();
     pump();
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Introspection
-
-nlohmann::json Broker::model_status(const Model& m) const {
-    nlohmann::json j = {{"name", m.name()},
-                        {"aliases", m.cfg->aliases},
-                        {"state", to_string(m.state)},
-                        {"priority", config::to_string(m.cfg->priority)},
-                        {"pinned", m.cfg->pinned},
-                        {"exclusive", m.cfg->exclusive},
-                        {"active_requests", m.active},
-                        {"slots", m.slots()},
-                        {"runs", m.runs}};
-    if (!m.device.empty()) j["device"] = m.device;
-    if (m.cfg->keep_alive) j["keep_alive_s"] = m.cfg->keep_alive->count();
-    j["idle_s"] = m.active > 0 ? 0.0 : std::chrono::duration<double>(Clock::now() - m.last_used).count();
-    if (m.load_s) j["load_s"] = *m.load_s;
-    if (m.facts.slot_ctx) j["slot_ctx"] = *m.facts.slot_ctx;
-    if (m.footprint) {
-        nlohmann::json needs = nlohmann::json::array();
-        for (const auto& n : m.footprint->needs)
-            needs.push_back({{"device", n.device},
-                             {"bytes", n.bytes},
-                             {"weights_bytes", n.weights_bytes},
-                             {"kv_bytes", n.kv_bytes}});
-        j["footprint"] = {
-            {"source", to_string(m.footprint->source)}, {"detail", m.footprint->detail}, {"needs", needs}};
-    }
-    if (m.state != ModelState::stopped)
-        if (auto r = ledger_.reservation(m.device, m.name())) j["reservation"] = *r;
-    if (m.measured) j["measured"] = *m.measured;
-    if (m.engine) j["engine"] = m.engine->status_json();
-    if (m.last_exit) j["last_exit"] = *m.last_exit;
-    if (!m.stop_reason.empty()) j["last_stop_reason"] = m.stop_reason;
-    return j;
-}
-
-asio::awaitable<nlohmann::json> Broker::models() {
-    co_return co_await asio::co_spawn(
-        ex_,
-        [this]() -> asio::awaitable<nlohmann::json> {
-            nlohmann::json data = nlohmann::json::array();
-            for (const auto& mc : cfg_.models) {
-                const auto& m = *models_.at(mc.name);
-                data.push_back({{"id", mc.name},
-                                {"object", "model"},
-                                {"created", 0},
-                                {"owned_by", "loch"},
-                                {"loch", {{"state", to_string(m.state)}, {"aliases", mc.aliases}}}});
-            }
-            co_return nlohmann::json{{"object", "list"}, {"data", data}};
-        },
-        asio::use_awaitable);
-}
-
-asio::awaitable<nlohmann::json> Broker::status() {
-    co_return co_await asio::co_spawn(
-        ex_,
-        [this]() -> asio::awaitable<nlohmann::json> {
-            nlohmann::json engines = nlohmann::json::array();
-            for (const auto& [n, m] : models_) engines.push_back(model_status(*m));
-            nlohmann::json waiting = nlohmann::json::array();
-            const auto now = Clock::now();
-            for (auto id : queue_.order(now)) {
-                auto it = waiters_.find(id);
-                if (it == waiters_.end()) continue;
-                waiting.push_back(
-                    {{"model", it->second->model->name()},
-                     {"priority", config::to_string(it->second->model->cfg->priority)},
-                     {"waited_s", std::chrono::duration<double>(now - it->second->since).count()}});
-            }
-            nlohmann::json locks = nlohmann::json::object();
-            for (const auto& [d, m] : gpu_lock_) locks[d] = m;
-            co_return nlohmann::json{
-                {"devices", ledger_.to_json()},
-                {"engines", engines},
-                {"queue",
-                 {{"interactive", queue_.size(config::Priority::interactive)},
-                  {"batch", queue_.size(config::Priority::batch)},
-                  {"limits", {{"interactive", cfg_.queue.interactive}, {"batch", cfg_.queue.batch}}},
-                  {"aging_s", std::chrono::duration_cast<std::chrono::seconds>(queue_.aging()).count()},
-                  {"waiting", waiting}}},
-                {"gpu_locks", locks},
-                {"loading_devices",
-                 std::vector<std::string>(loading_devices_.begin(), loading_devices_.end())},
-                {"shutting_down", shutting_down_}};
-        },
-        asio::use_awaitable);
-}
-
-asio::awaitable<nlohmann::json> Broker::plan(std::string model) {
-    co_return co_await asio::co_spawn(
-        ex_,
-        [this, model]() -> asio::awaitable<nlohmann::json> {
-            Model* m = find(model);
-            if (!m)
-                throw Error(ErrorKind::model_not_found, "no model named '" + model + "'", {{"model", model}});
-            co_await ensure_footprint(*m);
-            nlohmann::json j = model_status(*m);
-            nlohmann::json out = {{"model", m->name()}, {"state", to_string(m->state)}, {"status", j}};
-            if (m->state == ModelState::stopped) {
-                const Decision d = decide(admission_input(*m), ledger_);
-                nlohmann::json dj = d;
-                out["admission"] = dj;
-                out["would_admit_now"] =
-                    d.kind == Decision::Kind::start || d.kind == Decision::Kind::evict_then_start;
-            } else {
-                out["admission"] = {
-                    {"decision", "running"},
-                    {"reason", fmt::format("already {} on {}", to_string(m->state), m->device)}};
-                out["would_admit_now"] = m->state == ModelState::ready && m->active < m->slots();
-            }
-            out["devices"] = ledger_.to_json();
-            co_return out;
-        },
-        asio::use_awaitable);
-}
-
-asio::awaitable<std::optional<std::vector<std::string>>> Broker::log_tail(std::string model, std::size_t n) {
-    co_return co_await asio::co_spawn(
-        ex_,
-        [this, model, n]() -> asio::awaitable<std::optional<std::vector<std::string>>> {
-            Model* m = find(model);
-            if (!m) co_return std::nullopt;
-            if (m->engine) co_return m->engine->log_tail(n);
-            if (m->last_engine) co_return m->last_engine->log_tail(n);
-            co_return std::vector<std::string>{};
-        },
-        asio::use_awaitable);
-}
-
-asio::awaitable<std::optional<engines::ExitReport>> Broker::exit_report(std::shared_ptr<engines::EngineRun> e,
-                                                                        std::chrono::milliseconds wait) {
-    if (!e) co_return std::nullopt;
-    co_return co_await asio::co_spawn(
-        ex_,
-        [this, e, wait]() -> asio::awaitable<std::optional<engines::ExitReport>> {
-            asio::steady_timer t(ex_);
-            const auto until = Clock::now() + wait;
-            while (!e->exit_report() && Clock::now() < until) {
-                t.expires_after(25ms);
-                co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-            }
-            co_return e->exit_report();
-        },
-        asio::use_awaitable);
 }
 
 asio::awaitable<void> Broker::shutdown() {

@@ -1,0 +1,38 @@
+// Lease: one request's hold on a slot; releasing it hands the slot back on the broker's thread.
+#include <boost/asio/post.hpp>
+
+#include "broker/broker.hpp"
+#include "broker/model_state.hpp"
+
+namespace loch::broker {
+
+using namespace std::chrono_literals;
+
+Lease& Lease::operator=(Lease&& o) noexcept {
+    if (this != &o) {
+        release();
+        broker_ = std::exchange(o.broker_, nullptr);
+        alive_ = std::move(o.alive_);
+        granted_at_ = o.granted_at_;
+        model_ = std::move(o.model_);
+        address_ = std::move(o.address_);
+        facts_ = std::move(o.facts_);
+        kind_ = o.kind_;
+        watchdog_ = o.watchdog_;
+        engine_ = std::move(o.engine_);
+    }
+    return *this;
+}
+
+void Lease::release() {
+    if (!broker_) return;
+    Broker* b = std::exchange(broker_, nullptr);
+    auto alive = alive_.lock();
+    if (!alive || !*alive) return;
+    const auto held = Clock::now() - granted_at_;
+    asio::post(b->ex_, [b, weak = alive_, model = model_, held] {
+        if (auto a = weak.lock(); a && *a) b->release(model, held);
+    });
+}
+
+}  // namespace loch::broker

@@ -1,0 +1,76 @@
+// broker/model_state — internal to the broker: what it keeps per model and per waiting request. Split out
+// so that the state machine (broker.cpp), the lease (lease.cpp) and the JSON views (status_view.cpp) share
+// one definition. Nothing outside src/broker includes it.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include "broker/broker.hpp"
+
+namespace loch::broker {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+enum class ModelState { stopped, loading, ready, stopping };
+inline std::string_view to_string(ModelState s) {
+    switch (s) {
+        case ModelState::stopped:
+            return "stopped";
+        case ModelState::loading:
+            return "loading";
+        case ModelState::ready:
+            return "ready";
+        case ModelState::stopping:
+            return "stopping";
+    }
+    return "?";
+}
+
+struct Broker::Model {
+    explicit Model(const config::ModelConfig& c, const config::RestartConfig& rc)
+        : cfg(&c), kind(&engines::kind_of(c)), crashes(c.name, rc) {}
+    const config::ModelConfig* cfg;
+    const engines::Kind* kind;
+    ModelState state = ModelState::stopped;
+    std::shared_ptr<engines::EngineRun> engine;       // loading / ready / stopping
+    std::shared_ptr<engines::EngineRun> last_engine;  // the run that ended, for its log tail
+    std::string device;
+    std::uint32_t active = 0;
+    Clock::time_point last_used = Clock::now();
+    std::optional<double> load_s;
+    engines::ReadyFacts facts;  // this run's, from the kind's after_ready
+    engines::CrashTracker crashes;
+    std::optional<engines::ExitReport> last_exit;
+    std::optional<Footprint> footprint;
+    bool planning = false;
+    std::optional<MemoryFigure> measured;
+    // Highest use seen per device over every run (engine log, per-process probe): the next admission
+    // reserves at least this. Raised too when a load dies of out-of-memory.
+    std::map<std::string, MemoryFigure> peak;
+    std::uint32_t oom_retries = 0;  // start-up OOMs answered by raising the figure and trying once more
+    double avg_request_s = 5.0;
+    std::string stop_reason;
+    std::uint64_t runs = 0;
+
+    const std::string& name() const { return cfg->name; }
+    std::uint32_t slots() const { return std::max<std::uint32_t>(1, kind->slots(*cfg)); }
+};
+
+struct Broker::Waiter {
+    Waiter(std::uint64_t i, Model* m, const asio::any_io_executor& s) : id(i), model(m), timer(s) {}
+    std::uint64_t id;
+    Model* model;
+    asio::steady_timer timer;
+    Clock::time_point since = Clock::now();
+    bool granted = false;
+    std::optional<Error> error;
+};
+
+}  // namespace loch::broker

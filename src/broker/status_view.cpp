@@ -1,0 +1,160 @@
+// The broker's state as JSON (/loch/status, /v1/models, /loch/plan, log tails): read-only views.
+#include <fmt/format.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "broker/broker.hpp"
+#include "broker/model_state.hpp"
+
+namespace loch::broker {
+
+using namespace std::chrono_literals;
+
+nlohmann::json Broker::model_status(const Model& m) const {
+    nlohmann::json j = {{"name", m.name()},
+                        {"aliases", m.cfg->aliases},
+                        {"state", to_string(m.state)},
+                        {"priority", config::to_string(m.cfg->priority)},
+                        {"pinned", m.cfg->pinned},
+                        {"exclusive", m.cfg->exclusive},
+                        {"active_requests", m.active},
+                        {"slots", m.slots()},
+                        {"runs", m.runs}};
+    if (!m.device.empty()) j["device"] = m.device;
+    if (m.cfg->keep_alive) j["keep_alive_s"] = m.cfg->keep_alive->count();
+    j["idle_s"] = m.active > 0 ? 0.0 : std::chrono::duration<double>(Clock::now() - m.last_used).count();
+    if (m.load_s) j["load_s"] = *m.load_s;
+    if (m.facts.slot_ctx) j["slot_ctx"] = *m.facts.slot_ctx;
+    if (m.footprint) {
+        nlohmann::json needs = nlohmann::json::array();
+        for (const auto& n : m.footprint->needs)
+            needs.push_back({{"device", n.device},
+                             {"bytes", n.bytes},
+                             {"weights_bytes", n.weights_bytes},
+                             {"kv_bytes", n.kv_bytes}});
+        j["footprint"] = {
+            {"source", to_string(m.footprint->source)}, {"detail", m.footprint->detail}, {"needs", needs}};
+    }
+    if (m.state != ModelState::stopped)
+        if (auto r = ledger_.reservation(m.device, m.name())) j["reservation"] = *r;
+    if (m.measured) j["measured"] = *m.measured;
+    if (m.engine) j["engine"] = m.engine->status_json();
+    if (m.last_exit) j["last_exit"] = *m.last_exit;
+    if (!m.stop_reason.empty()) j["last_stop_reason"] = m.stop_reason;
+    return j;
+}
+
+asio::awaitable<nlohmann::json> Broker::models() {
+    co_return co_await asio::co_spawn(
+        ex_,
+        [this]() -> asio::awaitable<nlohmann::json> {
+            nlohmann::json data = nlohmann::json::array();
+            for (const auto& mc : cfg_.models) {
+                const auto& m = *models_.at(mc.name);
+                data.push_back({{"id", mc.name},
+                                {"object", "model"},
+                                {"created", 0},
+                                {"owned_by", "loch"},
+                                {"loch", {{"state", to_string(m.state)}, {"aliases", mc.aliases}}}});
+            }
+            co_return nlohmann::json{{"object", "list"}, {"data", data}};
+        },
+        asio::use_awaitable);
+}
+
+asio::awaitable<nlohmann::json> Broker::status() {
+    co_return co_await asio::co_spawn(
+        ex_,
+        [this]() -> asio::awaitable<nlohmann::json> {
+            nlohmann::json engines = nlohmann::json::array();
+            for (const auto& [n, m] : models_) engines.push_back(model_status(*m));
+            nlohmann::json waiting = nlohmann::json::array();
+            const auto now = Clock::now();
+            for (auto id : queue_.order(now)) {
+                auto it = waiters_.find(id);
+                if (it == waiters_.end()) continue;
+                waiting.push_back(
+                    {{"model", it->second->model->name()},
+                     {"priority", config::to_string(it->second->model->cfg->priority)},
+                     {"waited_s", std::chrono::duration<double>(now - it->second->since).count()}});
+            }
+            nlohmann::json locks = nlohmann::json::object();
+            for (const auto& [d, m] : gpu_lock_) locks[d] = m;
+            co_return nlohmann::json{
+                {"devices", ledger_.to_json()},
+                {"engines", engines},
+                {"queue",
+                 {{"interactive", queue_.size(config::Priority::interactive)},
+                  {"batch", queue_.size(config::Priority::batch)},
+                  {"limits", {{"interactive", cfg_.queue.interactive}, {"batch", cfg_.queue.batch}}},
+                  {"aging_s", std::chrono::duration_cast<std::chrono::seconds>(queue_.aging()).count()},
+                  {"waiting", waiting}}},
+                {"gpu_locks", locks},
+                {"loading_devices",
+                 std::vector<std::string>(loading_devices_.begin(), loading_devices_.end())},
+                {"shutting_down", shutting_down_}};
+        },
+        asio::use_awaitable);
+}
+
+asio::awaitable<nlohmann::json> Broker::plan(std::string model) {
+    co_return co_await asio::co_spawn(
+        ex_,
+        [this, model]() -> asio::awaitable<nlohmann::json> {
+            Model* m = find(model);
+            if (!m)
+                throw Error(ErrorKind::model_not_found, "no model named '" + model + "'", {{"model", model}});
+            co_await ensure_footprint(*m);
+            nlohmann::json j = model_status(*m);
+            nlohmann::json out = {{"model", m->name()}, {"state", to_string(m->state)}, {"status", j}};
+            if (m->state == ModelState::stopped) {
+                const Decision d = decide(admission_input(*m), ledger_);
+                nlohmann::json dj = d;
+                out["admission"] = dj;
+                out["would_admit_now"] =
+                    d.kind == Decision::Kind::start || d.kind == Decision::Kind::evict_then_start;
+            } else {
+                out["admission"] = {
+                    {"decision", "running"},
+                    {"reason", fmt::format("already {} on {}", to_string(m->state), m->device)}};
+                out["would_admit_now"] = m->state == ModelState::ready && m->active < m->slots();
+            }
+            out["devices"] = ledger_.to_json();
+            co_return out;
+        },
+        asio::use_awaitable);
+}
+
+asio::awaitable<std::optional<std::vector<std::string>>> Broker::log_tail(std::string model, std::size_t n) {
+    co_return co_await asio::co_spawn(
+        ex_,
+        [this, model, n]() -> asio::awaitable<std::optional<std::vector<std::string>>> {
+            Model* m = find(model);
+            if (!m) co_return std::nullopt;
+            if (m->engine) co_return m->engine->log_tail(n);
+            if (m->last_engine) co_return m->last_engine->log_tail(n);
+            co_return std::vector<std::string>{};
+        },
+        asio::use_awaitable);
+}
+
+asio::awaitable<std::optional<engines::ExitReport>> Broker::exit_report(std::shared_ptr<engines::EngineRun> e,
+                                                                        std::chrono::milliseconds wait) {
+    if (!e) co_return std::nullopt;
+    co_return co_await asio::co_spawn(
+        ex_,
+        [this, e, wait]() -> asio::awaitable<std::optional<engines::ExitReport>> {
+            asio::steady_timer t(ex_);
+            const auto until = Clock::now() + wait;
+            while (!e->exit_report() && Clock::now() < until) {
+                t.expires_after(25ms);
+                co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+            }
+            co_return e->exit_report();
+        },
+        asio::use_awaitable);
+}
+
+}  // namespace loch::broker
