@@ -169,6 +169,17 @@ TEST(CommandKind, FootprintIsTheConfiguredMemoryElseTheSizeOfTheModelsFiles) {
     EXPECT_EQ(configured.source, Source::configured);
 }
 
+TEST(LlamaServerKind, AConfiguredMemoryAboveThePlanIsWhatIsReserved) {
+    config::Config cfg;
+    auto m = llama_model();
+    m.path = "/nonexistent/tiny.gguf";  // no plan: the file size (0) is all the formula knows
+    m.memory = {{"nvidia:0", 3 * kGiB}};
+    const auto fp = kind_of(m).formula(cfg, m, {{"nvidia:0", "cuda", 0}, Placement{}});
+    EXPECT_EQ(fp.needs[0].bytes, 3 * kGiB);
+    EXPECT_EQ(fp.needs[0].source, Source::configured);
+    EXPECT_EQ(fp.needs[1].bytes, 0u);  // none configured for the CPU
+}
+
 TEST(KindRegistry, EveryModelEntryHasExactlyOneKindByName) {
     const auto names = kind_names();
     EXPECT_EQ(std::set<std::string_view>(names.begin(), names.end()).size(), names.size());

@@ -199,6 +199,12 @@ Footprint LlamaServerKind::formula(const config::Config& cfg, const config::Mode
             n.bytes = size;
             n.why = "model file size";
         }
+        // A configured `memory:` is the user's word for what it needs: never reserve less.
+        if (auto conf = model.memory_on(d.device); conf && *conf > n.bytes) {
+            n.why = "configured memory " + human_bytes(*conf) + " (over " + n.why + ")";
+            n.bytes = *conf;
+            n.source = Source::configured;
+        }
         n.bytes += cfg.device(d.device).margin;
         fp.needs.push_back(n);
     }
@@ -271,7 +277,7 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
         const plan::DryRunCandidate c = plan::dry_run_candidate(*parsed, d.backend == "cpu", dp);
         const std::uint64_t margin = cfg.device(d.device).margin;
         const auto best = largest_of(
-            {{"loch plan", {n.bytes, Source::formula, n.why}},
+            {{"loch plan", {n.bytes, n.source, n.why}},
              {"dry run + what it leaves out",
               {c.bytes() + margin, Source::engine_dry_run,
                fmt::format("llama-fit-params {} + {}", human_bytes(c.counted), human_bytes(c.leaves_out))}}});
