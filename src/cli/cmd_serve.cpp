@@ -20,6 +20,7 @@
 #include "cli/commands.hpp"
 #include "config/config.hpp"
 #include "engines/engine.hpp"
+#include "engines/kind.hpp"
 #include "http/server.hpp"
 
 namespace loch::cli {
@@ -66,7 +67,8 @@ void run_serve(const ServeOptions& o) {
         std::cout << config::embedded_default_yaml();
         return;
     }
-    const auto ctx = config::LoadContext::from_process();
+    auto ctx = config::LoadContext::from_process();
+    ctx.kinds = engines::kind_schemas();  // each engine kind parses its own keys
     config::Config cfg = o.config_file.empty() ? config::default_config(ctx, o.models_dir)
                                                : config::load_config_file(o.config_file, ctx);
     if (!o.listen.empty()) {

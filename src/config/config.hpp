@@ -8,18 +8,21 @@
 // - Model names and aliases are checked against a safe charset and are never used as paths; names and
 //   aliases share one namespace (no duplicates, not even differing only by case).
 // - Relative paths resolve against the config file's folder (models_dir, state_dir, log_dir, engine_dir),
-//   and a model's `path` against models_dir. Model files are checked to exist (and, for llama-server, to
-//   start with the GGUF magic).
+//   and a model's `path` against models_dir. Model files are checked to exist (and by the model's kind:
+//   llama-server's must start with the GGUF magic).
+// - Engine kinds parse their own keys (config/kind_schema.hpp); this module names none of them.
 // - All problems found are reported at once (ConfigError carries a list), each with its position.
 //
 // The embedded default (`loch serve` without --config): every *.gguf in a models folder (default
-// ./models), served by the pinned llama-server found next to the loch executable, then on PATH.
+// ./models), served by the default kind (LoadContext::kinds.front(): the pinned llama-server, found next
+// to the loch executable, then on PATH).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -60,53 +63,21 @@ class ConfigError : public std::runtime_error {
 // ---------------------------------------------------------------------------------------------------------
 // Per model
 
-enum class EngineKind {
-    llama_server,  // the pinned llama.cpp server; argv built by engines/llama_server.hpp
-    command,       // any OpenAI-compatible server started from an argv template (no shell)
-};
-std::string_view to_string(EngineKind k);
-
 enum class Priority {
     interactive,  // served first
     batch,        // served after interactive, but aging keeps it from starving
 };
 std::string_view to_string(Priority p);
 
-enum class FlashAttn { on, off, auto_ };
-std::string_view to_string(FlashAttn f);  // "on" | "off" | "auto" (llama-server's -fa values)
-
-// Arguments for llama-server (`args:` in the YAML). Unset optionals mean "not passed: the engine's default".
-struct LlamaArgs {
-    std::uint32_t ctx = 4096;                 // -c: context per engine (split over `parallel` slots)
-    std::uint32_t parallel = 1;               // -np: slots (concurrent requests in one engine)
-    std::optional<int> n_gpu_layers;          // -ngl: unset = decided by loch's placement (all on GPU)
-    FlashAttn flash_attn = FlashAttn::auto_;  // -fa
-    std::optional<std::string> cache_type_k;  // -ctk: f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1
-    std::optional<std::string> cache_type_v;  // -ctv
-    std::optional<std::uint32_t> ubatch;      // -ub
-    std::optional<std::uint32_t> batch;       // -b
-    std::optional<std::uint32_t> threads;     // -t
-    std::vector<std::string> extra;           // appended verbatim as separate argv entries (never a shell)
-
-    std::uint32_t slot_ctx() const { return parallel == 0 ? ctx : ctx / parallel; }
-};
-
-// The generic `command` engine (`command:` in the YAML): an argv template. Placeholders, replaced inside
-// each argument: {host} {port} {model_path} {model_name} {ctx} {parallel}. `{{` and `}}` are literal braces.
-// argv[0] is an absolute path or a program name looked up on PATH at spawn time.
-struct CommandEngine {
-    std::vector<std::string> argv;
-    std::string health_path = "/health";     // GET → 200 means ready; empty (`none`): the port accepts
-    std::map<std::string, std::string> env;  // added to loch's environment for this engine
-};
+struct KindSettings;  // config/kind_schema.hpp: a kind's own keys, parsed by the kind
+class KindSchema;
 
 struct ModelConfig {
     std::string name;                  // what clients send as "model"
     std::vector<std::string> aliases;  // other accepted names
-    EngineKind engine = EngineKind::llama_server;
-    fs::path path;   // absolute after loading; empty only for a `command` engine without one
-    LlamaArgs args;  // llama_server only
-    std::optional<CommandEngine> command;  // set iff engine == command
+    std::string engine;  // the engine kind's name (engines/kinds/registry.cpp); empty = the default kind
+    std::shared_ptr<const KindSettings> settings;  // its kind's keys (`args:`, `command:` …), by its schema
+    fs::path path;  // absolute after loading; empty only where the kind does not need one
 
     std::vector<std::string> devices;  // allowed device ids (as `loch devices` prints them); empty = any
     bool cpu_fallback = false;         // may run on the CPU when no allowed device fits (default: strict)
@@ -114,7 +85,7 @@ struct ModelConfig {
     std::optional<Seconds> keep_alive =
         Seconds{300};               // idle time before it may be stopped; nullopt = forever
     bool pinned = false;            // never evicted (still stopped on shutdown)
-    std::uint32_t concurrency = 0;  // requests sent to the engine at once; 0 = args.parallel
+    std::uint32_t concurrency = 0;  // requests sent to the engine at once; 0 = the kind's (llama: parallel)
     Seconds startup_timeout{3600};  // spawn → healthy; generous: ROCm first runs compile kernels 30+ min
     std::optional<Seconds> watchdog = Seconds{120};  // abort a request after N s without upstream bytes
     bool exclusive = false;                          // takes a per-device GPU lock while it runs
@@ -130,8 +101,6 @@ struct ModelConfig {
     // Source position of this model's entry (for messages that refer back to the file).
     std::string file;
     int line = 0;
-
-    std::uint32_t effective_concurrency() const { return concurrency != 0 ? concurrency : args.parallel; }
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -173,12 +142,12 @@ struct Config {
     std::string source;  // the file name, or "<embedded default>"
     std::string listen = "127.0.0.1";
     std::uint16_t port = 8080;
-    std::vector<std::string> api_keys;  // empty = no authentication (fine on localhost only)
-    fs::path models_dir;                // absolute
-    fs::path state_dir;                 // absolute: engine state file (stale cleanup) and lock
-    fs::path log_dir;                   // absolute: one log file per engine
-    fs::path engine_dir;                // absolute: where llama-server is looked for first
-    fs::path llama_server;              // resolved llama-server binary (empty if no model uses it)
+    std::vector<std::string> api_keys;         // empty = no authentication (fine on localhost only)
+    fs::path models_dir;                       // absolute
+    fs::path state_dir;                        // absolute: engine state file (stale cleanup) and lock
+    fs::path log_dir;                          // absolute: one log file per engine
+    fs::path engine_dir;                       // absolute: where engine programs are looked for first
+    std::map<std::string, fs::path> programs;  // kind → its resolved program (only kinds a model uses)
     QueueLimits queue;
     std::uint64_t max_body_bytes = 16 * 1024 * 1024;  // request body size limit
     ClientTimeouts client_timeouts;
@@ -194,6 +163,11 @@ struct Config {
     const ModelConfig* find_model(std::string_view name_or_alias) const;
     // Device settings for `id`, or defaults (no reserve, no budget, no margin).
     DeviceConfig device(std::string_view id) const;
+    // The resolved program of a kind; empty when none was resolved.
+    fs::path program(std::string_view kind) const {
+        auto it = programs.find(std::string(kind));
+        return it == programs.end() ? fs::path() : it->second;
+    }
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -207,6 +181,8 @@ struct LoadContext {
     fs::path default_state_dir;       // $XDG_STATE_HOME/loch or ~/.local/state/loch or <cwd>/.loch
     fs::path home;                    // $HOME, for "~/..." paths in the file (empty: "~" is not expanded)
     bool check_files = true;          // check model paths and binaries (fuzzing turns it off)
+    // The engine kinds' schemas, the default kind first (engines::kind_schemas()); must outlive the load.
+    std::vector<const KindSchema*> kinds;
 
     static LoadContext from_process();
 };
@@ -219,9 +195,9 @@ Config parse_config(std::string_view yaml, const fs::path& file_name, const Load
 Config load_config_file(const fs::path& file, const LoadContext& ctx);
 
 // The embedded default: every *.gguf directly in models_dir (not in subfolders) served by
-// llama-server with default settings; model name = sanitized file stem. Later split parts
+// the default kind with default settings; model name = sanitized file stem. Later split parts
 // (name-00002-of-00003.gguf) and mmproj-*.gguf projectors are skipped (listed in notes). `models_dir`
-// empty = <cwd>/models. Throws ConfigError when models_dir does not exist or llama-server is not found.
+// empty = <cwd>/models. Throws ConfigError when models_dir does not exist or the kind's program is not found.
 Config default_config(const LoadContext& ctx, const fs::path& models_dir = {});
 
 // The embedded default's settings as YAML (what `loch serve` without a file behaves like; for docs and

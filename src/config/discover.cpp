@@ -52,7 +52,7 @@ Config default_config(const LoadContext& ctx, const fs::path& models_dir) {
     }
     std::sort(files.begin(), files.end());
 
-    const ModelConfig defaults = loader.defaults(root["defaults"]);
+    const ModelConfig defaults = loader.default_model(root["defaults"]);
     for (const auto& f : files) {
         std::string stem = f.stem().string();
         if (stem.rfind("mmproj", 0) == 0) {

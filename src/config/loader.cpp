@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "config/config.hpp"
-#include "config/placeholders.hpp"
+#include "config/kind_schema.hpp"
 #include "config/schema.hpp"
 #include "config/walker.hpp"
 
@@ -47,23 +47,10 @@ std::string join_diagnostics(const std::vector<Diagnostic>& ds) {
 ConfigError::ConfigError(std::vector<Diagnostic> diagnostics)
     : std::runtime_error(join_diagnostics(diagnostics)), diagnostics_(std::move(diagnostics)) {}
 
-std::string_view to_string(EngineKind k) {
-    return k == EngineKind::llama_server ? "llama-server" : "command";
-}
 std::string_view to_string(Priority p) {
     return p == Priority::interactive ? "interactive" : "batch";
 }
-std::string_view to_string(FlashAttn f) {
-    switch (f) {
-        case FlashAttn::on:
-            return "on";
-        case FlashAttn::off:
-            return "off";
-        case FlashAttn::auto_:
-            return "auto";
-    }
-    return "auto";
-}
+void KindSchema::check(Walker&, const YAML::Node&, const std::string&, const ModelConfig&, bool) const {}
 
 const ModelConfig* Config::find_model(std::string_view name_or_alias) const {
     for (const auto& m : models) {
@@ -86,26 +73,6 @@ DeviceConfig Config::device(std::string_view id) const {
 
 namespace {
 
-const std::vector<std::string> kCacheTypes = {"f32",  "f16",    "bf16", "q8_0", "q4_0",
-                                              "q4_1", "iq4_nl", "q5_0", "q5_1"};
-// Flags loch sets itself; in args.extra they would fight with loch's own.
-const std::vector<std::string> kReservedFlags = {
-    "-m",    "--model",      "--host",         "--port",    "-fit",
-    "--fit", "-c",           "--ctx-size",     "-np",       "--parallel",
-    "-ngl",  "--gpu-layers", "--n-gpu-layers", "--api-key", "--api-key-file"};
-
-// A template entry checked by the launch's own grammar, with placeholder-looking values.
-std::optional<std::string> check_template(std::string_view t) {
-    std::map<std::string, std::string> values;
-    for (const auto& n : command_placeholders()) values[n] = "x";
-    try {
-        expand_placeholders(t, values);
-    } catch (const std::invalid_argument& e) {
-        return e.what();
-    }
-    return std::nullopt;
-}
-
 class Loader : public Walker {
   public:
     Loader(std::string file, fs::path base_dir, const LoadContext& ctx)
@@ -113,148 +80,22 @@ class Loader : public Walker {
 
     // --- sections ---
 
-    void parse_args(const YAML::Node& node, const std::string& path, LlamaArgs& a) {
-        walk(node, path,
-             {
-                 {"ctx",
-                  [&](auto&, auto& v, auto& k) {
-                      if (auto x = integer(v, k, 16, 1 << 24)) a.ctx = static_cast<std::uint32_t>(*x);
-                  }},
-                 {"parallel",
-                  [&](auto&, auto& v, auto& k) {
-                      if (auto x = integer(v, k, 1, 256)) a.parallel = static_cast<std::uint32_t>(*x);
-                  }},
-                 {"n_gpu_layers",
-                  [&](auto&, auto& v, auto& k) {
-                      if (v.IsScalar() && lower(v.Scalar()) == "all") {
-                          a.n_gpu_layers = 999;
-                      } else if (v.IsScalar() && lower(v.Scalar()) == "auto") {
-                          a.n_gpu_layers.reset();
-                      } else if (auto x = integer(v, k, 0, 100000)) {
-                          a.n_gpu_layers = static_cast<int>(*x);
-                      }
-                  }},
-                 {"flash_attn",
-                  [&](auto&, auto& v, auto& k) {
-                      if (auto x = choice<FlashAttn>(v, k,
-                                                     {{"on", FlashAttn::on},
-                                                      {"true", FlashAttn::on},
-                                                      {"off", FlashAttn::off},
-                                                      {"false", FlashAttn::off},
-                                                      {"auto", FlashAttn::auto_}}))
-                          a.flash_attn = *x;
-                  }},
-                 {"cache_type_k", [&](auto&, auto& v, auto& k) { cache_type(v, k, a.cache_type_k); }},
-                 {"cache_type_v", [&](auto&, auto& v, auto& k) { cache_type(v, k, a.cache_type_v); }},
-                 {"ubatch",
-                  [&](auto&, auto& v, auto& k) {
-                      if (auto x = integer(v, k, 1, 1 << 16)) a.ubatch = static_cast<std::uint32_t>(*x);
-                  }},
-                 {"batch",
-                  [&](auto&, auto& v, auto& k) {
-                      if (auto x = integer(v, k, 1, 1 << 20)) a.batch = static_cast<std::uint32_t>(*x);
-                  }},
-                 {"threads",
-                  [&](auto&, auto& v, auto& k) {
-                      if (auto x = integer(v, k, 1, 1024)) a.threads = static_cast<std::uint32_t>(*x);
-                  }},
-                 {"extra",
-                  [&](auto&, auto& v, auto& k) {
-                      auto xs = str_list(v, k);
-                      if (!xs) return;
-                      for (std::size_t i = 0; i < xs->size(); ++i) {
-                          const std::string flag = (*xs)[i].substr(0, (*xs)[i].find('='));
-                          if (std::find(kReservedFlags.begin(), kReservedFlags.end(), flag) !=
-                              kReservedFlags.end()) {
-                              error(v[i], k + "[" + std::to_string(i) + "]",
-                                    "'" + flag +
-                                        "' is set by loch (use the args keys: ctx, parallel, n_gpu_layers; "
-                                        "host/port/model/fit are loch's)");
-                              return;
-                          }
-                      }
-                      a.extra = std::move(*xs);
-                  }},
-             });
-    }
-
-    void cache_type(const YAML::Node& v, const std::string& k, std::optional<std::string>& out) {
-        const auto s = str(v, k);
-        if (!s) return;
-        const std::string t = lower(*s);
-        if (std::find(kCacheTypes.begin(), kCacheTypes.end(), t) == kCacheTypes.end()) {
-            error(v, k,
-                  "unknown cache type '" + *s + "' (llama-server accepts " + quoted_list(kCacheTypes) + ")");
-            return;
-        }
-        out = t;
-    }
-
-    void parse_command(const YAML::Node& node, const std::string& path, CommandEngine& c) {
-        bool have_argv = false;
-        walk(node, path,
-             {
-                 {"argv",
-                  [&](auto&, auto& v, auto& k) {
-                      auto xs = str_list(v, k);
-                      if (!xs) return;
-                      have_argv = true;
-                      if (xs->empty()) {
-                          error(v, k, "must name at least the program");
-                          return;
-                      }
-                      for (std::size_t i = 0; i < xs->size(); ++i) {
-                          if (auto bad = check_template((*xs)[i])) {
-                              error(v[i], k + "[" + std::to_string(i) + "]", *bad);
-                              return;
-                          }
-                      }
-                      c.argv = std::move(*xs);
-                  }},
-                 {"health_path",
-                  [&](auto&, auto& v, auto& k) {
-                      auto s = str(v, k);
-                      if (!s) return;
-                      if (lower(*s) == "none") {  // a server without one: ready when its port accepts
-                          c.health_path.clear();
-                          return;
-                      }
-                      if (s->front() != '/' || s->find_first_of(" \r\n\t") != std::string::npos) {
-                          error(v, k, "must be a URL path starting with '/' or none, got '" + *s + "'");
-                          return;
-                      }
-                      c.health_path = *s;
-                  }},
-                 {"env",
-                  [&](auto&, auto& v, auto& k) {
-                      if (!v.IsMap()) {
-                          error(v, k, "expected a mapping NAME: value, got " + describe(v));
-                          return;
-                      }
-                      for (auto it = v.begin(); it != v.end(); ++it) {
-                          const YAML::Node kn = it->first;
-                          const std::string name = kn.IsScalar() ? kn.Scalar() : std::string();
-                          const bool ok =
-                              !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
-                              std::all_of(name.begin(), name.end(), [](char ch) {
-                                  return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
-                              });
-                          if (!ok) {
-                              error(kn, k, "'" + name + "' is not a valid environment variable name");
-                              continue;
-                          }
-                          if (auto val = str(it->second, k + "." + name, true)) c.env[name] = *val;
-                      }
-                  }},
-             });
-        if (!have_argv && node.IsMap())
-            error(node, path, "missing 'argv' (the server's command line as a list)");
+    // `defaults:` — every model setting, and every kind's keys into that kind's settings.
+    struct Defaults {
+        ModelConfig model;
+        std::map<std::string, std::shared_ptr<KindSettings>> settings;  // by kind name
+    };
+    Defaults parse_defaults(const YAML::Node& node) {
+        Defaults d;
+        auto keys = model_setting_handlers(d.model);
+        for (auto& k : kind_keys(d.settings)) keys.push_back(std::move(k));
+        if (node.IsDefined() && !node.IsNull()) walk(node, "defaults", keys);
+        return d;
     }
 
     // Keys shared by `defaults:` and a model entry.
     std::vector<std::pair<std::string, Handler>> model_setting_handlers(ModelConfig& m) {
         return {
-            {"args", [&](auto&, auto& v, auto& k) { parse_args(v, k, m.args); }},
             {"devices",
              [&](auto&, auto& v, auto& k) {
                  auto xs = str_list(v, k);
@@ -343,13 +184,56 @@ class Loader : public Walker {
         };
     }
 
-    ModelConfig parse_model(const YAML::Node& node, const std::string& path, const ModelConfig& defaults,
+    // The kind a model entry names (`engine:`), or the default kind; nullptr (with an error) for an unknown
+    // name.
+    const KindSchema* kind_of_entry(const YAML::Node& node, const std::string& path) {
+        if (ctx_.kinds.empty()) {
+            error(node, path, "no engine kinds are registered (a bug in the caller of the config loader)");
+            return nullptr;
+        }
+        const YAML::Node e = node.IsMap() ? node["engine"] : YAML::Node();
+        if (!e.IsDefined() || e.IsNull()) return ctx_.kinds.front();
+        std::vector<std::string> names;
+        for (const auto* k : ctx_.kinds) {
+            if (e.IsScalar() && lower(e.Scalar()) == k->name()) return k;
+            names.emplace_back(k->name());
+        }
+        error(e, path + ".engine", "expected one of " + quoted_list(names) + ", got " + describe(e));
+        return nullptr;
+    }
+
+    // Every kind's keys, each parsing into that kind's settings (for `defaults:`). A key two kinds share is
+    // handed to both.
+    Keys kind_keys(std::map<std::string, std::shared_ptr<KindSettings>>& settings) {
+        Keys out;
+        for (const auto* k : ctx_.kinds) {
+            auto& s = settings[std::string(k->name())];
+            if (!s) s = k->initial_settings();
+            for (auto& [key, h] : k->keys(*this, *s)) {
+                auto same =
+                    std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == key; });
+                if (same == out.end()) {
+                    out.emplace_back(key, h);
+                } else {
+                    same->second = [a = same->second, b = h](auto& kn, auto& v, auto& path) {
+                        a(kn, v, path);
+                        b(kn, v, path);
+                    };
+                }
+            }
+        }
+        return out;
+    }
+
+    ModelConfig parse_model(const YAML::Node& node, const std::string& path, const Defaults& defaults,
                             const fs::path& models_dir) {
-        ModelConfig m = defaults;
+        ModelConfig m = defaults.model;
         m.file = file();
         m.line = node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
-        std::optional<YAML::Node> name_node, path_node, engine_node, command_node;
+        std::optional<YAML::Node> name_node, path_node;
         std::string path_text;
+        const KindSchema* kind = kind_of_entry(node, path);
+        std::unique_ptr<KindSettings> settings;
         auto handlers = model_setting_handlers(m);
         handlers.push_back({"name", [&](auto&, auto& v, auto& k) {
                                 name_node.emplace(v);
@@ -378,83 +262,52 @@ class Loader : public Walker {
                  }
                  m.aliases = std::move(*xs);
              }});
-        handlers.push_back({"engine", [&](auto&, auto& v, auto& k) {
-                                engine_node.emplace(v);
-                                if (auto e = choice<EngineKind>(v, k,
-                                                                {{"llama-server", EngineKind::llama_server},
-                                                                 {"command", EngineKind::command}}))
-                                    m.engine = *e;
-                            }});
+        handlers.push_back({"engine", [&](auto&, auto&, auto&) {}});  // read by kind_of_entry
         handlers.push_back({"path", [&](auto&, auto& v, auto& k) {
                                 path_node.emplace(v);
                                 if (auto s = str(v, k)) path_text = *s;
                             }});
-        handlers.push_back({"command", [&](auto&, auto& v, auto& k) {
-                                command_node.emplace(v);
-                                CommandEngine c;
-                                parse_command(v, k, c);
-                                m.command = std::move(c);
-                            }});
+        if (kind) {
+            m.engine = std::string(kind->name());
+            auto d = defaults.settings.find(m.engine);
+            settings =
+                d != defaults.settings.end() && d->second ? d->second->clone() : kind->initial_settings();
+            for (auto& h : kind->keys(*this, *settings)) handlers.push_back(std::move(h));
+            // Another kind's keys: say whose they are.
+            for (const auto* other : ctx_.kinds) {
+                if (other == kind) continue;
+                auto scratch = std::shared_ptr<KindSettings>(other->initial_settings());
+                for (auto& [key, h] : other->keys(*this, *scratch)) {
+                    if (std::any_of(handlers.begin(), handlers.end(),
+                                    [&](const auto& p) { return p.first == key; }))
+                        continue;
+                    handlers.push_back({key, [this, other, kind](auto&, auto& v, auto& k) {
+                                            error(v, k,
+                                                  "only for engine: " + std::string(other->name()) +
+                                                      " (this model uses " + std::string(kind->name()) + ")");
+                                        }});
+                }
+            }
+        }
         walk(node, path, handlers);
         if (!node.IsMap()) return m;
 
         if (!name_node) error(node, path, "missing 'name' (what clients send as \"model\")");
-        if (m.engine == EngineKind::command && !command_node) {
-            error(engine_node ? *engine_node : node, path + ".command",
-                  "engine 'command' needs a 'command:' section with 'argv'");
-        }
-        if (m.engine == EngineKind::llama_server && command_node) {
-            error(*command_node, path + ".command",
-                  "only for engine: command (this model uses llama-server)");
-            m.command.reset();
-        }
-        if (m.args.ctx / m.args.parallel < 16) {
-            error(node, path + ".args",
-                  "ctx " + std::to_string(m.args.ctx) + " over parallel " + std::to_string(m.args.parallel) +
-                      " leaves " + std::to_string(m.args.ctx / m.args.parallel) + " tokens per slot");
-        }
-        const auto quantized = [](const std::optional<std::string>& t) {
-            return t && *t != "f32" && *t != "f16" && *t != "bf16";
-        };
-        if (m.args.flash_attn == FlashAttn::off && quantized(m.args.cache_type_v)) {
-            error(node, path + ".args.cache_type_v",
-                  "a quantized V cache (" + *m.args.cache_type_v + ") needs flash_attn on or auto");
-        }
-
+        if (!kind) return m;
+        m.settings = std::shared_ptr<const KindSettings>(std::move(settings));
         if (!path_node) {
-            if (m.engine == EngineKind::llama_server)
+            if (kind->needs_path())
                 error(node, path, "missing 'path' (the model file; relative paths are under models_dir)");
         } else if (!path_text.empty()) {
             m.path = resolve(models_dir, path_text);
-            if (ctx_.check_files) check_model_file(*path_node, path + ".path", m);
+            if (ctx_.check_files) {
+                std::error_code ec;
+                if (!fs::exists(m.path, ec))
+                    error(*path_node, path + ".path", "model file not found: " + m.path.string());
+            }
         }
+        kind->check(*this, node, path, m, ctx_.check_files && fs::exists(m.path));
         return m;
-    }
-
-    void check_model_file(const YAML::Node& at, const std::string& key, const ModelConfig& m) {
-        std::error_code ec;
-        const auto st = fs::status(m.path, ec);
-        if (ec || !fs::exists(st)) {
-            error(at, key, "model file not found: " + m.path.string());
-            return;
-        }
-        if (m.engine == EngineKind::command) return;  // other servers may take folders
-        if (!fs::is_regular_file(st)) {
-            error(at, key, m.path.string() + " is not a regular file");
-            return;
-        }
-        std::ifstream in(m.path, std::ios::binary);
-        char magic[4] = {};
-        if (!in || !in.read(magic, 4)) {
-            error(at, key,
-                  "cannot read " + m.path.string() + " (permissions?) or it is shorter than 4 bytes");
-            return;
-        }
-        if (std::string_view(magic, 4) != "GGUF") {
-            error(
-                at, key,
-                m.path.string() + " is not a GGUF file (llama-server needs one; it starts with other bytes)");
-        }
     }
 
     void parse_device(const YAML::Node& node, const std::string& path, DeviceConfig& d) {
@@ -666,8 +519,7 @@ class Loader : public Walker {
         c.log_dir = log_dir_text.empty() ? c.state_dir / "logs" : resolve(base_dir_, log_dir_text);
         c.engine_dir = engine_dir_text.empty() ? ctx_.exe_dir : resolve(base_dir_, engine_dir_text);
 
-        ModelConfig defaults;
-        if (defaults_node) walk(*defaults_node, "defaults", model_setting_handlers(defaults));
+        Defaults defaults = parse_defaults(defaults_node ? *defaults_node : YAML::Node());
 
         if (models_node) {
             if (!models_node->IsSequence()) {
@@ -690,7 +542,7 @@ class Loader : public Walker {
         return c;
     }
 
-    // Cross-model checks: unique names/aliases, the llama-server binary.
+    // Cross-model checks: unique names/aliases, the kinds' programs.
     void finish(Config& c) {
         struct Seen {
             std::string name;
@@ -715,23 +567,24 @@ class Loader : public Walker {
                 error_at(m.line, where, msg);
             }
         }
-        const bool need_llama = std::any_of(c.models.begin(), c.models.end(), [](const auto& m) {
-            return m.engine == EngineKind::llama_server;
-        });
-        if (!need_llama) return;
-        std::vector<fs::path> dirs{c.engine_dir};
-        dirs.insert(dirs.end(), ctx_.path_dirs.begin(), ctx_.path_dirs.end());
-        if (auto p = find_executable("llama-server", dirs)) {
-            c.llama_server = *p;
-        } else if (!ctx_.check_files) {
-            c.llama_server = c.engine_dir / "llama-server";
-        } else {
-            const auto first = std::find_if(c.models.begin(), c.models.end(), [](const auto& m) {
-                return m.engine == EngineKind::llama_server;
-            });
-            error_at(first->line, "engine_dir",
-                     "llama-server not found in " + c.engine_dir.string() + " nor on PATH (model '" +
-                         first->name + "' needs it; set engine_dir to the folder that holds it)");
+        // Each kind's program, for the kinds some model uses.
+        for (const auto* k : ctx_.kinds) {
+            const std::string program = k->program();
+            if (program.empty()) continue;
+            const auto first = std::find_if(c.models.begin(), c.models.end(),
+                                            [&](const auto& m) { return m.engine == k->name(); });
+            if (first == c.models.end()) continue;
+            std::vector<fs::path> dirs{c.engine_dir};
+            dirs.insert(dirs.end(), ctx_.path_dirs.begin(), ctx_.path_dirs.end());
+            if (auto p = find_executable(program, dirs)) {
+                c.programs[std::string(k->name())] = *p;
+            } else if (!ctx_.check_files) {
+                c.programs[std::string(k->name())] = c.engine_dir / program;
+            } else {
+                error_at(first->line, "engine_dir",
+                         program + " not found in " + c.engine_dir.string() + " nor on PATH (model '" +
+                             first->name + "' needs it; set engine_dir to the folder that holds it)");
+            }
         }
     }
 
@@ -817,10 +670,17 @@ Schema::~Schema() = default;
 Config Schema::parse(const YAML::Node& root, Config c) {
     return impl_->loader.parse(root, std::move(c));
 }
-ModelConfig Schema::defaults(const YAML::Node& node) {
-    ModelConfig d;
-    impl_->loader.walk(node, "defaults", impl_->loader.model_setting_handlers(d));
-    return d;
+ModelConfig Schema::default_model(const YAML::Node& defaults_node) {
+    auto d = impl_->loader.parse_defaults(defaults_node);
+    ModelConfig m = d.model;
+    const KindSchema* kind = impl_->loader.kind_of_entry(YAML::Node(), "defaults");
+    if (!kind) return m;
+    m.engine = std::string(kind->name());
+    auto s = d.settings.find(m.engine);
+    m.settings = s != d.settings.end() && s->second
+                     ? std::shared_ptr<const KindSettings>(s->second->clone())
+                     : std::shared_ptr<const KindSettings>(kind->initial_settings());
+    return m;
 }
 void Schema::finish(Config& c) {
     impl_->loader.finish(c);

@@ -19,8 +19,9 @@ class Schema {
     Schema(std::string file, fs::path base_dir, const LoadContext& ctx);
     ~Schema();
     Config parse(const YAML::Node& root, Config c);
-    ModelConfig defaults(const YAML::Node& node);  // a `defaults:` mapping as a model entry's starting point
-    void finish(Config& c);                        // the cross-model checks and the engine binary lookup
+    // A `defaults:` mapping as the starting point of a model entry of the default kind.
+    ModelConfig default_model(const YAML::Node& defaults_node);
+    void finish(Config& c);  // the cross-model checks and the engine binary lookup
     std::vector<Diagnostic>& diagnostics();
 
   private:

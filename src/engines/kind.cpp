@@ -1,6 +1,8 @@
 // The optional hooks of engines/kind.hpp: doing nothing is correct.
 #include "engines/kind.hpp"
 
+#include <algorithm>
+
 namespace loch::engines {
 
 namespace asio = boost::asio;
@@ -25,7 +27,7 @@ std::optional<std::uint64_t> Kind::configured_slot_ctx(const config::ModelConfig
 }
 
 std::uint32_t Kind::slots(const config::ModelConfig& model) const {
-    return model.effective_concurrency();
+    return std::max<std::uint32_t>(1, model.concurrency);
 }
 
 asio::awaitable<std::optional<Refusal>> Kind::check_request(asio::any_io_executor, const EngineAddress&,

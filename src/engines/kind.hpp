@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.hpp"
+#include "config/kind_schema.hpp"
 #include "core/footprint.hpp"
 #include "core/memory.hpp"
 #include "engines/engine_client.hpp"
@@ -66,11 +67,10 @@ struct Refusal {
     nlohmann::json details = nlohmann::json::object();
 };
 
-class Kind {
+// A kind is also its config schema (config/kind_schema.hpp): name(), its own keys of a model entry and
+// their checks, the program it runs.
+class Kind : public config::KindSchema {
   public:
-    virtual ~Kind() = default;
-    virtual std::string_view name() const = 0;
-
     // The launch for `where` on `port`. Throws std::invalid_argument when the entry cannot be launched.
     virtual EngineSpec launch(const config::Config& cfg, const config::ModelConfig& model,
                               const Placement& where, std::uint16_t port) const = 0;
@@ -92,7 +92,8 @@ class Kind {
                                                            const config::ModelConfig& model) const;
     // The slot context the config alone implies, before any engine ran (for "max_tokens can never fit").
     virtual std::optional<std::uint64_t> configured_slot_ctx(const config::ModelConfig& model) const;
-    // Requests the engine may take at once (the broker's slots).
+    // Requests the engine may take at once (the broker's slots): `concurrency`, else the kind's own (at
+    // least 1).
     virtual std::uint32_t slots(const config::ModelConfig& model) const;
 
     virtual boost::asio::awaitable<std::optional<Refusal>> check_request(boost::asio::any_io_executor ex,
@@ -105,8 +106,10 @@ class Kind {
 
 // The registry (engines/kinds/registry.cpp): the kind of a model entry, or by name. Throws
 // std::out_of_range for a name no kind has.
-const Kind& kind_of(const config::ModelConfig& model);
+const Kind& kind_of(const config::ModelConfig& model);  // an empty `engine` is the default kind
 const Kind& kind_named(std::string_view name);
-std::vector<std::string_view> kind_names();
+std::vector<std::string_view> kind_names();  // the default kind first
+// For the config loader (LoadContext::kinds): every kind's schema, the default first.
+std::vector<const config::KindSchema*> kind_schemas();
 
 }  // namespace loch::engines

@@ -11,6 +11,7 @@
 #include "broker/broker.hpp"
 #include "broker/device_source.hpp"
 #include "broker/footprint.hpp"
+#include "engines/kinds/command.hpp"
 #include "fake_launcher.hpp"
 
 namespace loch::broker {
@@ -27,8 +28,11 @@ class BrokerTest : public ::testing::Test {
                    config::Priority prio = config::Priority::interactive, bool exclusive = false) {
         config::ModelConfig m;
         m.name = name;
-        m.engine = config::EngineKind::command;
-        m.command = config::CommandEngine{{"/bin/true"}, "", {}};
+        m.engine = "command";
+        auto c = std::make_shared<engines::CommandSettings>();
+        c->argv = {"/bin/true"};
+        c->health_path = "";
+        m.settings = c;
         m.memory["*"] = bytes;
         m.devices = {kGpu};
         m.priority = prio;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "config/placeholders.hpp"
@@ -24,12 +25,15 @@ std::string after(const std::vector<std::string>& argv, const std::string& flag)
     return it == argv.end() || it + 1 == argv.end() ? "" : *(it + 1);
 }
 
-config::ModelConfig llama_model() {
+config::ModelConfig llama_model(const std::function<void(LlamaArgs&)>& set = {}) {
     config::ModelConfig m;
     m.name = "tiny";
     m.path = "/models/tiny model.gguf";
-    m.args.ctx = 8192;
-    m.args.parallel = 4;
+    LlamaArgs a;
+    a.ctx = 8192;
+    a.parallel = 4;
+    if (set) set(a);
+    m.settings = std::make_shared<LlamaArgs>(a);
     return m;
 }
 
@@ -60,7 +64,7 @@ TEST(LlamaServerArgv, ThePlacementPicksTheDeviceByTheProbesOrdinal) {
     EXPECT_EQ(after(llama_server_argv("ls", m, {"amd:card1", "rocm", 0}, 1), "--device"), "ROCm0");
     // llama-server picks its device by flag: only the ordering is set, every device stays visible.
     config::Config cfg;
-    cfg.llama_server = "/bin/llama-server";
+    cfg.programs["llama-server"] = "/bin/llama-server";
     const auto s = make_engine_spec(cfg, m, {"nvidia:1", "cuda", 1});
     EXPECT_EQ(s.env.at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
     EXPECT_FALSE(s.env.contains("CUDA_VISIBLE_DEVICES"));
@@ -69,15 +73,16 @@ TEST(LlamaServerArgv, ThePlacementPicksTheDeviceByTheProbesOrdinal) {
 }
 
 TEST(LlamaServerArgv, OptionalArgsPlacementAndExtra) {
-    auto m = llama_model();
-    m.args.n_gpu_layers = 20;
-    m.args.flash_attn = config::FlashAttn::off;
-    m.args.cache_type_k = "q8_0";
-    m.args.cache_type_v = "f16";
-    m.args.ubatch = 256;
-    m.args.batch = 1024;
-    m.args.threads = 6;
-    m.args.extra = {"--mlock", "--temp", "0.5"};
+    const auto m = llama_model([](LlamaArgs& a) {
+        a.n_gpu_layers = 20;
+        a.flash_attn = FlashAttn::off;
+        a.cache_type_k = "q8_0";
+        a.cache_type_v = "f16";
+        a.ubatch = 256;
+        a.batch = 1024;
+        a.threads = 6;
+        a.extra = {"--mlock", "--temp", "0.5"};
+    });
     const auto argv = llama_server_argv("ls", m, {"nvidia:1", "cuda", 1}, 1);
     EXPECT_EQ(after(argv, "-ngl"), "20");
     EXPECT_EQ(after(argv, "-fa"), "off");
@@ -95,14 +100,22 @@ TEST(LlamaServerArgv, OptionalArgsPlacementAndExtra) {
 TEST(CommandArgv, PlaceholdersExpandInsideArguments) {
     config::ModelConfig m;
     m.name = "vllm-7b";
-    m.engine = config::EngineKind::command;
+    m.engine = "command";
     m.path = "/models/qwen";
-    m.args.ctx = 2048;
-    m.command =
-        config::CommandEngine{{"vllm", "serve", "{model_path}", "--port={port}", "--host", "{host}",
-                               "--served-model-name", "{model_name}", "--max-model-len={ctx}", "{{literal}}"},
-                              "/v1/models",
-                              {}};
+    CommandSettings c;
+    c.argv = {"vllm",
+              "serve",
+              "{model_path}",
+              "--port={port}",
+              "--host",
+              "{host}",
+              "--served-model-name",
+              "{model_name}",
+              "--max-model-len={ctx}",
+              "{{literal}}"};
+    c.health_path = "/v1/models";
+    c.ctx = 2048;
+    m.settings = std::make_shared<CommandSettings>(c);
     EXPECT_THAT(command_argv(m, 5555),
                 ElementsAre("vllm", "serve", "/models/qwen", "--port=5555", "--host", "127.0.0.1",
                             "--served-model-name", "vllm-7b", "--max-model-len=2048", "{literal}"));
@@ -117,8 +130,12 @@ TEST(CommandArgv, PlaceholdersExpandInsideArguments) {
 config::ModelConfig command_model() {
     config::ModelConfig m;
     m.name = "srv";
-    m.engine = config::EngineKind::command;
-    m.command = config::CommandEngine{{"/bin/srv", "--port", "{port}"}, "", {{"MY_FLAG", "1"}}};
+    m.engine = "command";
+    CommandSettings c;
+    c.argv = {"/bin/srv", "--port", "{port}"};
+    c.health_path = "";
+    c.env = {{"MY_FLAG", "1"}};
+    m.settings = std::make_shared<CommandSettings>(c);
     return m;
 }
 
@@ -196,7 +213,7 @@ TEST(KindRegistry, EveryModelEntryHasExactlyOneKindByName) {
 
 TEST(EngineSpec, BuiltFromConfigWithAFreePortAndASafeLogName) {
     config::Config cfg;
-    cfg.llama_server = "/bin/llama-server";
+    cfg.programs["llama-server"] = "/bin/llama-server";
     cfg.log_dir = "/var/log/loch";
     cfg.stop_grace = std::chrono::seconds(3);
     auto m = llama_model();

@@ -1,6 +1,8 @@
 // The command kind: argv template, device visibility, configured or file-size footprint.
 #include "engines/kinds/command.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <stdexcept>
 
@@ -9,18 +11,23 @@
 
 namespace loch::engines {
 
+const CommandSettings& command_settings(const config::ModelConfig& model) {
+    return config::settings_as<CommandSettings>(model);
+}
+
+std::uint32_t CommandKind::slots(const config::ModelConfig& model) const {
+    return std::max<std::uint32_t>(
+        1, model.concurrency != 0 ? model.concurrency : command_settings(model).parallel);
+}
+
 std::vector<std::string> command_argv(const config::ModelConfig& model, std::uint16_t port) {
-    if (!model.command) throw std::invalid_argument("model '" + model.name + "' has no command template");
+    const auto& c = command_settings(model);
     const std::map<std::string, std::string> values{
-        {"host", "127.0.0.1"},
-        {"port", std::to_string(port)},
-        {"model_path", model.path.string()},
-        {"model_name", model.name},
-        {"ctx", std::to_string(model.args.ctx)},
-        {"parallel", std::to_string(model.args.parallel)},
+        {"host", "127.0.0.1"},      {"port", std::to_string(port)}, {"model_path", model.path.string()},
+        {"model_name", model.name}, {"ctx", std::to_string(c.ctx)}, {"parallel", std::to_string(c.parallel)},
     };
     std::vector<std::string> argv;
-    for (const auto& t : model.command->argv) argv.push_back(config::expand_placeholders(t, values));
+    for (const auto& t : c.argv) argv.push_back(config::expand_placeholders(t, values));
     if (argv.empty()) throw std::invalid_argument("model '" + model.name + "': empty command argv");
     return argv;
 }
@@ -30,9 +37,9 @@ EngineSpec CommandKind::launch(const config::Config& cfg, const config::ModelCon
     EngineSpec s = base_spec(cfg, model, port);
     s.kind = std::string(name());
     s.argv = command_argv(model, port);
-    s.health_path = model.command->health_path;  // empty: ready when the port accepts a connection
+    s.health_path = command_settings(model).health_path;  // empty: ready when the port accepts a connection
     s.env = device_environment(where, true);
-    for (const auto& [k, v] : model.command->env) s.env.insert_or_assign(k, v);
+    for (const auto& [k, v] : command_settings(model).env) s.env.insert_or_assign(k, v);
     s.env["LOCH_ENGINE_API_KEY"] = s.api_key;
     return s;
 }
@@ -64,8 +71,8 @@ Footprint CommandKind::formula(const config::Config& cfg, const config::ModelCon
     for (const auto& d : devices) {
         Need n;
         n.device = d.device;
-        n.ctx = model.args.ctx;
-        n.slots = model.args.parallel;
+        n.ctx = command_settings(model).ctx;
+        n.slots = command_settings(model).parallel;
         if (auto m = model.memory_on(d.device)) {
             n.bytes = *m;
             n.source = Source::configured;
@@ -82,6 +89,96 @@ Footprint CommandKind::formula(const config::Config& cfg, const config::ModelCon
     fp.source = any_configured ? Source::configured : Source::formula;
     fp.detail = any_configured ? "configured memory" : "model files " + human_bytes(size) + " (no `memory:`)";
     return fp;
+}
+
+config::Walker::Keys CommandKind::keys(config::Walker& w, config::KindSettings& into) const {
+    auto& c = dynamic_cast<CommandSettings&>(into);
+    return {
+        {"command", [&w, &c](auto&, auto& node, auto& path) {
+             w.walk(
+                 node, path,
+                 {
+                     {"argv",
+                      [&](auto&, auto& v, auto& k) {
+                          auto xs = w.str_list(v, k);
+                          if (!xs) return;
+                          if (xs->empty()) {
+                              w.error(v, k, "must name at least the program");
+                              return;
+                          }
+                          // Checked by the grammar the launch uses, with placeholder-looking values.
+                          std::map<std::string, std::string> probe;
+                          for (const auto& n : config::command_placeholders()) probe[n] = "x";
+                          for (std::size_t i = 0; i < xs->size(); ++i) {
+                              try {
+                                  config::expand_placeholders((*xs)[i], probe);
+                              } catch (const std::invalid_argument& e) {
+                                  w.error(v[i], k + "[" + std::to_string(i) + "]", e.what());
+                                  return;
+                              }
+                          }
+                          c.argv = std::move(*xs);
+                      }},
+                     {"health_path",
+                      [&](auto&, auto& v, auto& k) {
+                          auto s = w.str(v, k);
+                          if (!s) return;
+                          if (config::lower(*s) == "none") {  // ready when its port accepts
+                              c.health_path.clear();
+                              return;
+                          }
+                          if (s->front() != '/' || s->find_first_of(" \r\n\t") != std::string::npos) {
+                              w.error(v, k, "must be a URL path starting with '/' or none, got '" + *s + "'");
+                              return;
+                          }
+                          c.health_path = *s;
+                      }},
+                     {"env",
+                      [&](auto&, auto& v, auto& k) {
+                          if (!v.IsMap()) {
+                              w.error(v, k,
+                                      "expected a mapping NAME: value, got " + config::Walker::describe(v));
+                              return;
+                          }
+                          for (auto it = v.begin(); it != v.end(); ++it) {
+                              const YAML::Node kn = it->first;
+                              const std::string name = kn.IsScalar() ? kn.Scalar() : std::string();
+                              const bool ok =
+                                  !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                                  std::all_of(name.begin(), name.end(), [](char ch) {
+                                      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+                                  });
+                              if (!ok) {
+                                  w.error(kn, k, "'" + name + "' is not a valid environment variable name");
+                                  continue;
+                              }
+                              if (auto val = w.str(it->second, k + "." + name, true)) c.env[name] = *val;
+                          }
+                      }},
+                     {"ctx",
+                      [&](auto&, auto& v, auto& k) {
+                          if (auto x = w.integer(v, k, 1, 1 << 24)) c.ctx = static_cast<std::uint32_t>(*x);
+                      }},
+                     {"parallel",
+                      [&](auto&, auto& v, auto& k) {
+                          if (auto x = w.integer(v, k, 1, 256)) c.parallel = static_cast<std::uint32_t>(*x);
+                      }},
+                 });
+         }}};
+}
+
+void CommandKind::check(config::Walker& w, const YAML::Node& entry, const std::string& path,
+                        const config::ModelConfig& m, bool) const {
+    if (!command_settings(m).argv.empty()) return;
+    const YAML::Node section = entry["command"];
+    if (!section.IsDefined()) {
+        const YAML::Node at = entry["engine"];
+        w.error(
+            at.IsDefined() ? at : entry, path + ".command",
+            "engine 'command' needs a 'command:' section with 'argv' (the server's command line as a list)");
+    } else if (section.IsMap() && !section["argv"].IsDefined()) {
+        w.error(section, path + ".command", "missing 'argv' (the server's command line as a list)");
+    }  // else: argv was there, and its own error is reported
 }
 
 }  // namespace loch::engines

@@ -19,11 +19,31 @@
 
 namespace loch::engines {
 
+// The model entry's `command:` section (docs/config.md).
+struct CommandSettings final : config::KindSettings {
+    std::vector<std::string> argv;           // the template; required
+    std::string health_path = "/health";     // GET → 200 means ready; empty (`none`): the port accepts
+    std::map<std::string, std::string> env;  // added to the engine's environment
+    std::uint32_t ctx = 4096;                // the {ctx} placeholder
+    std::uint32_t parallel = 1;              // the {parallel} placeholder; the slots unless `concurrency`
+    std::unique_ptr<config::KindSettings> clone() const override {
+        return std::make_unique<CommandSettings>(*this);
+    }
+};
+const CommandSettings& command_settings(const config::ModelConfig& model);
+
 std::vector<std::string> command_argv(const config::ModelConfig& model, std::uint16_t port);
 
 class CommandKind final : public Kind {
   public:
     std::string_view name() const override { return "command"; }
+    std::unique_ptr<config::KindSettings> initial_settings() const override {
+        return std::make_unique<CommandSettings>();
+    }
+    config::Walker::Keys keys(config::Walker& w, config::KindSettings& into) const override;
+    void check(config::Walker& w, const YAML::Node& entry, const std::string& path,
+               const config::ModelConfig& model, bool check_files) const override;
+    std::uint32_t slots(const config::ModelConfig& model) const override;
     EngineSpec launch(const config::Config& cfg, const config::ModelConfig& model, const Placement& where,
                       std::uint16_t port) const override;
     Footprint formula(const config::Config& cfg, const config::ModelConfig& model,

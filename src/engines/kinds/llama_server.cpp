@@ -24,13 +24,13 @@ std::string llama_device(const Placement& where) {
 std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
                                            const config::ModelConfig& model, const Placement& where,
                                            std::uint16_t port) {
-    const auto& a = model.args;
+    const auto& a = llama_args(model);
     std::vector<std::string> argv{binary.string(),       "-m",     model.path.string(),       "--host",
                                   "127.0.0.1",           "--port", std::to_string(port),      "-c",
                                   std::to_string(a.ctx), "-np",    std::to_string(a.parallel)};
     const int ngl = where.backend == "cpu" ? 0 : a.n_gpu_layers.value_or(kAllLayers);
     argv.insert(argv.end(), {"-ngl", std::to_string(ngl)});
-    argv.insert(argv.end(), {"-fa", std::string(config::to_string(a.flash_attn))});
+    argv.insert(argv.end(), {"-fa", std::string(to_string(a.flash_attn))});
     if (a.cache_type_k) argv.insert(argv.end(), {"-ctk", *a.cache_type_k});
     if (a.cache_type_v) argv.insert(argv.end(), {"-ctv", *a.cache_type_v});
     if (a.ubatch) argv.insert(argv.end(), {"-ub", std::to_string(*a.ubatch)});
@@ -45,11 +45,11 @@ std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
 
 EngineSpec LlamaServerKind::launch(const config::Config& cfg, const config::ModelConfig& model,
                                    const Placement& where, std::uint16_t port) const {
-    if (cfg.llama_server.empty())
+    if (cfg.program(name()).empty())
         throw std::invalid_argument("no llama-server binary resolved in the config");
     EngineSpec s = base_spec(cfg, model, port);
     s.kind = std::string(name());
-    s.argv = llama_server_argv(cfg.llama_server, model, where, port);
+    s.argv = llama_server_argv(cfg.program(name()), model, where, port);
     s.health_path = "/health";
     s.env = device_environment(where, false);  // --device picks it; ordinals follow NVML
     s.env["LLAMA_API_KEY"] = s.api_key;
@@ -69,8 +69,8 @@ std::optional<MemoryFigure> LlamaServerKind::measure(const std::vector<std::stri
 }
 
 std::optional<std::uint64_t> LlamaServerKind::configured_slot_ctx(const config::ModelConfig& model) const {
-    if (model.args.ctx == 0) return std::nullopt;
-    return model.args.slot_ctx();
+    if (llama_args(model).ctx == 0) return std::nullopt;
+    return llama_args(model).slot_ctx();
 }
 
 asio::awaitable<ReadyFacts> LlamaServerKind::after_ready(asio::any_io_executor ex,
@@ -87,7 +87,7 @@ asio::awaitable<ReadyFacts> LlamaServerKind::after_ready(asio::any_io_executor e
         f.slot_ctx = j["default_generation_settings"]["n_ctx"].get<std::uint32_t>();
         f.slot_ctx_source = "engine /props";
     } else {
-        f.slot_ctx = model.args.slot_ctx();
+        f.slot_ctx = llama_args(model).slot_ctx();
         f.slot_ctx_source = "config args.ctx / args.parallel";
     }
     co_return f;

@@ -32,6 +32,29 @@ namespace loch::engines {
 // -ngl when neither the config nor the placement says: everything on the GPU.
 inline constexpr int kAllLayers = 999;
 
+enum class FlashAttn { on, off, auto_ };
+std::string_view to_string(FlashAttn f);  // "on" | "off" | "auto" (llama-server's -fa values)
+
+// The model entry's `args:` (docs/config.md). Unset optionals mean "not passed: the engine's default".
+struct LlamaArgs final : config::KindSettings {
+    std::uint32_t ctx = 4096;                 // -c: context per engine (split over `parallel` slots)
+    std::uint32_t parallel = 1;               // -np: slots (concurrent requests in one engine)
+    std::optional<int> n_gpu_layers;          // -ngl: unset = all on the GPU the placement chose
+    FlashAttn flash_attn = FlashAttn::auto_;  // -fa
+    std::optional<std::string> cache_type_k;  // -ctk: f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1
+    std::optional<std::string> cache_type_v;  // -ctv
+    std::optional<std::uint32_t> ubatch;      // -ub
+    std::optional<std::uint32_t> batch;       // -b
+    std::optional<std::uint32_t> threads;     // -t
+    std::vector<std::string> extra;           // appended verbatim as separate argv entries (never a shell)
+
+    std::uint32_t slot_ctx() const { return parallel == 0 ? ctx : ctx / parallel; }
+    std::unique_ptr<config::KindSettings> clone() const override {
+        return std::make_unique<LlamaArgs>(*this);
+    }
+};
+const LlamaArgs& llama_args(const config::ModelConfig& model);
+
 // llama.cpp's --device name for a placement: "none" (CPU), "CUDA0", "ROCm0", "Vulkan0".
 std::string llama_device(const Placement& where);
 
@@ -45,6 +68,17 @@ plan::Settings llama_plan_settings(const config::ModelConfig& model, const Place
 class LlamaServerKind final : public Kind {
   public:
     std::string_view name() const override { return "llama-server"; }
+    // Config (llama_server_config.cpp): `args:`; a GGUF file at `path`; the per-slot context ≥ 16.
+    std::unique_ptr<config::KindSettings> initial_settings() const override {
+        return std::make_unique<LlamaArgs>();
+    }
+    config::Walker::Keys keys(config::Walker& w, config::KindSettings& into) const override;
+    void check(config::Walker& w, const YAML::Node& entry, const std::string& path,
+               const config::ModelConfig& model, bool check_files) const override;
+    std::string program() const override { return "llama-server"; }
+    bool needs_path() const override { return true; }
+    std::uint32_t slots(const config::ModelConfig& model) const override;
+
     EngineSpec launch(const config::Config& cfg, const config::ModelConfig& model, const Placement& where,
                       std::uint16_t port) const override;
     Footprint formula(const config::Config& cfg, const config::ModelConfig& model,

@@ -140,7 +140,7 @@ asio::awaitable<std::optional<std::string>> cached_dry_run(const EstimateContext
 }  // namespace
 
 plan::Settings llama_plan_settings(const config::ModelConfig& model, const Placement& where) {
-    const auto& a = model.args;
+    const auto& a = llama_args(model);
     plan::Settings s;
     s.n_ctx = a.ctx;
     s.n_parallel = std::max<std::uint32_t>(1, a.parallel);
@@ -153,9 +153,9 @@ plan::Settings llama_plan_settings(const config::ModelConfig& model, const Place
     } else {
         s.n_gpu_layers = 0;
     }
-    s.flash_attn = a.flash_attn == config::FlashAttn::on    ? plan::FlashAttn::on
-                   : a.flash_attn == config::FlashAttn::off ? plan::FlashAttn::off
-                                                            : plan::FlashAttn::automatic;
+    s.flash_attn = a.flash_attn == FlashAttn::on    ? plan::FlashAttn::on
+                   : a.flash_attn == FlashAttn::off ? plan::FlashAttn::off
+                                                    : plan::FlashAttn::automatic;
     if (auto t = cache_type(a.cache_type_k)) s.type_k = *t;
     if (auto t = cache_type(a.cache_type_v)) s.type_v = *t;
     if (a.ubatch) s.n_ubatch = *a.ubatch;
@@ -184,8 +184,8 @@ Footprint LlamaServerKind::formula(const config::Config& cfg, const config::Mode
     for (const auto& d : devices) {
         Need n;
         n.device = d.device;
-        n.ctx = model.args.ctx;
-        n.slots = model.args.parallel;
+        n.ctx = llama_args(model).ctx;
+        n.slots = llama_args(model).parallel;
         std::optional<Planned> pl;
         if (m) pl = planned_for(*m, model, d, &why);
         if (pl) {
@@ -216,8 +216,9 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
                                                      const std::vector<Placement>& devices) const {
     Footprint formula = this->formula(cfg, model, devices);
     // The dry-run tool of the same build sits next to the server binary.
-    const auto fit_params = cfg.llama_server.empty() ? std::filesystem::path()
-                                                     : cfg.llama_server.parent_path() / "llama-fit-params";
+    const auto fit_params = cfg.program(name()).empty()
+                                ? std::filesystem::path()
+                                : cfg.program(name()).parent_path() / "llama-fit-params";
     if (fit_params.empty() || !std::filesystem::exists(fit_params)) {
         formula.detail += "; dry run unavailable (llama-fit-params not found)";
         co_return formula;

@@ -11,7 +11,8 @@ namespace loch::engines {
 
 namespace {
 
-// Kinds are stateless: one const instance each, for the life of the program.
+// Kinds are stateless: one const instance each, for the life of the program. The first is the default kind
+// (a model entry without `engine:`, the embedded default's models).
 const LlamaServerKind kLlamaServer;
 const CommandKind kCommand;
 
@@ -26,7 +27,11 @@ const Kind& kind_named(std::string_view name) {
 }
 
 const Kind& kind_of(const config::ModelConfig& model) {
-    return kind_named(config::to_string(model.engine));
+    return model.engine.empty() ? *kKinds.front() : kind_named(model.engine);
+}
+
+std::vector<const config::KindSchema*> kind_schemas() {
+    return {kKinds.begin(), kKinds.end()};
 }
 
 std::vector<std::string_view> kind_names() {

@@ -19,6 +19,7 @@
 
 #include "config/config.hpp"
 #include "engines/engine.hpp"
+#include "engines/kind.hpp"
 #include "engines/kinds/llama_server.hpp"
 #include "engines/process.hpp"
 #include "plan/engine_log.hpp"
@@ -79,6 +80,7 @@ class LlamaServer : public ::testing::Test {
         ctx.cwd = dir.path();
         ctx.default_state_dir = dir / "state";
         ctx.check_files = true;
+        ctx.kinds = kind_schemas();
         return config::parse_config(yaml, dir / "loch.yaml", ctx);
     }
     std::shared_ptr<Engine> make_engine(const std::filesystem::path& model_path, StateFile* state = nullptr) {

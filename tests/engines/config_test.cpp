@@ -1,6 +1,9 @@
-// config: every error class points at the right file:line, defaults are what docs/config.md says, sizes
-// and durations parse, the embedded default picks up GGUFs from a folder.
+// The config loader with the real engine kinds: every error class points at the right file:line, defaults are
+// what docs/config.md says, sizes and durations parse, the embedded default picks up GGUFs from a folder.
 #include "config/config.hpp"
+#include "engines/kind.hpp"
+#include "engines/kinds/command.hpp"
+#include "engines/kinds/llama_server.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -27,6 +30,7 @@ class ConfigTest : public ::testing::Test {
         write(dir.path() / "models" / "a.gguf", "GGUF\3\0\0\0");
         write(dir.path() / "models" / "b.gguf", "GGUF\3\0\0\0");
         ctx.cwd = dir.path();
+        ctx.kinds = engines::kind_schemas();
         ctx.exe_dir = dir.path() / "bin";
         ctx.default_state_dir = dir.path() / "state";
     }
@@ -63,17 +67,17 @@ TEST_F(ConfigTest, MinimalFileGetsDocumentedDefaults) {
     EXPECT_EQ(c.models_dir, dir.path() / "models");
     EXPECT_EQ(c.state_dir, dir.path() / "state");
     EXPECT_EQ(c.log_dir, dir.path() / "state" / "logs");
-    EXPECT_EQ(c.llama_server, dir.path() / "bin" / "llama-server");
+    EXPECT_EQ(c.program("llama-server"), dir.path() / "bin" / "llama-server");
     EXPECT_EQ(c.queue.interactive, 64u);
     EXPECT_EQ(c.queue.batch, 256u);
     EXPECT_EQ(c.max_body_bytes, 16u * 1024 * 1024);
     ASSERT_EQ(c.models.size(), 1u);
     const ModelConfig& m = c.models[0];
     EXPECT_EQ(m.path, dir.path() / "models" / "a.gguf");
-    EXPECT_EQ(m.engine, EngineKind::llama_server);
-    EXPECT_EQ(m.args.ctx, 4096u);
-    EXPECT_EQ(m.args.parallel, 1u);
-    EXPECT_FALSE(m.args.n_gpu_layers.has_value());
+    EXPECT_EQ(m.engine, "llama-server");
+    EXPECT_EQ(engines::llama_args(m).ctx, 4096u);
+    EXPECT_EQ(engines::llama_args(m).parallel, 1u);
+    EXPECT_FALSE(engines::llama_args(m).n_gpu_layers.has_value());
     EXPECT_FALSE(m.cpu_fallback);  // strict by default
     EXPECT_EQ(m.priority, Priority::interactive);
     EXPECT_EQ(m.keep_alive, Seconds{300});
@@ -81,7 +85,7 @@ TEST_F(ConfigTest, MinimalFileGetsDocumentedDefaults) {
     EXPECT_EQ(m.watchdog, Seconds{120});
     EXPECT_FALSE(m.pinned);
     EXPECT_FALSE(m.exclusive);
-    EXPECT_EQ(m.effective_concurrency(), 1u);
+    EXPECT_EQ(engines::kind_of(m).slots(m), 1u);
     EXPECT_EQ(m.line, 2);
     EXPECT_TRUE(c.notes.empty());
 }
@@ -132,18 +136,18 @@ models:
     EXPECT_EQ(c.device("cpu").budget, 3ull << 29);
     EXPECT_FALSE(c.device("rocm0").budget.has_value());
     const ModelConfig& m = c.models.at(0);
-    EXPECT_EQ(m.args.slot_ctx(), 2048u);
-    EXPECT_EQ(m.args.n_gpu_layers, 999);
-    EXPECT_EQ(m.args.flash_attn, FlashAttn::on);
-    EXPECT_EQ(m.args.cache_type_k, "q8_0");
-    EXPECT_EQ(m.args.ubatch, 256u);
-    EXPECT_EQ(m.args.extra, std::vector<std::string>{"--mlock"});
+    EXPECT_EQ(engines::llama_args(m).slot_ctx(), 2048u);
+    EXPECT_EQ(engines::llama_args(m).n_gpu_layers, 999);
+    EXPECT_EQ(engines::llama_args(m).flash_attn, engines::FlashAttn::on);
+    EXPECT_EQ(engines::llama_args(m).cache_type_k, "q8_0");
+    EXPECT_EQ(engines::llama_args(m).ubatch, 256u);
+    EXPECT_EQ(engines::llama_args(m).extra, std::vector<std::string>{"--mlock"});
     EXPECT_EQ(m.devices, std::vector<std::string>{"cuda0"});
     EXPECT_TRUE(m.cpu_fallback);
     EXPECT_EQ(m.priority, Priority::batch);
     EXPECT_FALSE(m.keep_alive.has_value());
     EXPECT_TRUE(m.pinned);
-    EXPECT_EQ(m.effective_concurrency(), 2u);
+    EXPECT_EQ(engines::kind_of(m).slots(m), 2u);
     EXPECT_EQ(m.startup_timeout, Seconds{2700});
     EXPECT_FALSE(m.watchdog.has_value());
     EXPECT_TRUE(m.exclusive);
@@ -287,12 +291,12 @@ TEST_F(ConfigTest, CommandEngineTemplate) {
       env: {HF_HUB_OFFLINE: "1"}
 )");
     const auto& m = c.models.at(0);
-    ASSERT_TRUE(m.command.has_value());
-    EXPECT_EQ(m.command->argv.size(), 8u);
-    EXPECT_EQ(m.command->health_path, "/v1/models");
-    EXPECT_EQ(m.command->env.at("HF_HUB_OFFLINE"), "1");
+    ASSERT_TRUE(!engines::command_settings(m).argv.empty());
+    EXPECT_EQ(engines::command_settings(m).argv.size(), 8u);
+    EXPECT_EQ(engines::command_settings(m).health_path, "/v1/models");
+    EXPECT_EQ(engines::command_settings(m).env.at("HF_HUB_OFFLINE"), "1");
     EXPECT_TRUE(m.path.empty());
-    EXPECT_TRUE(c.llama_server.empty());  // no model needs it
+    EXPECT_TRUE(c.program("llama-server").empty());  // no model needs it
 
     const auto d = errors(R"(models:
   - name: x
@@ -364,11 +368,11 @@ models:
     args: {ctx: 8192}
     priority: interactive
 )");
-    EXPECT_EQ(c.models[0].args.ctx, 1024u);
+    EXPECT_EQ(engines::llama_args(c.models[0]).ctx, 1024u);
     EXPECT_EQ(c.models[0].keep_alive, Seconds{600});
     EXPECT_EQ(c.models[0].priority, Priority::batch);
-    EXPECT_EQ(c.models[1].args.ctx, 8192u);
-    EXPECT_EQ(c.models[1].args.parallel, 2u);  // kept from defaults: per-key override
+    EXPECT_EQ(engines::llama_args(c.models[1]).ctx, 8192u);
+    EXPECT_EQ(engines::llama_args(c.models[1]).parallel, 2u);  // kept from defaults: per-key override
     EXPECT_EQ(c.models[1].priority, Priority::interactive);
 }
 
@@ -414,58 +418,6 @@ TEST_F(ConfigTest, LoadFileReportsUnreadableFile) {
 
 // ---- sizes, durations, names
 
-TEST(ConfigValues, Sizes) {
-    EXPECT_EQ(parse_size("0"), 0u);
-    EXPECT_EQ(parse_size("4096"), 4096u);
-    EXPECT_EQ(parse_size("512MiB"), 512ull << 20);
-    EXPECT_EQ(parse_size("24GiB"), 24ull << 30);
-    EXPECT_EQ(parse_size("24 gib"), 24ull << 30);
-    EXPECT_EQ(parse_size("1.5GiB"), 3ull << 29);
-    EXPECT_EQ(parse_size("2GB"), 2000000000u);
-    EXPECT_EQ(parse_size("1k"), 1024u);
-    EXPECT_EQ(parse_size("1TiB"), 1ull << 40);
-    std::string why;
-    EXPECT_FALSE(parse_size("-1", &why));
-    EXPECT_FALSE(parse_size("GiB", &why));
-    EXPECT_FALSE(parse_size("12 parsecs", &why));
-    EXPECT_THAT(why, HasSubstr("unknown size unit"));
-    EXPECT_FALSE(parse_size("99999999999999999999", &why));
-    EXPECT_FALSE(parse_size("20000000TiB", &why));
-    EXPECT_FALSE(parse_size("", &why));
-}
-
-TEST(ConfigValues, Durations) {
-    EXPECT_EQ(parse_duration("90"), Seconds{90});
-    EXPECT_EQ(parse_duration("90s"), Seconds{90});
-    EXPECT_EQ(parse_duration("5m"), Seconds{300});
-    EXPECT_EQ(parse_duration("1h30m"), Seconds{5400});
-    EXPECT_EQ(parse_duration("2d"), Seconds{172800});
-    EXPECT_FALSE(parse_duration("1h30"));
-    EXPECT_FALSE(parse_duration("-5"));
-    EXPECT_FALSE(parse_duration("5 minutes"));
-    EXPECT_FALSE(parse_duration("9999999999999h"));
-}
-
-TEST(ConfigValues, Names) {
-    EXPECT_TRUE(valid_model_name("qwen2.5-7b-instruct:q4_k_m"));
-    EXPECT_FALSE(valid_model_name("org/model"));
-    EXPECT_FALSE(valid_model_name(".hidden"));
-    EXPECT_FALSE(valid_model_name(""));
-    EXPECT_FALSE(valid_model_name(std::string(129, 'a')));
-    EXPECT_FALSE(valid_model_name("a b"));
-    EXPECT_TRUE(valid_model_alias("meta-llama/Llama-3.1-8B"));
-    EXPECT_FALSE(valid_model_alias("a//b"));
-    EXPECT_FALSE(valid_model_alias("a/../b"));
-    EXPECT_FALSE(valid_model_alias("/abs"));
-    EXPECT_FALSE(valid_model_alias("a/"));
-    EXPECT_EQ(sanitize_model_name("Qwen2.5 7B (instruct)"), "Qwen2.5-7B-instruct");
-    EXPECT_EQ(sanitize_model_name("..weird"), "weird");
-    EXPECT_EQ(sanitize_model_name("***"), "");
-    EXPECT_TRUE(valid_model_name(sanitize_model_name("Qwen2.5 7B (instruct)")));
-}
-
-// ---- the embedded default
-
 TEST_F(ConfigTest, EmbeddedDefaultServesEveryGgufInTheFolder) {
     write(dir.path() / "models" / "My Model Q4.gguf", "GGUF");
     write(dir.path() / "models" / "big-00001-of-00002.gguf", "GGUF");
@@ -477,12 +429,12 @@ TEST_F(ConfigTest, EmbeddedDefaultServesEveryGgufInTheFolder) {
     EXPECT_EQ(c.listen, "127.0.0.1");
     EXPECT_EQ(c.port, 8080);
     EXPECT_EQ(c.models_dir, dir.path() / "models");
-    EXPECT_EQ(c.llama_server, dir.path() / "bin" / "llama-server");
+    EXPECT_EQ(c.program("llama-server"), dir.path() / "bin" / "llama-server");
     std::vector<std::string> names;
     for (const auto& m : c.models) names.push_back(m.name);
     EXPECT_THAT(names, ::testing::ElementsAre("My-Model-Q4", "a", "b", "big"));
     EXPECT_EQ(c.find_model("big")->path, dir.path() / "models" / "big-00001-of-00002.gguf");
-    EXPECT_EQ(c.models[1].args.ctx, 4096u);
+    EXPECT_EQ(engines::llama_args(c.models[1]).ctx, 4096u);
     EXPECT_EQ(c.models[1].keep_alive, Seconds{300});
     EXPECT_EQ(c.models[1].startup_timeout, Seconds{3600});
     EXPECT_EQ(c.notes.size(), 2u);  // the second split part, the projector
@@ -514,6 +466,7 @@ TEST(ConfigEmbedded, DefaultYamlIsAValidConfigText) {
     LoadContext ctx;
     ctx.check_files = false;
     ctx.cwd = "/tmp";
+    ctx.kinds = engines::kind_schemas();
     const Config c = parse_config(embedded_default_yaml(), "embedded.yaml", ctx);
     EXPECT_TRUE(c.models.empty());
     EXPECT_EQ(c.port, 8080);
@@ -530,12 +483,13 @@ TEST(ConfigExample, ExamplesLochYamlIsValid) {
     LoadContext ctx;
     ctx.check_files = false;
     ctx.cwd = LOCH_SOURCE_DIR;
+    ctx.kinds = engines::kind_schemas();
     const Config c = load_config_file(std::filesystem::path(LOCH_SOURCE_DIR) / "examples" / "loch.yaml", ctx);
     EXPECT_EQ(c.models.size(), 4u);
     EXPECT_EQ(c.models_dir, std::filesystem::path(LOCH_SOURCE_DIR) / "models");
-    EXPECT_EQ(c.find_model("qwen")->args.slot_ctx(), 4096u);
+    EXPECT_EQ(engines::llama_args(*c.find_model("qwen")).slot_ctx(), 4096u);
     EXPECT_EQ(c.find_model("llama-70b")->keep_alive, Seconds{0});
-    EXPECT_EQ(c.find_model("qwen-vllm")->engine, EngineKind::command);
+    EXPECT_EQ(c.find_model("qwen-vllm")->engine, "command");
     EXPECT_EQ(c.device("cpu").budget, 16ull << 30);
 }
 
