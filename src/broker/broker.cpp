@@ -100,7 +100,7 @@ void Broker::refresh_devices() {
             ledger_.set_device(std::move(l));
         }
         if (d.used) ledger_.observe_used(d.id, d.used->bytes);
-        if (d.backend != "cpu" || d.id == "cpu") placements_[d.id] = {d.id, d.backend, d.ordinal};
+        if (d.backend != "cpu" || d.id == "cpu") placements_[d.id] = {d.id, d.backend, d.ordinal, d.total.bytes};
     }
     observe_engines(snap);
 }

@@ -19,9 +19,10 @@ namespace loch::engines {
 // for the engine; KFD order for HIP), never from the digits of the id: `amd:card1` is HIP device 0 on a
 // machine with one GPU.
 struct Placement {
-    std::string device = "cpu";   // "cpu", "nvidia:0", "amd:card1"
-    std::string backend = "cpu";  // "cpu" | "cuda" | "rocm" | "vulkan"
-    std::optional<int> ordinal;   // the backend's device index; unset for the CPU or when not probed
+    std::string device = "cpu";     // "cpu", "nvidia:0", "amd:card1"
+    std::string backend = "cpu";    // "cpu" | "cuda" | "rocm" | "vulkan"
+    std::optional<int> ordinal;     // the backend's device index; unset for the CPU or when not probed
+    std::uint64_t total_bytes = 0;  // the memory engines allocate from on it, as probed; 0 = unknown
 };
 
 struct EngineSpec {

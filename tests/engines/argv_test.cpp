@@ -197,6 +197,50 @@ TEST(LlamaServerKind, AConfiguredMemoryAboveThePlanIsWhatIsReserved) {
     EXPECT_EQ(fp.needs[1].bytes, 0u);  // none configured for the CPU
 }
 
+TEST(VllmKind, TheGpuFractionIsTheReservationOverTheDevicesTotalAndOnlyThatGpuIsVisible) {
+    config::Config cfg;
+    cfg.programs["vllm"] = "/opt/vllm/bin/vllm";
+    config::ModelConfig m;
+    m.name = "qwen";
+    m.engine = "vllm";
+    m.path = "/srv/hf/qwen";
+    m.memory = {{"*", 20 * kGiB}};
+    const Placement gpu{"nvidia:1", "cuda", 1, 80 * kGiB};
+    const auto s = make_engine_spec(cfg, m, gpu, 4321);
+    EXPECT_EQ(s.argv[0], "/opt/vllm/bin/vllm");
+    EXPECT_EQ(s.argv[1], "serve");
+    EXPECT_EQ(after(s.argv, "--gpu-memory-utilization"), "0.2500");
+    EXPECT_EQ(after(s.argv, "--port"), "4321");
+    EXPECT_EQ(s.env.at("CUDA_VISIBLE_DEVICES"), "1");
+    EXPECT_EQ(s.env.at("VLLM_API_KEY"), s.api_key);
+    const auto fp = kind_of(m).formula(cfg, m, {gpu});
+    EXPECT_EQ(fp.needs.at(0).bytes, 20 * kGiB);
+    EXPECT_EQ(fp.needs.at(0).source, Source::configured);
+
+    // From vllm.gpu_memory_utilization instead: the reservation is that fraction of the total.
+    test::TempDir dir("loch-vllm-kind");
+    config::LoadContext ctx;
+    ctx.cwd = dir.path();
+    ctx.check_files = false;
+    ctx.kinds = kind_schemas();
+    const auto c = config::parse_config(
+        "models:\n  - name: q\n    engine: vllm\n    path: /srv/q\n    vllm: {gpu_memory_utilization: 0.5}\n",
+        dir / "loch.yaml", ctx);
+    const auto& q = c.models.at(0);
+    EXPECT_EQ(kind_of(q).formula(c, q, {gpu}).needs.at(0).bytes, 40 * kGiB);
+    auto c2 = c;
+    c2.programs["vllm"] = "/bin/vllm";
+    EXPECT_EQ(after(make_engine_spec(c2, q, gpu, 1).argv, "--gpu-memory-utilization"), "0.5000");
+    // Neither memory: nor the fraction: vLLM would take ~90 % of the card — a config error.
+    try {
+        config::parse_config("models:\n  - name: q\n    engine: vllm\n    path: /srv/q\n", dir / "loch.yaml",
+                             ctx);
+        ADD_FAILURE() << "accepted";
+    } catch (const config::ConfigError& e) {
+        EXPECT_THAT(e.what(), ::testing::HasSubstr("needs `memory:`"));
+    }
+}
+
 TEST(KindRegistry, EveryModelEntryHasExactlyOneKindByName) {
     const auto names = kind_names();
     EXPECT_EQ(std::set<std::string_view>(names.begin(), names.end()).size(), names.size());

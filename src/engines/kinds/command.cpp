@@ -181,4 +181,9 @@ void CommandKind::check(config::Walker& w, const YAML::Node& entry, const std::s
     }  // else: argv was there, and its own error is reported
 }
 
+const Kind& command_kind() {
+    static const CommandKind kind;
+    return kind;
+}
+
 }  // namespace loch::engines

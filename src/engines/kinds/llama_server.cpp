@@ -144,4 +144,9 @@ asio::awaitable<std::optional<Refusal>> LlamaServerKind::check_request(asio::any
     co_return no;
 }
 
+const Kind& llama_server_kind() {
+    static const LlamaServerKind kind;
+    return kind;
+}
+
 }  // namespace loch::engines

@@ -1,22 +1,21 @@
-// engines/kinds/registry — the one table of engine kinds. A new kind is its file under kinds/ plus one line
-// here.
+// engines/kinds/registry — the one table of engine kinds. A new kind is its file under kinds/, which defines
+// its `const Kind& <name>_kind()`, plus its line here.
 #include <array>
 #include <stdexcept>
 
 #include "engines/kind.hpp"
-#include "engines/kinds/command.hpp"
-#include "engines/kinds/llama_server.hpp"
 
 namespace loch::engines {
 
+// Each kind is stateless: one const instance, for the life of the program, made by its file. The first is
+// the default kind (a model entry without `engine:`, the embedded default's models).
+const Kind& llama_server_kind();  // kinds/llama_server.cpp
+const Kind& command_kind();       // kinds/command.cpp
+const Kind& vllm_kind();          // kinds/vllm.cpp
+
 namespace {
 
-// Kinds are stateless: one const instance each, for the life of the program. The first is the default kind
-// (a model entry without `engine:`, the embedded default's models).
-const LlamaServerKind kLlamaServer;
-const CommandKind kCommand;
-
-const std::array<const Kind*, 2> kKinds{&kLlamaServer, &kCommand};
+const std::array<const Kind*, 3> kKinds{&llama_server_kind(), &command_kind(), &vllm_kind()};
 
 }  // namespace
 

@@ -1,0 +1,198 @@
+// engines/kinds/vllm — vLLM's OpenAI server (`vllm serve`) as an engine kind; this file and its line in
+// registry.cpp are all of it.
+//
+//   vllm serve <path> --host 127.0.0.1 --port <p> --served-model-name <name>
+//        [--gpu-memory-utilization <f>] [--max-model-len <n>] [--max-num-seqs <n>] <extra…>
+//
+// Memory: vLLM takes `--gpu-memory-utilization × total` of its GPU up front (weights, activations, then the
+// rest as KV cache) and refuses to start when less is free; its default (0.9–0.92) would take the whole
+// card from every other model. So loch always passes the fraction, from the model's `memory:` (the
+// reservation ÷ the device's probed total) or from `vllm.gpu_memory_utilization`, and reserves exactly
+// that much: fraction × total, Source::configured. (vLLM before v0.21 adds CUDA-graph memory on top —
+// ~1.3 GiB for a 70B; cover it with the device's `margin`.) Only the admitted GPU is visible to it; the run's
+// secret is VLLM_API_KEY (vLLM then wants `Authorization: Bearer`, which loch sends; /health stays open).
+// Readiness: GET /health (vLLM listens only once its engine is built). Slot context: max_model_len.
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/memory.hpp"
+#include "engines/kind.hpp"
+
+namespace loch::engines {
+
+namespace {
+
+struct VllmSettings final : config::KindSettings {
+    std::optional<double> gpu_memory_utilization;  // fraction of the GPU's total; else from `memory:`
+    std::optional<std::uint32_t> max_model_len;    // tokens per request (prompt + output)
+    std::optional<std::uint32_t> max_num_seqs;     // concurrent sequences: the slots unless `concurrency`
+    std::vector<std::string> extra;                // appended verbatim, one argv entry each
+    std::unique_ptr<config::KindSettings> clone() const override {
+        return std::make_unique<VllmSettings>(*this);
+    }
+};
+
+const VllmSettings& vllm_settings(const config::ModelConfig& m) {
+    return config::settings_as<VllmSettings>(m);
+}
+
+// The fraction of `where`'s memory this model may take; nullopt on the CPU or when it cannot be known.
+std::optional<double> utilization(const config::ModelConfig& m, const Placement& where) {
+    if (where.backend == "cpu") return std::nullopt;
+    if (auto bytes = m.memory_on(where.device); bytes && where.total_bytes > 0)
+        return std::min(1.0, double(*bytes) / double(where.total_bytes));
+    return vllm_settings(m).gpu_memory_utilization;
+}
+
+class VllmKind final : public Kind {
+  public:
+    std::string_view name() const override { return "vllm"; }
+    std::string program() const override { return "vllm"; }
+    bool needs_path() const override { return true; }  // a folder (Hugging Face layout) or a model file
+
+    std::unique_ptr<config::KindSettings> initial_settings() const override {
+        return std::make_unique<VllmSettings>();
+    }
+
+    config::Walker::Keys keys(config::Walker& w, config::KindSettings& into) const override {
+        auto& s = dynamic_cast<VllmSettings&>(into);
+        return {
+            {"vllm", [&w, &s](auto&, auto& node, auto& path) {
+                 w.walk(
+                     node, path,
+                     {{"gpu_memory_utilization",
+                       [&](auto&, auto& v, auto& k) {
+                           double f = 0;
+                           if (!v.IsScalar() || !YAML::convert<double>::decode(v, f) || !(f > 0 && f <= 1)) {
+                               w.error(v, k,
+                                       "expected a fraction of the GPU's memory in (0, 1], got " +
+                                           config::Walker::describe(v));
+                               return;
+                           }
+                           s.gpu_memory_utilization = f;
+                       }},
+                      {"max_model_len",
+                       [&](auto&, auto& v, auto& k) {
+                           if (auto x = w.integer(v, k, 16, 1 << 24))
+                               s.max_model_len = static_cast<std::uint32_t>(*x);
+                       }},
+                      {"max_num_seqs",
+                       [&](auto&, auto& v, auto& k) {
+                           if (auto x = w.integer(v, k, 1, 4096))
+                               s.max_num_seqs = static_cast<std::uint32_t>(*x);
+                       }},
+                      {"extra", [&](auto&, auto& v, auto& k) {
+                           auto xs = w.str_list(v, k);
+                           if (!xs) return;
+                           for (std::size_t i = 0; i < xs->size(); ++i) {
+                               const std::string flag = (*xs)[i].substr(0, (*xs)[i].find('='));
+                               for (const char* mine : {"--host", "--port", "--api-key",
+                                                        "--served-model-name", "--gpu-memory-utilization"})
+                                   if (flag == mine) {
+                                       w.error(
+                                           v[i], k + "[" + std::to_string(i) + "]",
+                                           "'" + flag + "' is set by loch (memory: decides the utilization)");
+                                       return;
+                                   }
+                           }
+                           s.extra = std::move(*xs);
+                       }}});
+             }}};
+    }
+
+    void check(config::Walker& w, const YAML::Node& entry, const std::string& path,
+               const config::ModelConfig& m, bool) const override {
+        // Without a fraction vLLM takes ~90 % of the card: say how much it may have instead.
+        if (m.memory.empty() && !vllm_settings(m).gpu_memory_utilization)
+            w.error(entry, path,
+                    "engine 'vllm' needs `memory:` (what it may take on its GPU, e.g. 20GiB) or "
+                    "`vllm.gpu_memory_utilization` — vLLM's own default takes about 90 % of the card");
+    }
+
+    EngineSpec launch(const config::Config& cfg, const config::ModelConfig& m, const Placement& where,
+                      std::uint16_t port) const override {
+        const auto program = cfg.program(name());
+        if (program.empty()) throw std::invalid_argument("no vllm program resolved in the config");
+        const auto& s = vllm_settings(m);
+        EngineSpec spec = base_spec(cfg, m, port);
+        spec.kind = std::string(name());
+        spec.argv = {program.string(),
+                     "serve",
+                     m.path.string(),
+                     "--host",
+                     "127.0.0.1",
+                     "--port",
+                     std::to_string(port),
+                     "--served-model-name",
+                     m.name};
+        if (auto f = utilization(m, where))
+            spec.argv.insert(spec.argv.end(),
+                             {"--gpu-memory-utilization", fmt::format("{:.4f}", std::floor(*f * 1e4) / 1e4)});
+        if (s.max_model_len)
+            spec.argv.insert(spec.argv.end(), {"--max-model-len", std::to_string(*s.max_model_len)});
+        if (s.max_num_seqs)
+            spec.argv.insert(spec.argv.end(), {"--max-num-seqs", std::to_string(*s.max_num_seqs)});
+        spec.argv.insert(spec.argv.end(), s.extra.begin(), s.extra.end());
+        spec.health_path = "/health";
+        spec.env = device_environment(where, true);
+        spec.env["VLLM_API_KEY"] = spec.api_key;
+        return spec;
+    }
+
+    Footprint formula(const config::Config& cfg, const config::ModelConfig& m,
+                      const std::vector<Placement>& devices) const override {
+        Footprint fp;
+        fp.source = Source::configured;
+        fp.detail = "vLLM takes --gpu-memory-utilization × the GPU's total up front";
+        for (const auto& d : devices) {
+            Need n;
+            n.device = d.device;
+            n.slots = slots(m);
+            n.ctx = vllm_settings(m).max_model_len.value_or(0) * n.slots;
+            n.source = Source::configured;
+            if (auto bytes = m.memory_on(d.device)) {
+                n.bytes = *bytes;
+                n.why = "configured memory for " + d.device;
+            } else if (auto f = utilization(m, d); f && d.total_bytes > 0) {
+                n.bytes = static_cast<std::uint64_t>(std::ceil(*f * double(d.total_bytes)));
+                n.why =
+                    fmt::format("vllm.gpu_memory_utilization {} × {} total", *f, human_bytes(d.total_bytes));
+            } else {
+                n.bytes = d.total_bytes;  // a fraction of an unknown total: assume all of it
+                n.why = "gpu_memory_utilization of a device whose total is unknown: all of it";
+            }
+            n.bytes += cfg.device(d.device).margin;
+            fp.needs.push_back(n);
+        }
+        return fp;
+    }
+
+    std::optional<std::uint64_t> configured_slot_ctx(const config::ModelConfig& m) const override {
+        const auto len = vllm_settings(m).max_model_len;
+        return len ? std::optional<std::uint64_t>(*len) : std::nullopt;
+    }
+
+    boost::asio::awaitable<ReadyFacts> after_ready(boost::asio::any_io_executor, const EngineAddress&,
+                                                   const config::ModelConfig& m) const override {
+        ReadyFacts f;
+        f.slot_ctx = configured_slot_ctx(m);
+        if (f.slot_ctx) f.slot_ctx_source = "config vllm.max_model_len";
+        co_return f;
+    }
+
+    std::uint32_t slots(const config::ModelConfig& m) const override {
+        return std::max<std::uint32_t>(
+            1, m.concurrency != 0 ? m.concurrency : vllm_settings(m).max_num_seqs.value_or(1));
+    }
+};
+
+}  // namespace
+
+const Kind& vllm_kind() {
+    static const VllmKind kind;
+    return kind;
+}
+
+}  // namespace loch::engines

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+# A TEST DOUBLE of vLLM's OpenAI server (`vllm serve`), for the vllm engine kind's integration test: vLLM
+# itself needs a GPU and gigabytes of Python packages, neither of which CI has. It answers like vLLM where
+# loch depends on it: GET /health, and POST /v1/chat/completions only with `Authorization: Bearer
+# $VLLM_API_KEY`. It records how it was started (argv, the device variables) in vllm-double.json next to
+# itself, so that the test can check what loch passed.
+import json, os, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+args = sys.argv[1:]
+port = int(args[args.index("--port") + 1])
+name = args[args.index("--served-model-name") + 1]
+key = os.environ.get("VLLM_API_KEY", "")
+record = {"argv": args, "env": {k: os.environ.get(k) for k in
+          ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")},
+          "has_api_key": bool(key)}
+with open(os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "vllm-double.json"), "w") as f:
+    json.dump(record, f)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def reply(self, status, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        if self.path == "/health":
+            self.reply(200, {})
+        else:
+            self.reply(404, {"error": "not found"})
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", "0"))
+        req = json.loads(self.rfile.read(length) or b"{}")
+        if self.headers.get("Authorization") != "Bearer " + key:
+            self.reply(401, {"error": {"message": "Unauthorized"}})
+            return
+        if self.path != "/v1/chat/completions":
+            self.reply(404, {"error": "not found"})
+            return
+        self.reply(200, {"id": "cmpl-double", "object": "chat.completion", "model": req.get("model", name),
+                         "choices": [{"index": 0, "finish_reason": "stop",
+                                      "message": {"role": "assistant", "content": "double"}}],
+                         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+
+ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()

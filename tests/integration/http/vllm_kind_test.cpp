@@ -1,0 +1,86 @@
+// The vllm engine kind end to end, against a TEST DOUBLE of vLLM's server (tests/doubles/vllm_double.py):
+// no GPU and no vLLM in CI. What is checked is loch's side — the argv and environment it starts vLLM with,
+// the secret it sends, the refusal of a config that would let vLLM take the whole card.
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "fixtures.hpp"
+
+namespace loch::itest {
+namespace {
+
+class VllmKind : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        fs::create_directories(dir.path() / "engines");
+        fs::copy_file(fs::path(LOCH_SOURCE_DIR) / "tests/doubles/vllm_double.py",
+                      dir.path() / "engines" / "vllm");
+        ::chmod((dir.path() / "engines" / "vllm").c_str(), 0755);
+        fs::create_directories(dir.path() / "qwen");  // a Hugging Face model folder
+        std::ofstream(dir.path() / "qwen" / "model.safetensors") << std::string(4096, 'w');
+    }
+    std::string yaml(const std::string& entry_extra) const {
+        return "listen: 127.0.0.1\nstate_dir: " + (dir.path() / "state").string() +
+               "\nengine_dir: " + (dir.path() / "engines").string() +
+               "\ndevices:\n  cpu:\n    budget: 1GiB\nmodels:\n  - name: qwen\n    engine: vllm\n    path: " +
+               (dir.path() / "qwen").string() + "\n" + entry_extra;
+    }
+    test::TempDir dir{"loch-itest-vllm"};
+};
+
+TEST_F(VllmKind, StartsVllmWithTheSecretAndOnlyItsDeviceAndRelaysTheAnswer) {
+    LochServer loch(dir.path(),
+                    yaml("    memory: 256MiB\n    vllm: {max_model_len: 2048, max_num_seqs: 2}\n"));
+    const auto r = loch.post("/v1/chat/completions", chat("qwen", false, 8));
+    ASSERT_EQ(r.status, 200) << r.body << loch.log();
+    EXPECT_EQ(json::parse(r.body)["choices"][0]["message"]["content"], "double");
+
+    std::ifstream in(dir.path() / "engines" / "vllm-double.json");
+    const json started = json::parse(in);
+    const auto argv = started["argv"].get<std::vector<std::string>>();
+    ASSERT_GE(argv.size(), 2u);
+    EXPECT_EQ(argv[0], "serve");
+    EXPECT_EQ(argv[1], (dir.path() / "qwen").string());
+    const auto after = [&](const std::string& flag) {
+        auto it = std::find(argv.begin(), argv.end(), flag);
+        return it == argv.end() || it + 1 == argv.end() ? std::string() : *(it + 1);
+    };
+    EXPECT_EQ(after("--host"), "127.0.0.1");
+    EXPECT_EQ(after("--served-model-name"), "qwen");
+    EXPECT_EQ(after("--max-model-len"), "2048");
+    EXPECT_EQ(after("--max-num-seqs"), "2");
+    // Placed on the CPU: no GPU fraction, and no GPU visible.
+    EXPECT_EQ(after("--gpu-memory-utilization"), "");
+    EXPECT_EQ(started["env"]["CUDA_VISIBLE_DEVICES"], "-1");
+    EXPECT_EQ(started["env"]["HIP_VISIBLE_DEVICES"], "-1");
+    EXPECT_TRUE(started["has_api_key"].get<bool>());  // and the 200 above shows loch sent it
+
+    // The reservation is the configured memory.
+    const json status = json::parse(loch.get("/loch/status").body);
+    for (const auto& e : status["engines"])
+        if (e["name"] == "qwen") {
+            EXPECT_EQ(e["footprint"]["source"], "configured") << e.dump(2);
+            EXPECT_EQ(e["slots"], 2);
+        }
+    // A prompt plus max_tokens over max_model_len is refused before vLLM sees it.
+    const auto too_long = loch.post("/v1/chat/completions", chat("qwen", false, 4096));
+    EXPECT_EQ(too_long.status, 400) << too_long.body;
+    EXPECT_EQ(json::parse(too_long.body)["error"]["type"], "context_length_exceeded");
+}
+
+TEST_F(VllmKind, AConfigThatWouldLetVllmTakeTheWholeCardIsRefusedWithTheFix) {
+    std::ofstream(dir.path() / "bad.yaml") << yaml("");
+    test::Process loch(bin() / "loch", {"serve", "--config", (dir.path() / "bad.yaml").string()},
+                       dir.path() / "bad.log");
+    const auto st = loch.wait_for(20s);
+    ASSERT_TRUE(st);
+    EXPECT_NE(*st, 0);
+    EXPECT_NE(loch.log().find("needs `memory:`"), std::string::npos) << loch.log();
+    EXPECT_NE(loch.log().find("bad.yaml:8:"), std::string::npos) << loch.log();
+}
+
+}  // namespace
+}  // namespace loch::itest
