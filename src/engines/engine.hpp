@@ -87,7 +87,7 @@ class Engine final : public EngineRun {
     std::vector<std::string> log_tail(std::size_t n) const override;
     const std::filesystem::path& log_file() const { return spec_.log_file; }
     // The output from spawn until ready (its last kStartupLogLines lines, read back when the engine became
-    // ready): where llama-server prints its buffer sizes, for the measured footprint (plan/engine_log).
+    // ready): what the kind's measure() reads (engines/kind.hpp).
     static constexpr std::size_t kStartupLogLines = 20000;
     const std::vector<std::string>& startup_log() const override { return startup_log_; }
 

@@ -40,9 +40,8 @@ struct EngineSpec {
     // Once ready: GET health_path every hang_after/4 (250 ms..5 s); no HTTP answer for hang_after → the
     // engine is hung and is killed (ExitKind::hung). Zero turns the watch off.
     std::chrono::milliseconds hang_after{std::chrono::seconds(120)};
-    // loch's secret for this run. llama-server gets it as LLAMA_API_KEY (environment, not argv: argv is
-    // world-readable in /proc) and refuses requests without it; loch sends `Authorization: Bearer <key>`.
-    // A command engine finds it in LOCH_ENGINE_API_KEY and may check it. Never shown in /loch/status.
+    // loch's secret for this run: the kind hands it to the engine in its environment (not argv: argv is
+    // world-readable in /proc); loch sends `Authorization: Bearer <key>`. Never shown in /loch/status.
     std::string api_key;
 };
 
