@@ -100,7 +100,8 @@ void Broker::refresh_devices() {
             ledger_.set_device(std::move(l));
         }
         if (d.used) ledger_.observe_used(d.id, d.used->bytes);
-        if (d.backend != "cpu" || d.id == "cpu") placements_[d.id] = {d.id, d.backend, d.ordinal, d.total.bytes};
+        if (d.backend != "cpu" || d.id == "cpu")
+            placements_[d.id] = {d.id, d.backend, d.ordinal, d.total.bytes};
     }
     observe_engines(snap);
 }
@@ -110,15 +111,28 @@ void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {
         if (!m->engine || m->state == ModelState::stopped || m->device.empty()) continue;
         const auto pid = m->engine->pid();
         if (!pid) continue;
+        // The whole process group: servers such as vLLM hold their memory in worker processes. (RSS summed
+        // over processes counts shared pages more than once: never under.)
+        const auto members = devices_->group_members(*pid);
         std::optional<MemoryFigure> seen;
+        std::uint64_t total = 0;
+        bool any = false;
         if (m->device == "cpu") {
-            if (auto rss = devices_->resident_bytes(*pid))
-                seen = MemoryFigure{*rss, Source::measured, "engine RSS (anonymous + mapped file pages)"};
+            for (int p : members)
+                if (auto rss = devices_->resident_bytes(p)) total += *rss, any = true;
+            if (any)
+                seen = MemoryFigure{total, Source::measured,
+                                    fmt::format("RSS of the engine's {} process(es)", members.size())};
         } else {
             for (const auto& d : snap)
                 if (d.id == m->device)
-                    if (auto it = d.process_bytes.find(*pid); it != d.process_bytes.end())
-                        seen = MemoryFigure{it->second, Source::measured, "per-process use on the device"};
+                    for (int p : members)
+                        if (auto it = d.process_bytes.find(p); it != d.process_bytes.end())
+                            total += it->second, any = true;
+            if (any)
+                seen = MemoryFigure{
+                    total, Source::measured,
+                    fmt::format("use on the device by the engine's {} process(es)", members.size())};
         }
         if (!seen) continue;
         note_peak(*m, *seen);

@@ -1,5 +1,7 @@
 #include "broker/device_source.hpp"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -54,6 +56,29 @@ std::optional<DeviceSnapshot> snapshot_of(const devices::Device& d) {
                                                     : "cpu";
     s.ordinal = d.ordinal;
     return s;
+}
+
+std::vector<int> ProbedDevices::group_members(int pgid) {
+    std::vector<int> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.empty() ||
+            !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+            continue;
+        std::ifstream in(e.path() / "stat");
+        std::string stat;
+        std::getline(in, stat);
+        // "pid (comm) state ppid pgrp …": comm may hold spaces and parentheses; fields follow the last ')'.
+        const auto close = stat.rfind(')');
+        if (close == std::string::npos) continue;
+        std::istringstream rest(stat.substr(close + 1));
+        std::string state;
+        int ppid = 0, pgrp = 0;
+        if (rest >> state >> ppid >> pgrp && pgrp == pgid) out.push_back(std::stoi(name));
+    }
+    if (out.empty()) out.push_back(pgid);
+    return out;
 }
 
 std::optional<std::uint64_t> ProbedDevices::resident_bytes(int pid) {

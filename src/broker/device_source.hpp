@@ -38,6 +38,8 @@ class DeviceSource {
     virtual std::vector<DeviceSnapshot> snapshot() = 0;
     // Resident memory of a process on the CPU (RSS: anonymous + mapped file pages); nullopt if unknown.
     virtual std::optional<std::uint64_t> resident_bytes(int /*pid*/) { return std::nullopt; }
+    // The processes of a process group (an engine and the workers it forked: vLLM's engine core, …).
+    virtual std::vector<int> group_members(int pgid) { return {pgid}; }
 };
 
 // The live machine via devices::probe() (GPUs through NVML / sysfs, the CPU through /proc/meminfo).
@@ -48,6 +50,7 @@ class ProbedDevices : public DeviceSource {
   public:
     std::vector<DeviceSnapshot> snapshot() override;
     std::optional<std::uint64_t> resident_bytes(int pid) override;  // /proc/PID/status VmRSS
+    std::vector<int> group_members(int pgid) override;              // /proc/*/stat field 5
 
   private:
     std::optional<devices::SystemInfo> system_;

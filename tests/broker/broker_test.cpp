@@ -42,16 +42,29 @@ class BrokerTest : public ::testing::Test {
         cfg.models.push_back(m);
     }
 
-    void start(BrokerOptions o = {}) {
+    void start(BrokerOptions o = {}, std::map<int, std::uint64_t> process_bytes = {},
+               std::map<int, std::vector<int>> groups = {}) {
         DeviceSnapshot gpu;
         gpu.id = kGpu;
         gpu.total = {10 * kGiB, Source::measured, "fake"};
         gpu.backend = "cuda";
         gpu.ordinal = 0;
-        broker = std::make_unique<Broker>(ioc.get_executor(), cfg,
-                                          std::make_unique<FixedDevices>(std::vector<DeviceSnapshot>{gpu}),
-                                          std::make_unique<KindFootprint>(ioc.get_executor()),
-                                          std::make_unique<test::FakeLauncher>(fake), o);
+        gpu.process_bytes = std::move(process_bytes);
+        // FixedDevices with process groups: a test double of the /proc scan.
+        struct Devices : FixedDevices {
+            Devices(std::vector<DeviceSnapshot> d, std::map<int, std::vector<int>> g)
+                : FixedDevices(std::move(d)), groups(std::move(g)) {}
+            std::vector<int> group_members(int pgid) override {
+                auto it = groups.find(pgid);
+                return it == groups.end() ? std::vector<int>{pgid} : it->second;
+            }
+            std::map<int, std::vector<int>> groups;
+        };
+        broker = std::make_unique<Broker>(
+            ioc.get_executor(), cfg,
+            std::make_unique<Devices>(std::vector<DeviceSnapshot>{gpu}, std::move(groups)),
+            std::make_unique<KindFootprint>(ioc.get_executor()), std::make_unique<test::FakeLauncher>(fake),
+            o);
         broker->start();
     }
 
@@ -319,6 +332,28 @@ TEST_F(BrokerTest, ShutdownFailsEveryWaiterAndStopsEveryEngine) {
     auto late = acquire("up");
     ASSERT_TRUE(settle(late, 2s));
     EXPECT_EQ(error_of(late), ErrorKind::shutting_down);
+}
+
+TEST_F(BrokerTest, TheMeasuredUseOfTheWholeProcessGroupRaisesTheReservation) {
+    // A server whose worker process (4243) holds most of the GPU memory, as vLLM's engine core does.
+    add_model("a", 2 * kGiB);
+    fake->configure = [](test::FakeRun& r) { r.fake_pid = 4242; };
+    start(fast(), {{4242, 1 * kGiB}, {4243, 3 * kGiB}}, {{4242, {4242, 4243}}});
+    auto a = acquire("a");
+    ASSERT_TRUE(settle(a));
+    Lease held = a.get();
+    run_for(100ms);  // a few ticks
+    auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+    ASSERT_TRUE(settle(st));
+    const auto status = st.get();
+    bool seen = false;
+    for (const auto& e : status["engines"])
+        if (e["name"] == "a") {
+            seen = true;
+            EXPECT_EQ(e["reservation"]["bytes"], 4 * kGiB) << e.dump(2);
+            EXPECT_EQ(e["reservation"]["source"], "measured") << e.dump(2);
+        }
+    EXPECT_TRUE(seen);
 }
 
 TEST_F(BrokerTest, AnUnknownModelOrARouteItsKindDoesNotServeIsRefusedBeforeAnythingStarts) {

@@ -71,7 +71,8 @@ class FakeRun : public engines::EngineRun {
     }
 
     const engines::EngineSpec& spec() const override { return spec_; }
-    std::optional<pid_t> pid() const override { return std::nullopt; }
+    std::optional<pid_t> pid() const override { return fake_pid; }
+    std::optional<pid_t> fake_pid;  // what the broker's per-process measurement looks for
     const std::optional<engines::ExitReport>& exit_report() const override { return exit_; }
     const std::vector<std::string>& startup_log() const override { return log_; }
     std::vector<std::string> log_tail(std::size_t) const override { return log_; }

@@ -1,5 +1,11 @@
 // One device vocabulary: the runtime ordinal an engine gets comes from the probe, never from the id's digits.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <thread>
 
 #include "broker/device_source.hpp"
 #include "broker/footprint.hpp"
@@ -33,6 +39,40 @@ TEST(Placement, WithoutAProbeOnlyIdsThatAreOrdinalsGiveOne) {
     const auto amd = placement_without_probe("amd:card1");
     EXPECT_EQ(amd.backend, "rocm");
     EXPECT_FALSE(amd.ordinal);  // a DRM card number is not a HIP ordinal
+}
+
+}  // namespace
+}  // namespace loch::broker
+
+namespace loch::broker {
+namespace {
+
+TEST(ProbedDevices, GroupMembersAreEveryProcessOfTheGroup) {
+    // A leader in its own group with two children, like a server and its workers.
+    const pid_t leader = ::fork();
+    ASSERT_GE(leader, 0);
+    if (leader == 0) {
+        ::setpgid(0, 0);
+        for (int i = 0; i < 2; ++i)
+            if (::fork() == 0) {
+                ::execl("/bin/sleep", "sleep", "5", nullptr);
+                ::_exit(127);
+            }
+        ::execl("/bin/sleep", "sleep", "5", nullptr);
+        ::_exit(127);
+    }
+    ::setpgid(leader, leader);
+    ProbedDevices probe;
+    std::vector<int> members;
+    for (int i = 0; i < 100 && members.size() < 3; ++i) {
+        members = probe.group_members(leader);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::kill(-leader, SIGKILL);
+    int st = 0;
+    ::waitpid(leader, &st, 0);
+    EXPECT_EQ(members.size(), 3u);
+    EXPECT_NE(std::find(members.begin(), members.end(), leader), members.end());
 }
 
 }  // namespace
