@@ -19,13 +19,6 @@ std::string_view to_string(Endpoint e) {
     return "?";
 }
 
-std::optional<Endpoint> endpoint_from_path(std::string_view path) {
-    if (path == "/v1/chat/completions") return Endpoint::chat_completions;
-    if (path == "/v1/completions") return Endpoint::completions;
-    if (path == "/v1/embeddings") return Endpoint::embeddings;
-    return std::nullopt;
-}
-
 namespace {
 
 [[noreturn]] void bad(std::string message, nlohmann::json details = nlohmann::json::object()) {

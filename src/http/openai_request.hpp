@@ -14,9 +14,7 @@
 namespace loch::http {
 
 enum class Endpoint { chat_completions, completions, embeddings };
-std::string_view to_string(Endpoint e);
-std::optional<Endpoint> endpoint_from_path(
-    std::string_view path);  // "/v1/chat/completions" → chat_completions
+std::string_view to_string(Endpoint e);  // its path: "/v1/chat/completions" (http/routes.hpp has the table)
 
 struct OpenAIRequest {
     Endpoint endpoint = Endpoint::chat_completions;

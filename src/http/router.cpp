@@ -48,10 +48,11 @@ Route route(std::string_view method, std::string_view target) {
     }
     if (path == "/health") return check(method, "GET", with(Route::Kind::health));
     if (path == "/v1/models") return check(method, "GET", with(Route::Kind::models));
-    if (auto ep = endpoint_from_path(path)) {
+    if (const ModelRoute* m = find_model_route(path)) {
         Route r = with(Route::Kind::openai);
-        r.endpoint = *ep;
-        return check(method, "POST", r);
+        r.endpoint = m->endpoint;
+        r.model_route = m;
+        return check(method, m->method, r);
     }
     if (path == "/loch/status") return check(method, "GET", with(Route::Kind::status));
     if (path == "/loch/plan") return check(method, "POST", with(Route::Kind::plan));

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "http/openai_request.hpp"
+#include "http/routes.hpp"
 
 namespace loch::http {
 
@@ -14,7 +15,7 @@ struct Route {
     enum class Kind {
         health,      // GET /health
         models,      // GET /v1/models
-        openai,      // POST /v1/chat/completions | /v1/completions | /v1/embeddings
+        openai,      // a model route (http/routes.hpp): POST /v1/chat/completions, /v1/completions, …
         status,      // GET /loch/status
         plan,        // POST /loch/plan
         engine_log,  // GET /loch/engines/{name}/log[?lines=N]
@@ -23,6 +24,7 @@ struct Route {
     };
     Kind kind = Kind::not_found;
     Endpoint endpoint = Endpoint::chat_completions;  // openai
+    const ModelRoute* model_route = nullptr;         // openai: its row of the route table
     std::string engine;                              // engine_log
     std::size_t lines = 100;                         // engine_log
     std::string allow;                               // method_not_allowed: the method that would work

@@ -47,3 +47,26 @@ TEST(Auth, BearerKeys) {
     EXPECT_FALSE(authorized("Bearer sk-", {"sk-1"}));
     EXPECT_FALSE(authorized("", {"sk-1"}));
 }
+
+namespace loch::http {
+namespace {
+
+TEST(ModelRoutes, EveryRowOfTheTableIsRoutedWithItsMethodAndNamesWhereTheModelIs) {
+    ASSERT_FALSE(model_routes().empty());
+    for (const auto& row : model_routes()) {
+        const Route r = route(row.method, row.path);
+        EXPECT_EQ(r.kind, Route::Kind::openai) << row.path;
+        ASSERT_EQ(r.model_route, &row) << row.path;
+        EXPECT_EQ(r.endpoint, row.endpoint) << row.path;
+        EXPECT_EQ(to_string(row.endpoint), row.path);
+        EXPECT_FALSE(row.model_field.empty()) << row.path;
+        const Route wrong = route(row.method == "GET" ? "POST" : "GET", row.path);
+        EXPECT_EQ(wrong.kind, Route::Kind::method_not_allowed) << row.path;
+        EXPECT_EQ(wrong.allow, row.method);
+    }
+    EXPECT_EQ(find_model_route("/v1/images/nope"), nullptr);
+    EXPECT_EQ(route("POST", "/v1/chat/completions?x=1").kind, Route::Kind::openai);
+}
+
+}  // namespace
+}  // namespace loch::http

@@ -1,0 +1,27 @@
+#include "http/routes.hpp"
+
+#include <array>
+
+namespace loch::http {
+
+namespace {
+
+constexpr std::array kRoutes{
+    ModelRoute{"/v1/chat/completions", "POST", BodyKind::json, "model", Endpoint::chat_completions},
+    ModelRoute{"/v1/completions", "POST", BodyKind::json, "model", Endpoint::completions},
+    ModelRoute{"/v1/embeddings", "POST", BodyKind::json, "model", Endpoint::embeddings},
+};
+
+}  // namespace
+
+std::span<const ModelRoute> model_routes() {
+    return kRoutes;
+}
+
+const ModelRoute* find_model_route(std::string_view path) {
+    for (const auto& r : kRoutes)
+        if (r.path == path) return &r;
+    return nullptr;
+}
+
+}  // namespace loch::http
