@@ -59,6 +59,11 @@ std::optional<DeviceSnapshot> snapshot_of(const devices::Device& d) {
 }
 
 std::vector<int> ProbedDevices::group_members(int pgid) {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = groups_.begin(); it != groups_.end();)  // forget groups not asked about for a while
+        it = now - it->second.at > std::chrono::minutes(2) ? groups_.erase(it) : std::next(it);
+    if (auto it = groups_.find(pgid); it != groups_.end() && now - it->second.at < std::chrono::seconds(30))
+        return it->second.members;
     std::vector<int> out;
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
@@ -78,6 +83,7 @@ std::vector<int> ProbedDevices::group_members(int pgid) {
         if (rest >> state >> ppid >> pgrp && pgrp == pgid) out.push_back(std::stoi(name));
     }
     if (out.empty()) out.push_back(pgid);
+    groups_[pgid] = {out, now};
     return out;
 }
 

@@ -50,11 +50,18 @@ class ProbedDevices : public DeviceSource {
   public:
     std::vector<DeviceSnapshot> snapshot() override;
     std::optional<std::uint64_t> resident_bytes(int pid) override;  // /proc/PID/status VmRSS
-    std::vector<int> group_members(int pgid) override;              // /proc/*/stat field 5
+    // /proc/*/stat field 5, rescanned at most every 30 s per group (an engine forks its workers at start;
+    // a scan of every process each tick would be the idle cost of loch).
+    std::vector<int> group_members(int pgid) override;
 
   private:
     std::optional<devices::SystemInfo> system_;
     std::chrono::steady_clock::time_point nvml_retry_at_{};
+    struct Group {
+        std::vector<int> members;
+        std::chrono::steady_clock::time_point at;
+    };
+    std::map<int, Group> groups_;
 };
 
 class FixedDevices : public DeviceSource {

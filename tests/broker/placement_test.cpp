@@ -62,9 +62,9 @@ TEST(ProbedDevices, GroupMembersAreEveryProcessOfTheGroup) {
         ::_exit(127);
     }
     ::setpgid(leader, leader);
-    ProbedDevices probe;
     std::vector<int> members;
     for (int i = 0; i < 100 && members.size() < 3; ++i) {
+        ProbedDevices probe;  // a fresh one: a probe rescans a group at most every 30 s
         members = probe.group_members(leader);
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
