@@ -32,6 +32,9 @@ if [ "$WHAT" = scenario ] || [ "$WHAT" = all ]; then
   timeout "${SCENARIO_S:-240}" "$R/devcarry/admission-scenario" --loch "$R/devcarry/loch" --engine-dir "$B" --device nvidia:0 \
     --work "$G/scenario" --json "$OUT/scenario.json" 2>&1 | tee "$OUT/scenario.txt" || true
   cp -f "$G"/scenario/loch-scenario.log "$OUT/" 2>/dev/null || true
+  # How loch placed the engines: the probe's ordinal in --device, NVML's order for CUDA.
+  find "$G/scenario" -name '*.log' -path '*logs*' -exec grep -h -o -- '--device [A-Za-z0-9,]*' {} + 2>/dev/null \
+    | sort | uniq -c > "$OUT/device-args.txt" || true
   echo "scenario: $(( $(date +%s) - t0 )) s"
 fi
 if [ "$WHAT" = accuracy ] || [ "$WHAT" = all ]; then
