@@ -139,12 +139,8 @@ class ModelFile {
 
 std::string default_fit_params_bin() {
     std::error_code ec;
-    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-        auto next = self.parent_path() / "llama-fit-params";
-        if (std::filesystem::exists(next, ec)) return next.string();
-    }
-    return "llama-fit-params";  // looked up in PATH
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return plan::find_fit_params(ec ? std::filesystem::path() : self.parent_path());
 }
 
 void run_plan(const PlanOptions& o) {

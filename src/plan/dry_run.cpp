@@ -21,6 +21,14 @@
 extern char** environ;
 
 namespace loch::plan {
+
+std::string find_fit_params(const std::filesystem::path& near) {
+    std::error_code ec;
+    const auto next = near / kFitParamsProgram;
+    if (!near.empty() && std::filesystem::exists(next, ec)) return next.string();
+    return std::string(kFitParamsProgram);  // looked up in PATH
+}
+
 namespace {
 
 std::vector<std::string_view> words(std::string_view line) {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,10 @@ DryRunResult parse_fit_print(std::string_view stdout_text);
 
 // Runs `<fit_params_binary> -m MODEL <engine_args...> --fit off --fit-print on` without a shell and parses
 // its stdout. Throws std::runtime_error with the exit status and the tail of stderr on failure.
+// The dry-run tool's name, and where `loch plan` looks for it: next to `near` (loch's own folder), then PATH.
+inline constexpr std::string_view kFitParamsProgram = "llama-fit-params";
+std::string find_fit_params(const std::filesystem::path& near);
+
 DryRunResult run_fit_params(const std::string& fit_params_binary, const std::string& model_path,
                             const std::vector<std::string>& engine_args,
                             std::chrono::seconds timeout = std::chrono::seconds(120));

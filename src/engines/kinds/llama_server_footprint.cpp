@@ -218,7 +218,7 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
     // The dry-run tool of the same build sits next to the server binary.
     const auto fit_params = cfg.program(name()).empty()
                                 ? std::filesystem::path()
-                                : cfg.program(name()).parent_path() / "llama-fit-params";
+                                : cfg.program(name()).parent_path() / plan::kFitParamsProgram;
     if (fit_params.empty() || !std::filesystem::exists(fit_params)) {
         formula.detail += "; dry run unavailable (llama-fit-params not found)";
         co_return formula;
