@@ -53,6 +53,13 @@ class Walker {
     std::optional<std::uint64_t> size(const YAML::Node& v, const std::string& key, std::uint64_t lo = 0);
     std::optional<Seconds> duration(const YAML::Node& v, const std::string& key, Seconds lo = Seconds{0});
     std::optional<std::vector<std::string>> str_list(const YAML::Node& v, const std::string& key);
+    // The common row "key: an integer in [lo, hi]", stored into `out` (a number or an optional one).
+    template <class T>
+    Handler integer_into(T& out, std::int64_t lo, std::int64_t hi) {
+        return [this, &out, lo, hi](const YAML::Node&, const YAML::Node& v, const std::string& k) {
+            if (auto x = integer(v, k, lo, hi)) out = static_cast<T>(*x);
+        };
+    }
     template <class T>
     std::optional<T> choice(const YAML::Node& v, const std::string& key,
                             const std::vector<std::pair<std::string, T>>& options) {

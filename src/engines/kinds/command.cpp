@@ -155,14 +155,8 @@ config::Walker::Keys CommandKind::keys(config::Walker& w, config::KindSettings& 
                               if (auto val = w.str(it->second, k + "." + name, true)) c.env[name] = *val;
                           }
                       }},
-                     {"ctx",
-                      [&](auto&, auto& v, auto& k) {
-                          if (auto x = w.integer(v, k, 1, 1 << 24)) c.ctx = static_cast<std::uint32_t>(*x);
-                      }},
-                     {"parallel",
-                      [&](auto&, auto& v, auto& k) {
-                          if (auto x = w.integer(v, k, 1, 256)) c.parallel = static_cast<std::uint32_t>(*x);
-                      }},
+                     {"ctx", w.integer_into(c.ctx, 1, 1 << 24)},
+                     {"parallel", w.integer_into(c.parallel, 1, 256)},
                  });
          }}};
 }

@@ -60,14 +60,8 @@ config::Walker::Keys LlamaServerKind::keys(config::Walker& w, config::KindSettin
              w.walk(
                  node, path,
                  {
-                     {"ctx",
-                      [&](auto&, auto& v, auto& k) {
-                          if (auto x = w.integer(v, k, 16, 1 << 24)) a.ctx = static_cast<std::uint32_t>(*x);
-                      }},
-                     {"parallel",
-                      [&](auto&, auto& v, auto& k) {
-                          if (auto x = w.integer(v, k, 1, 256)) a.parallel = static_cast<std::uint32_t>(*x);
-                      }},
+                     {"ctx", w.integer_into(a.ctx, 16, 1 << 24)},
+                     {"parallel", w.integer_into(a.parallel, 1, 256)},
                      {"n_gpu_layers",
                       [&](auto&, auto& v, auto& k) {
                           if (v.IsScalar() && config::lower(v.Scalar()) == "all") {
@@ -90,18 +84,9 @@ config::Walker::Keys LlamaServerKind::keys(config::Walker& w, config::KindSettin
                       }},
                      {"cache_type_k", [&](auto&, auto& v, auto& k) { cache_type(w, v, k, a.cache_type_k); }},
                      {"cache_type_v", [&](auto&, auto& v, auto& k) { cache_type(w, v, k, a.cache_type_v); }},
-                     {"ubatch",
-                      [&](auto&, auto& v, auto& k) {
-                          if (auto x = w.integer(v, k, 1, 1 << 16)) a.ubatch = static_cast<std::uint32_t>(*x);
-                      }},
-                     {"batch",
-                      [&](auto&, auto& v, auto& k) {
-                          if (auto x = w.integer(v, k, 1, 1 << 20)) a.batch = static_cast<std::uint32_t>(*x);
-                      }},
-                     {"threads",
-                      [&](auto&, auto& v, auto& k) {
-                          if (auto x = w.integer(v, k, 1, 1024)) a.threads = static_cast<std::uint32_t>(*x);
-                      }},
+                     {"ubatch", w.integer_into(a.ubatch, 1, 1 << 16)},
+                     {"batch", w.integer_into(a.batch, 1, 1 << 20)},
+                     {"threads", w.integer_into(a.threads, 1, 1024)},
                      {"extra",
                       [&](auto&, auto& v, auto& k) {
                           auto xs = w.str_list(v, k);

@@ -73,16 +73,8 @@ class VllmKind final : public Kind {
                            }
                            s.gpu_memory_utilization = f;
                        }},
-                      {"max_model_len",
-                       [&](auto&, auto& v, auto& k) {
-                           if (auto x = w.integer(v, k, 16, 1 << 24))
-                               s.max_model_len = static_cast<std::uint32_t>(*x);
-                       }},
-                      {"max_num_seqs",
-                       [&](auto&, auto& v, auto& k) {
-                           if (auto x = w.integer(v, k, 1, 4096))
-                               s.max_num_seqs = static_cast<std::uint32_t>(*x);
-                       }},
+                      {"max_model_len", w.integer_into(s.max_model_len, 16, 1 << 24)},
+                      {"max_num_seqs", w.integer_into(s.max_num_seqs, 1, 4096)},
                       {"extra", [&](auto&, auto& v, auto& k) {
                            auto xs = w.str_list(v, k);
                            if (!xs) return;
