@@ -20,7 +20,8 @@ skip() { printf '    (skipped: %s)\n' "$*"; }
 # ---------------------------------------------------------------- 1. packages
 PACKAGES=(build-essential g++-12 cmake ninja-build git pkg-config curl ca-certificates
   libboost1.81-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev clang-19 libclang-rt-19-dev clang-format-14 nginx-light procps ccache)
+  libgtest-dev libgmock-dev clang-19 libclang-rt-19-dev clang-format-14 nginx-light procps ccache
+  python3)  # python3: test peers (a test double of vLLM, a server without a health path)
 step "Debian packages"
 missing=()
 for p in "${PACKAGES[@]}"; do
