@@ -306,7 +306,8 @@ class Loader : public Walker {
                     error(*path_node, path + ".path", "model file not found: " + m.path.string());
             }
         }
-        kind->check(*this, node, path, m, ctx_.check_files && fs::exists(m.path));
+        std::error_code ec;  // (the non-throwing overload: an unreadable folder is a diagnostic, not a crash)
+        kind->check(*this, node, path, m, ctx_.check_files && fs::exists(m.path, ec));
         return m;
     }
 
