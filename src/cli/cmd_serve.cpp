@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -34,6 +35,7 @@ struct ServeOptions {
     std::string models_dir;
     std::string listen;
     int port = -1;
+    std::string state_dir, log_dir;  // override the config's
     bool print_default = false;
 };
 
@@ -83,6 +85,11 @@ void run_serve(const ServeOptions& o) {
         cfg.listen = o.listen;
     }
     if (o.port >= 0) cfg.port = static_cast<std::uint16_t>(o.port);
+    const auto absolute = [](const std::string& p) {
+        return std::filesystem::absolute(p).lexically_normal();
+    };
+    if (!o.state_dir.empty()) cfg.state_dir = absolute(o.state_dir);
+    if (!o.log_dir.empty()) cfg.log_dir = absolute(o.log_dir);
     for (const auto& n : cfg.notes) spdlog::info("config: {}", n);
     if (cfg.models.empty()) spdlog::warn("config {} names no model: nothing to serve", cfg.source);
 
@@ -142,8 +149,13 @@ void run_serve(const ServeOptions& o) {
 void add_serve_command(CLI::App& app) {
     auto o = std::make_shared<ServeOptions>();
     auto* cmd = app.add_subcommand("serve", "serve models over an OpenAI-compatible HTTP API (the broker)");
-    cmd->add_option("-c,--config", o->config_file, "loch.yaml (default: the embedded default over --models)");
-    cmd->add_option("--models", o->models_dir, "models folder for the embedded default (default ./models)");
+    cmd->add_option("-c,--config", o->config_file,
+                    "loch.yaml (default: the embedded default over --models-dir)");
+    cmd->add_option("--models-dir,--models", o->models_dir,
+                    "models folder for the embedded default (default ./models)");
+    cmd->add_option("--state-dir", o->state_dir,
+                    "state folder (overrides the config): engine records, the lock");
+    cmd->add_option("--log-dir", o->log_dir, "engine log folder (overrides the config)");
     cmd->add_option("--listen", o->listen, "listen address (overrides the config; default 127.0.0.1)");
     cmd->add_option("--port", o->port, "port (overrides the config; 0 = any free port)")
         ->check(CLI::Range(0, 65535));

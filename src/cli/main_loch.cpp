@@ -1,6 +1,7 @@
 // loch — the command line entry point. Each subcommand lives in its own cmd_*.cpp.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -15,6 +16,21 @@ int main(int argc, char** argv) {
     loch::cli::add_devices_command(app);
     loch::cli::add_doctor_command(app);
     loch::cli::add_serve_command(app);
+    // A word where a command belongs that names none: say which, and what exists (CLI11 would only say that a
+    // subcommand is required).
+    if (argc > 1 && argv[1][0] != '-') {
+        std::string known;
+        bool found = false;
+        for (const auto* sub : app.get_subcommands({})) {
+            found |= sub->get_name() == argv[1];
+            known += (known.empty() ? "" : ", ") + sub->get_name();
+        }
+        if (!found) {
+            std::fprintf(stderr, "loch: unknown command '%s' (commands: %s; loch --help)\n", argv[1],
+                         known.c_str());
+            return 2;
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

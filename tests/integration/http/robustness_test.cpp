@@ -402,6 +402,33 @@ TEST_F(Robust, ListenOnAnOpenAddressWithoutApiKeysIsRefused) {
     EXPECT_NE(*qs, 0);
 }
 
+TEST_F(Robust, TheCommandLineNamesWhatIsWrongAndItsFoldersOverrideTheConfig) {
+    // An unknown command is named, with the ones that exist.
+    test::Process unknown(bin() / "loch", {"srve"}, dir.path() / "unknown.log");
+    const auto us = unknown.wait_for(10s);
+    ASSERT_TRUE(us);
+    EXPECT_EQ(*us, 2);
+    EXPECT_NE(unknown.log().find("unknown command 'srve'"), std::string::npos) << unknown.log();
+    EXPECT_NE(unknown.log().find("serve"), std::string::npos);
+    // The flag the embedded default's error tells the user to pass exists.
+    test::Process nodir(bin() / "loch", {"serve", "--models-dir", (dir.path() / "missing").string()},
+                        dir.path() / "nodir.log");
+    const auto ns = nodir.wait_for(10s);
+    ASSERT_TRUE(ns);
+    EXPECT_NE(*ns, 0);
+    EXPECT_NE(nodir.log().find("does not exist"), std::string::npos) << nodir.log();
+    EXPECT_NE(nodir.log().find("--models-dir"), std::string::npos) << nodir.log();
+    // --state-dir and --log-dir win over the config's.
+    const auto state = dir.path() / "other-state", logs = dir.path() / "other-logs";
+    {
+        LochServer loch(dir.path(), config(dir, "512MiB", model_entry("tiny", models().tiny.path(), kArgs)),
+                        {"--state-dir", state.string(), "--log-dir", logs.string()});
+        ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+        EXPECT_TRUE(fs::exists(logs / "tiny.log"));
+        EXPECT_TRUE(fs::exists(state / "loch.lock"));
+    }
+}
+
 // An engine that forks a child into its own session: after SIGKILL of loch the child survives (the leader
 // dies of PDEATHSIG, the child does not); the next loch kills it, found by the engine's tag.
 TEST_F(Robust, WhatAnEngineForkedIsGoneAfterLochIsKilledAndRestarted) {
