@@ -48,6 +48,17 @@ Route route(std::string_view method, std::string_view target) {
     }
     if (path == "/health") return check(method, "GET", with(Route::Kind::health));
     if (path == "/v1/models") return check(method, "GET", with(Route::Kind::models));
+    if (constexpr std::string_view models = "/v1/models/";
+        path.starts_with(models) && path.size() > models.size()) {
+        Route r = with(Route::Kind::model);
+        r.engine = std::string(path.substr(models.size()));  // aliases may hold '/': "org/model"
+        return check(method, "GET", r);
+    }
+    // Ollama's API, for the clients that speak only it (its chat and generate routes: not yet).
+    if (path == "/api/version") return check(method, "GET", with(Route::Kind::ollama_version));
+    if (path == "/api/tags") return check(method, "GET", with(Route::Kind::ollama_tags));
+    if (path == "/api/ps") return check(method, "GET", with(Route::Kind::ollama_ps));
+    if (path == "/api/pull") return check(method, "POST", with(Route::Kind::ollama_pull));
     if (const ModelRoute* m = find_model_route(path)) {
         Route r = with(Route::Kind::openai);
         r.endpoint = m->endpoint;

@@ -13,19 +13,24 @@ namespace loch::http {
 
 struct Route {
     enum class Kind {
-        health,      // GET /health
-        models,      // GET /v1/models
-        openai,      // a model route (http/routes.hpp): POST /v1/chat/completions, /v1/completions, …
-        status,      // GET /loch/status
-        plan,        // POST /loch/plan
-        engine_log,  // GET /loch/engines/{name}/log[?lines=N]
+        health,          // GET /health
+        models,          // GET /v1/models
+        openai,          // a model route (http/routes.hpp): POST /v1/chat/completions, /v1/completions, …
+        status,          // GET /loch/status
+        plan,            // POST /loch/plan
+        engine_log,      // GET /loch/engines/{name}/log[?lines=N]
+        model,           // GET /v1/models/{id}
+        ollama_version,  // GET /api/version
+        ollama_tags,     // GET /api/tags: every model
+        ollama_ps,       // GET /api/ps: the running ones
+        ollama_pull,     // POST /api/pull: refused — loch does not download models
         not_found,
         method_not_allowed,
     };
     Kind kind = Kind::not_found;
     Endpoint endpoint = Endpoint::chat_completions;  // openai
     const ModelRoute* model_route = nullptr;         // openai: its row of the route table
-    std::string engine;                              // engine_log
+    std::string engine;                              // engine_log; model: the id
     std::size_t lines = 100;                         // engine_log
     std::string allow;                               // method_not_allowed: the method that would work
 };

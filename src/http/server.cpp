@@ -15,6 +15,7 @@
 #include <boost/beast/http.hpp>
 
 #include "http/errors.hpp"
+#include "http/ollama.hpp"
 #include "http/router.hpp"
 
 namespace loch::http {
@@ -324,6 +325,33 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {
                 co_await write_json(stream, v, keep, 200, body);
                 co_return keep;
             }
+            case Route::Kind::model: {
+                const nlohmann::json list = co_await broker_.models();
+                for (const auto& m : list["data"]) {
+                    const auto& aliases = m["loch"]["aliases"];
+                    if (m["id"] == r.engine ||
+                        std::find(aliases.begin(), aliases.end(), r.engine) != aliases.end()) {
+                        co_await write_json(stream, v, keep, 200, m);
+                        co_return keep;
+                    }
+                }
+                throw Error(ErrorKind::model_not_found, "no model named '" + r.engine + "'",
+                            {{"model", r.engine}});
+            }
+            case Route::Kind::ollama_version:
+                co_await write_json(stream, v, keep, 200, {{"version", "0.1.0"}, {"server", "loch"}});
+                co_return keep;
+            case Route::Kind::ollama_tags:
+            case Route::Kind::ollama_ps: {
+                const nlohmann::json answer =
+                    ollama_models(co_await broker_.status(), r.kind == Route::Kind::ollama_ps);
+                co_await write_json(stream, v, keep, 200, answer);
+                co_return keep;
+            }
+            case Route::Kind::ollama_pull:
+                throw Error(ErrorKind::invalid_request,
+                            "loch does not download models: put the model file in the models folder "
+                            "(--models-dir) or name it in loch.yaml, then ask for it by name");
             case Route::Kind::status: {
                 nlohmann::json body = co_await broker_.status();
                 body["upstream_connections"] = {

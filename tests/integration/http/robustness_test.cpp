@@ -126,6 +126,13 @@ TEST_F(Robust, EveryRouteAnswersAndLochStaysAlive) {
     const std::vector<Case> cases = {
         {"GET", "/health", "", 200},
         {"GET", "/v1/models", "", 200},
+        {"GET", "/v1/models/tiny", "", 200},
+        {"GET", "/v1/models/nope", "", 404},
+        {"GET", "/api/version", "", 200},
+        {"GET", "/api/tags", "", 200},
+        {"GET", "/api/ps", "", 200},
+        {"POST", "/api/pull", R"({"model":"x"})", 400},
+        {"POST", "/api/tags", "", 405},
         {"GET", "/loch/status", "", 200},
         {"POST", "/loch/plan", R"({"model":"tiny"})", 200},
         {"POST", "/loch/plan", R"({"model":"nope"})", 404},

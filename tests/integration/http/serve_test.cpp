@@ -338,6 +338,30 @@ TEST_F(Serve, PromptPlusMaxTokensBeyondTheSlotIs400WithNumbers) {
     EXPECT_EQ(e["counted_by"], "engine /tokenize");
 }
 
+TEST_F(Serve, OllamaClientsCanListModelsAndOpenAIClientsCanAskForOne) {
+    LochServer loch(dir.path(), config(dir, "512MiB",
+                                       model_entry("tiny", models().tiny.path(),
+                                                   "    aliases: [org/tiny]\n" + std::string(kArgs))));
+    const auto version = loch.get("/api/version");
+    ASSERT_EQ(version.status, 200);
+    EXPECT_TRUE(json::parse(version.body).contains("version"));
+    const auto tags = json::parse(loch.get("/api/tags").body);
+    ASSERT_EQ(tags["models"].size(), 1u);
+    EXPECT_EQ(tags["models"][0]["name"], "tiny");
+    EXPECT_EQ(json::parse(loch.get("/api/ps").body)["models"].size(), 0u);  // nothing running yet
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+    const auto ps = json::parse(loch.get("/api/ps").body);
+    ASSERT_EQ(ps["models"].size(), 1u);
+    EXPECT_GT(ps["models"][0]["size"].get<std::uint64_t>(), 0u);  // its reservation
+    const auto one = loch.get("/v1/models/org/tiny");
+    ASSERT_EQ(one.status, 200) << one.body;
+    EXPECT_EQ(json::parse(one.body)["id"], "tiny");
+    EXPECT_EQ(loch.get("/v1/models/nope").status, 404);
+    const auto pull = loch.post("/api/pull", R"({"model":"llama3"})");
+    EXPECT_EQ(pull.status, 400);
+    EXPECT_NE(pull.body.find("does not download models"), std::string::npos) << pull.body;
+}
+
 TEST_F(Serve, ConfigErrorsNameFileAndLine) {
     const auto cfg = dir.path() / "bad.yaml";
     std::ofstream(cfg)
