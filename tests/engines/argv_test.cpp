@@ -52,6 +52,7 @@ TEST(LlamaServerArgv, DefaultsFromTheConfig) {
     EXPECT_EQ(after(argv, "-lv"), "4");      // buffer sizes are printed only at this verbosity
     EXPECT_EQ(after(argv, "-ctk"), "");
     EXPECT_EQ(after(argv, "--device"), "CUDA0");
+    EXPECT_EQ(after(argv, "--alias"), "tiny");  // answers carry the configured name, not the file path
 }
 
 TEST(LlamaServerArgv, ThePlacementPicksTheDeviceByTheProbesOrdinal) {

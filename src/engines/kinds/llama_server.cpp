@@ -37,6 +37,8 @@ std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
     if (a.batch) argv.insert(argv.end(), {"-b", std::to_string(*a.batch)});
     if (a.threads) argv.insert(argv.end(), {"-t", std::to_string(*a.threads)});
     argv.insert(argv.end(), {"--device", llama_device(where)});
+    // Answers name the model as clients know it, not its file path (llama-server's default).
+    argv.insert(argv.end(), {"--alias", model.name});
     // loch decides placement; buffer sizes are printed only at verbosity 4; the web UI is not loch's.
     argv.insert(argv.end(), {"--fit", "off", "-lv", "4", "--no-webui"});
     argv.insert(argv.end(), a.extra.begin(), a.extra.end());

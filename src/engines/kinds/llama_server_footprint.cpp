@@ -238,7 +238,8 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
         std::vector<std::string> args;
         for (std::size_t i = 1; i < argv.size(); ++i) {
             const auto& a = argv[i];
-            if (a == "--host" || a == "--port" || a == "-lv" || a == "--fit" || a == "-np") {
+            if (a == "--host" || a == "--port" || a == "-lv" || a == "--fit" || a == "-np" ||
+                a == "--alias") {
                 ++i;
                 continue;
             }

@@ -349,7 +349,9 @@ TEST_F(Serve, OllamaClientsCanListModelsAndOpenAIClientsCanAskForOne) {
     ASSERT_EQ(tags["models"].size(), 1u);
     EXPECT_EQ(tags["models"][0]["name"], "tiny");
     EXPECT_EQ(json::parse(loch.get("/api/ps").body)["models"].size(), 0u);  // nothing running yet
-    ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+    const auto answer = loch.post("/v1/chat/completions", chat("org/tiny", false, 2));
+    ASSERT_EQ(answer.status, 200);
+    EXPECT_EQ(json::parse(answer.body)["model"], "tiny") << answer.body;  // its name, not its file
     const auto ps = json::parse(loch.get("/api/ps").body);
     ASSERT_EQ(ps["models"].size(), 1u);
     EXPECT_GT(ps["models"][0]["size"].get<std::uint64_t>(), 0u);  // its reservation
