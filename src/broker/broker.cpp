@@ -227,8 +227,9 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     last_request_ = Clock::now();
     if (m->state != ModelState::ready && last_request_ - last_refresh_ > options_.tick) refresh_devices();
     co_await ensure_footprint(*m);
+    // The usual case — ready, a slot free — is granted without a Waiter (and its timer) being made.
+    if (try_serve(*m) == Serve::granted) co_return make_lease(*m);
     auto w = std::make_shared<Waiter>(next_waiter_++, m, ex_);
-    if (try_serve(*w) == Serve::granted) co_return make_lease(*m);
 
     const auto prio = m->cfg->priority;
     const std::size_t cap = queue_.capacity(prio);
@@ -313,8 +314,7 @@ bool Broker::exclusive_ok(const Model& m) const {
     return lock == gpu_lock_.end() || lock->second == m.name();
 }
 
-Broker::Serve Broker::try_serve(Waiter& w) {
-    Model& m = *w.model;
+Broker::Serve Broker::try_serve(Model& m) {
     if (shutting_down_) throw Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5);
     const auto verdict = m.crashes.check(Clock::now());
     if (verdict.quarantined) {
@@ -385,7 +385,7 @@ void Broker::pump() {
         auto w = it->second;
         if (w->granted || w->error) continue;
         try {
-            if (try_serve(*w) == Serve::granted) {
+            if (try_serve(*w->model) == Serve::granted) {
                 w->granted = true;
                 queue_.remove(id);
                 w->timer.cancel();

@@ -128,7 +128,7 @@ class Broker {
 
     boost::asio::awaitable<Lease> do_acquire(std::string model, RequestNeeds needs);
     void check_needs(const Model& m, const RequestNeeds& needs) const;
-    Serve try_serve(Waiter& w);
+    Serve try_serve(Model& m);  // grant a slot now, or start what it needs (load, evictions) and wait
     Lease make_lease(Model& m);
     void release(const std::string& model, std::chrono::steady_clock::duration held);
     void pump();
