@@ -29,6 +29,8 @@
 
 #include <fmt/format.h>
 
+#include "core/time_text.hpp"
+
 extern char** environ;
 
 namespace loch::engines {
@@ -90,15 +92,6 @@ std::optional<std::string> resolve_program(const std::string& prog,
         rest.remove_prefix(colon + 1);
     }
     return std::nullopt;
-}
-
-std::string now_text() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    ::gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
 }
 
 void write_all(int fd, std::string_view data) {
@@ -328,7 +321,7 @@ std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpe
             throw SpawnError("cannot open engine log " + spec.log_file.string() + ": " + errno_text(e), e);
         }
         impl->rotate_if_large();
-        std::string header = "\n---- loch " + now_text() + ": starting";
+        std::string header = "\n---- loch " + iso8601_utc(std::chrono::system_clock::now()) + ": starting";
         for (const auto& a : spec.argv) header += " " + a;
         write_all(impl->log_fd.get(), header + " ----\n");
         impl->log_start = impl->log_size();

@@ -1,22 +1,10 @@
 #include "http/ollama.hpp"
 
-#include <ctime>
 #include <string>
 
+#include "core/time_text.hpp"
+
 namespace loch::http {
-
-namespace {
-
-std::string iso8601(std::chrono::system_clock::time_point t) {
-    const std::time_t tt = std::chrono::system_clock::to_time_t(t);
-    std::tm tm{};
-    ::gmtime_r(&tt, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
-
-}  // namespace
 
 nlohmann::json ollama_models(const nlohmann::json& status, bool running_only,
                              std::chrono::system_clock::time_point now) {
@@ -34,7 +22,7 @@ nlohmann::json ollama_models(const nlohmann::json& status, bool running_only,
         const std::string name = e.value("name", "");
         nlohmann::json m = {{"name", name},
                             {"model", name},
-                            {"modified_at", iso8601(now)},
+                            {"modified_at", iso8601_utc(now)},
                             {"size", size},
                             {"digest", ""},
                             {"details",
@@ -53,7 +41,7 @@ nlohmann::json ollama_models(const nlohmann::json& status, bool running_only,
                 const double left = e["keep_alive_s"].get<double>() - e.value("idle_s", 0.0);
                 until = now + std::chrono::seconds(static_cast<long long>(left > 0 ? left : 0));
             }
-            m["expires_at"] = iso8601(until);
+            m["expires_at"] = iso8601_utc(until);
         }
         models.push_back(std::move(m));
     }
