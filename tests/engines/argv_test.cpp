@@ -7,7 +7,6 @@
 #include <functional>
 #include <set>
 
-#include "config/placeholders.hpp"
 #include "engines/kind.hpp"
 #include "engines/kinds/command.hpp"
 #include "engines/kinds/llama_server.hpp"
@@ -120,11 +119,11 @@ TEST(CommandArgv, PlaceholdersExpandInsideArguments) {
     EXPECT_THAT(command_argv(m, 5555),
                 ElementsAre("vllm", "serve", "/models/qwen", "--port=5555", "--host", "127.0.0.1",
                             "--served-model-name", "vllm-7b", "--max-model-len=2048", "{literal}"));
-    EXPECT_THROW(config::expand_placeholders("{nope}", {}), std::invalid_argument);
-    EXPECT_THROW(config::expand_placeholders("{port", {{"port", "1"}}), std::invalid_argument);
-    EXPECT_THROW(config::expand_placeholders("a}b", {}), std::invalid_argument);
+    EXPECT_THROW(expand_placeholders("{nope}", {}), std::invalid_argument);
+    EXPECT_THROW(expand_placeholders("{port", {{"port", "1"}}), std::invalid_argument);
+    EXPECT_THROW(expand_placeholders("a}b", {}), std::invalid_argument);
     // A value that looks like a placeholder or shell syntax stays inert text.
-    EXPECT_EQ(config::expand_placeholders("{model_name}", {{"model_name", "$(rm -rf /){port}"}}),
+    EXPECT_EQ(expand_placeholders("{model_name}", {{"model_name", "$(rm -rf /){port}"}}),
               "$(rm -rf /){port}");
 }
 

@@ -6,10 +6,52 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "config/placeholders.hpp"
 #include "core/memory.hpp"
 
 namespace loch::engines {
+
+const std::vector<std::string>& command_placeholders() {
+    static const std::vector<std::string> names{"host",       "port", "model_path",
+                                                "model_name", "ctx",  "parallel"};
+    return names;
+}
+
+std::string expand_placeholders(std::string_view t, const std::map<std::string, std::string>& values) {
+    std::string out;
+    for (std::size_t i = 0; i < t.size(); ++i) {
+        const char c = t[i];
+        if ((c == '{' || c == '}') && i + 1 < t.size() && t[i + 1] == c) {
+            out += c;
+            ++i;
+            continue;
+        }
+        if (c == '}')
+            throw std::invalid_argument("unmatched '}' in '" + std::string(t) +
+                                        "' (write '}}' for a literal brace)");
+        if (c != '{') {
+            out += c;
+            continue;
+        }
+        const auto close = t.find('}', i);
+        if (close == std::string_view::npos)
+            throw std::invalid_argument("unclosed '{' in '" + std::string(t) + "'");
+        const std::string name(t.substr(i + 1, close - i - 1));
+        const auto it = values.find(name);
+        if (it == values.end())
+            throw std::invalid_argument("unknown placeholder {" + name + "} in '" + std::string(t) +
+                                        "' (known: {" +
+                                        [] {
+                                            std::string k;
+                                            for (const auto& n : command_placeholders())
+                                                k += (k.empty() ? "" : "} {") + n;
+                                            return k;
+                                        }() +
+                                        "})");
+        out += it->second;
+        i = close;
+    }
+    return out;
+}
 
 const CommandSettings& command_settings(const config::ModelConfig& model) {
     return config::settings_as<CommandSettings>(model);
@@ -27,7 +69,7 @@ std::vector<std::string> command_argv(const config::ModelConfig& model, std::uin
         {"model_name", model.name}, {"ctx", std::to_string(c.ctx)}, {"parallel", std::to_string(c.parallel)},
     };
     std::vector<std::string> argv;
-    for (const auto& t : c.argv) argv.push_back(config::expand_placeholders(t, values));
+    for (const auto& t : c.argv) argv.push_back(expand_placeholders(t, values));
     if (argv.empty()) throw std::invalid_argument("model '" + model.name + "': empty command argv");
     return argv;
 }
@@ -108,10 +150,10 @@ config::Walker::Keys CommandKind::keys(config::Walker& w, config::KindSettings& 
                           }
                           // Checked by the grammar the launch uses, with placeholder-looking values.
                           std::map<std::string, std::string> probe;
-                          for (const auto& n : config::command_placeholders()) probe[n] = "x";
+                          for (const auto& n : command_placeholders()) probe[n] = "x";
                           for (std::size_t i = 0; i < xs->size(); ++i) {
                               try {
-                                  config::expand_placeholders((*xs)[i], probe);
+                                  expand_placeholders((*xs)[i], probe);
                               } catch (const std::invalid_argument& e) {
                                   w.error(v[i], k + "[" + std::to_string(i) + "]", e.what());
                                   return;

@@ -1,6 +1,7 @@
 // engines/kinds/command — any OpenAI-compatible server started from an argv template (`command:` in the
-// config), expanded by the one placeholder grammar (config/placeholders.hpp). No shell ever sees the result:
-// each template entry is one argv entry.
+// config). Placeholders {host} {port} {model_path} {model_name} {ctx} {parallel} are replaced inside each
+// argument; "{{" / "}}" are literal braces. One grammar serves the config check (at load, with the entry's
+// position) and the launch. No shell ever sees the result: each template entry is one argv entry.
 //
 // Placement reaches the process: only the admitted device is visible to it (CUDA_VISIBLE_DEVICES,
 // HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES; "-1" hides a backend, so an engine placed on the CPU sees no
@@ -18,6 +19,12 @@
 #include "engines/kind.hpp"
 
 namespace loch::engines {
+
+// The names a template may use.
+const std::vector<std::string>& command_placeholders();
+// Throws std::invalid_argument naming an unknown placeholder or an unbalanced brace. A value is inserted as
+// it is: it is never scanned for placeholders itself.
+std::string expand_placeholders(std::string_view tmpl, const std::map<std::string, std::string>& values);
 
 // The model entry's `command:` section (docs/config.md).
 struct CommandSettings final : config::KindSettings {
