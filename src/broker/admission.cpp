@@ -94,6 +94,32 @@ std::optional<EvictionPlan> plan_eviction(const AdmissionInput& in, const Ledger
     return std::nullopt;
 }
 
+// "waiting for 6.1 GiB on nvidia:0 (1.2 GiB free): held by chat (busy), code (pinned)" — on the allowed
+// device that is closest to fitting, with who holds its memory and why they stay.
+std::string wait_reason(const AdmissionInput& in, const Ledger& ledger) {
+    const Need* best = nullptr;
+    std::uint64_t best_short = 0;
+    for (const auto& n : in.needs) {
+        if (!ledger.has_device(n.device) || n.bytes > ledger.capacity(n.device)) continue;
+        const auto free = ledger.free(n.device);
+        const std::uint64_t short_by = n.bytes > free ? n.bytes - free : 0;
+        if (!best || short_by < best_short) best = &n, best_short = short_by;
+    }
+    if (!best) return "memory is held by engines that are busy or more important, or by other programs";
+    std::vector<std::string> holders;
+    for (const auto& e : in.engines)
+        if (e.device == best->device && e.bytes > 0)
+            holders.push_back(fmt::format(
+                "{} {} ({})", e.name, human_bytes(e.bytes),
+                e.evictable ? (e.priority > in.priority ? "more important" : "idle") : e.held_as));
+    if (const auto outside = ledger.outside(best->device); outside > 0)
+        holders.push_back(fmt::format("other programs {}", human_bytes(outside)));
+    return fmt::format(
+        "waiting for {} on {} ({} free, needs {}): held by {}", human_bytes(best_short), best->device,
+        human_bytes(ledger.free(best->device)), human_bytes(best->bytes),
+        holders.empty() ? std::string("nobody loch knows of") : fmt::format("{}", fmt::join(holders, ", ")));
+}
+
 }  // namespace
 
 Decision decide(const AdmissionInput& in, const Ledger& ledger) {
@@ -193,9 +219,8 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
     }
     // 4. Wait: memory is held by busy engines, higher-priority engines, a load in flight, or outside use.
     d.kind = Decision::Kind::wait;
-    d.reason = fits_but_busy
-                   ? "another load is in flight on the device; loads are serialized per device"
-                   : "memory is held by engines that are busy or more important, or by other programs";
+    d.reason = fits_but_busy ? "another load is in flight on the device; loads are serialized per device"
+                             : wait_reason(in, ledger);
     return d;
 }
 

@@ -30,8 +30,9 @@ struct EngineView {
     int priority = 0;         // higher = more important (interactive > batch)
     bool evictable = false;   // ready, idle (no request in flight, none queued), not pinned
     double idle_s = 0;
-    double load_s = 1;  // last measured load time, or an estimate
-    double weight = 1;  // configured importance
+    double load_s = 1;    // last measured load time, or an estimate
+    double weight = 1;    // configured importance
+    std::string held_as;  // why it stays when not evictable: "busy", "loading", "pinned", "wanted", …
 };
 
 // Higher = a better victim (idle long, cheap to reload, unimportant).

@@ -13,6 +13,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "core/time_text.hpp"
+
 namespace loch::broker {
 
 using namespace std::chrono_literals;
@@ -32,7 +34,26 @@ std::optional<std::uint64_t> failed_allocation_bytes(const std::string& line) {
     return static_cast<std::uint64_t>(v * unit);
 }
 // ---------------------------------------------------------------------------------------------------------
-// Construction, ticks
+// Construction, ticks, events
+
+namespace {
+constexpr std::size_t kMaxEvents = 200;
+}
+
+void Broker::note(std::string_view kind, const Model& m, std::string message, nlohmann::json extra,
+                  bool warn) {
+    if (warn)
+        spdlog::warn("{} '{}': {}", kind, m.name(), message);
+    else
+        spdlog::info("{} '{}': {}", kind, m.name(), message);
+    nlohmann::json e = extra.is_object() ? std::move(extra) : nlohmann::json::object();
+    e["at"] = iso8601_utc(std::chrono::system_clock::now());
+    e["kind"] = kind;
+    e["model"] = m.name();
+    e["message"] = std::move(message);
+    events_.push_back(std::move(e));
+    while (events_.size() > kMaxEvents) events_.pop_front();
+}
 
 Broker::Broker(asio::any_io_executor ex, const config::Config& cfg, std::unique_ptr<DeviceSource> devices,
                std::unique_ptr<FootprintSource> footprints, std::unique_ptr<engines::Launcher> launcher,
@@ -159,8 +180,9 @@ Need Broker::need_on(const Model& m, const Need& planned) const {
 void Broker::evict_expired() {
     const auto now = Clock::now();
     for (auto& [name, m] : models_) {
-        if (m->state != ModelState::ready || m->active > 0 || m->cfg->pinned || !m->cfg->keep_alive) continue;
-        if (now - m->last_used < *m->cfg->keep_alive) continue;
+        const auto keep_alive = m->keep_alive();
+        if (m->state != ModelState::ready || m->active > 0 || m->cfg->pinned || !keep_alive) continue;
+        if (now - m->last_used < *keep_alive) continue;
         const Model* mp = m.get();  // (clang 14 cannot capture a structured binding)
         const bool wanted = std::any_of(waiters_.begin(), waiters_.end(),
                                         [&](const auto& w) { return w.second->model == mp; });
@@ -168,8 +190,16 @@ void Broker::evict_expired() {
             begin_stop(
                 *m, fmt::format("idle for {} s (keep_alive {} s)",
                                 std::chrono::duration_cast<std::chrono::seconds>(now - m->last_used).count(),
-                                m->cfg->keep_alive->count()));
+                                keep_alive->count()));
     }
+}
+
+void Broker::note_quarantine(Model& m) {
+    const auto v = m.crashes.check(Clock::now());
+    if (!v.quarantined) return;
+    note("quarantine", m, v.message,
+         {{"retry_in_s", std::chrono::duration_cast<std::chrono::seconds>(v.retry_in).count()}}, true);
+    fail_waiters(m, Error(ErrorKind::quarantined, v.message, {{"model", m.name()}}));
 }
 
 Broker::Model* Broker::find(const std::string& name_or_alias) {
@@ -224,12 +254,14 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
                     {{"model", name}, {"available", names}});
     }
     check_needs(*m, needs);
+    if (needs.keep_alive) m->keep_alive_override = *needs.keep_alive;
     last_request_ = Clock::now();
     if (m->state != ModelState::ready && last_request_ - last_refresh_ > options_.tick) refresh_devices();
     co_await ensure_footprint(*m);
     // The usual case — ready, a slot free — is granted without a Waiter (and its timer) being made.
-    if (try_serve(*m) == Serve::granted) co_return make_lease(*m);
+    if (try_serve(*m) == Serve::granted) co_return make_lease(*m, "ready", {});
     auto w = std::make_shared<Waiter>(next_waiter_++, m, ex_);
+    w->decision = m->wait_reason;
 
     const auto prio = m->cfg->priority;
     const std::size_t cap = queue_.capacity(prio);
@@ -250,22 +282,27 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
     queue_.remove(w->id);
     waiters_.erase(w->id);
-    if (w->granted) co_return make_lease(*m);
+    if (w->granted) co_return make_lease(*m, w->decision, Clock::now() - w->since);
     if (w->error) throw *w->error;
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - w->since).count();
-    throw Error(ErrorKind::queue_timeout,
-                fmt::format("model '{}' could not be served within max_wait ({} s): {}", m->name(), waited,
-                            m->state == ModelState::ready ? "all its slots stayed busy"
-                                                          : "its memory did not become free"),
-                {{"model", m->name()},
-                 {"waited_s", waited},
-                 {"max_wait_s", cfg_.max_wait.count()},
-                 {"state", to_string(m->state)}},
-                retry_after_s(*m));
+    Error timeout(ErrorKind::queue_timeout,
+                  fmt::format("model '{}' could not be served within max_wait ({} s): {}", m->name(), waited,
+                              m->wait_reason),
+                  {{"model", m->name()},
+                   {"waited_s", waited},
+                   {"max_wait_s", cfg_.max_wait.count()},
+                   {"state", to_string(m->state)},
+                   {"blocked_by", m->wait_reason}},
+                  retry_after_s(*m));
+    note("queue_timeout", *m, timeout.what(), {{"waited_s", waited}}, true);
+    throw timeout;
 }
 
-Lease Broker::make_lease(Model& m) {
+Lease Broker::make_lease(Model& m, std::string decision, Clock::duration waited) {
     Lease l;
+    l.decision_ = std::move(decision);
+    l.queue_wait_ = waited;
+    l.priority_ = std::string(config::to_string(m.cfg->priority));
     l.broker_ = this;
     l.alive_ = alive_;
     l.granted_at_ = Clock::now();
@@ -289,6 +326,11 @@ void Broker::release(const std::string& name, Clock::duration held) {
     if (m.active == 0) {
         auto lock = gpu_lock_.find(m.device);
         if (lock != gpu_lock_.end() && lock->second == name) gpu_lock_.erase(lock);
+        const auto keep_alive = m.keep_alive();
+        if (m.unload_when_idle)
+            begin_stop(m, "unloaded on request");
+        else if (keep_alive && keep_alive->count() == 0 && !m.cfg->pinned)
+            begin_stop(m, "keep_alive 0: stopped when its request ended");
     }
     pump();
 }
@@ -330,26 +372,60 @@ Broker::Serve Broker::try_serve(Model& m) {
                 if (m.cfg->exclusive) gpu_lock_[m.device] = m.name();
                 return Serve::granted;
             }
+            if (m.active < m.slots()) {
+                const auto lock = gpu_lock_.find(m.device);
+                m.wait_reason =
+                    lock != gpu_lock_.end()
+                        ? fmt::format("{} is held exclusively by '{}'", m.device, lock->second)
+                        : fmt::format("exclusive: waiting for the other models' requests on {}", m.device);
+            } else {
+                m.wait_reason = fmt::format("all {} slot(s) busy", m.slots());
+            }
             return Serve::wait;
         case ModelState::loading:
+            m.wait_reason = fmt::format(
+                "loading on {} for {:.0f} s{}", m.device,
+                std::chrono::duration<double>(Clock::now() - m.load_started).count(),
+                m.load_s ? fmt::format(" (the last load took {:.1f} s)", *m.load_s) : std::string());
+            return Serve::wait;
         case ModelState::stopping:
+            m.wait_reason = "stopping (" + m.stop_reason + "); starts again once it has exited";
             return Serve::wait;
         case ModelState::stopped:
             break;
     }
-    if (verdict.wait > Clock::duration::zero()) return Serve::wait;  // restart backoff; the tick retries
-    if (!m.footprint) return Serve::wait;                            // still planning
+    if (verdict.wait > Clock::duration::zero()) {  // restart backoff; the tick retries
+        m.wait_reason = fmt::format("restart backoff after a failure: starts in {} s",
+                                    std::chrono::ceil<std::chrono::seconds>(verdict.wait).count());
+        return Serve::wait;
+    }
+    if (!m.footprint) {
+        m.wait_reason = "planning its memory footprint";
+        return Serve::wait;
+    }
     const Decision d = decide(admission_input(m), ledger_);
     switch (d.kind) {
         case Decision::Kind::start:
+            m.wait_reason = "cold start on " + d.device + ": " + d.reason;
             begin_load(m, d.device);
             return Serve::wait;
-        case Decision::Kind::evict_then_start:
-            spdlog::info("admission for '{}': {}", m.name(), d.reason);
+        case Decision::Kind::evict_then_start: {
+            m.wait_reason =
+                fmt::format("evicting {} to start on {}: {}", fmt::join(d.victims, ", "), d.device, d.reason);
+            note("admission", m, d.reason, {{"decision", "evict_then_start"}, {"victims", d.victims}});
             for (const auto& v : d.victims)
-                if (auto it = models_.find(v); it != models_.end())
-                    begin_stop(*it->second, "evicted to make room for '" + m.name() + "'");
+                if (auto it = models_.find(v); it != models_.end()) {
+                    Model& victim = *it->second;
+                    const auto held = ledger_.reservation(victim.device, victim.name());
+                    ++victim.evictions;
+                    note("evict", victim, "evicted to make room for '" + m.name() + "'",
+                         {{"for", m.name()},
+                          {"device", victim.device},
+                          {"freed_bytes", held ? held->bytes : 0}});
+                    begin_stop(victim, "evicted to make room for '" + m.name() + "'");
+                }
             return Serve::wait;
+        }
         case Decision::Kind::refuse: {
             nlohmann::json details = {{"model", m.name()},
                                       {"device", d.refusal.device},
@@ -366,12 +442,16 @@ Broker::Serve Broker::try_serve(Model& m) {
                     details["need_source"] = to_string(n.source);
                     details["need_detail"] = n.why;
                 }
-            throw Error(ErrorKind::insufficient_memory,
-                        fmt::format("model '{}' does not fit: {} (largest free now {})", m.name(), d.reason,
-                                    human_bytes(d.refusal.largest_free)),
-                        details);
+            Error refusal(ErrorKind::insufficient_memory,
+                          fmt::format("model '{}' does not fit: {} (largest free now {})", m.name(), d.reason,
+                                      human_bytes(d.refusal.largest_free)),
+                          details);
+            note("refused", m, refusal.what(), {{"need_bytes", d.refusal.need}, {"device", d.refusal.device}},
+                 true);
+            throw refusal;
         }
         case Decision::Kind::wait:
+            m.wait_reason = d.reason;
             return Serve::wait;
     }
     return Serve::wait;
@@ -449,6 +529,11 @@ AdmissionInput Broker::admission_input(const Model& m) const {
         v.bytes = ledger_.reservation(o->device, name).value_or(MemoryFigure{}).bytes;
         v.priority = rank(o->cfg->priority);
         v.evictable = o->state == ModelState::ready && o->active == 0 && !o->cfg->pinned && !wanted;
+        v.held_as = o->state != ModelState::ready ? std::string(to_string(o->state))
+                    : o->active > 0               ? "busy"
+                    : o->cfg->pinned              ? "pinned"
+                    : wanted                      ? "wanted by a queued request"
+                                                  : "idle";
         v.idle_s = std::chrono::duration<double>(now - o->last_used).count();
         v.load_s = o->load_s.value_or(1.0);
         in.engines.push_back(std::move(v));
@@ -535,8 +620,13 @@ void Broker::begin_load(Model& m, const std::string& device) {
                               {{"model", m.name()}}));
         return;
     }
-    spdlog::info("starting '{}' on {} (port {}), reserving {}", m.name(), device, engine->port(),
-                 human_bytes(need ? need->bytes : 0));
+    m.load_started = Clock::now();
+    note("load_start", m,
+         fmt::format("starting on {} (port {}), reserving {}{}", device, engine->port(),
+                     human_bytes(need ? need->bytes : 0), need ? " (" + need->why + ")" : std::string()),
+         {{"device", device},
+          {"reserved_bytes", need ? need->bytes : 0},
+          {"source", to_string(need ? need->source : m.footprint->source)}});
     m.engine = engine;
     ++m.runs;
     auto alive = alive_;
@@ -563,7 +653,10 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
         engines::ExitReport r = res.failure.value_or(engines::ExitReport{});
         m.last_exit = r;
         m.crashes.record(Clock::now(), r);
-        spdlog::warn("'{}' failed to start: {}", m.name(), r.summary);
+        ++m.loads_failed;
+        ++m.exits[std::string(engines::to_string(r.kind))];
+        note("load_failed", m, r.summary, {{"exit", r}}, true);
+        note_quarantine(m);
         nlohmann::json details = {{"model", m.name()}, {"exit", r}};
         if (r.kind == engines::ExitKind::out_of_memory && reserved) {
             // Learn from it: the model needs more than was reserved. Raise its figure by the allocation that
@@ -577,8 +670,10 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
                                    failed ? "; a " + human_bytes(*failed) + " allocation failed" : "")});
             details["reserved_bytes"] = reserved->bytes;
             details["raised_to_bytes"] = raised;
-            spdlog::warn("'{}': out of memory at load; its figure on {} is now {} (was {})", m.name(),
-                         m.device, human_bytes(raised), human_bytes(reserved->bytes));
+            note("oom_at_load", m,
+                 fmt::format("out of memory at load; its figure on {} is now {} (was {})", m.device,
+                             human_bytes(raised), human_bytes(reserved->bytes)),
+                 {{"raised_to_bytes", raised}}, true);
             if (m.oom_retries++ == 0) {  // once: the waiters stay and admission decides again
                 pump();
                 co_return;
@@ -603,6 +698,8 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
         m.engine.reset();
         m.last_exit = *gone;
         m.crashes.record(Clock::now(), *gone);
+        ++m.exits[std::string(engines::to_string(gone->kind))];
+        note_quarantine(m);
         fail_waiters(m, Error(ErrorKind::engine_failed,
                               fmt::format("model '{}' died right after start: {}", m.name(), gone->summary),
                               {{"model", m.name()}, {"exit", *gone}}));
@@ -621,14 +718,26 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
         ledger_.raise_to_measured(m.device, m.name(), *fig);
     }
     ledger_.mark_loaded(m.device, m.name());
-    spdlog::info("'{}' ready on {} in {:.1f} s{}", m.name(), m.device, *m.load_s,
-                 m.measured ? ", measured " + human_bytes(m.measured->bytes) : "");
+    ++m.loads_ok;
+    m.load_seconds_total += *m.load_s;
+    const auto held = ledger_.reservation(m.device, m.name());
+    nlohmann::json figures = {{"device", m.device}, {"load_s", *m.load_s}};
+    if (held) figures["reservation"] = *held;
+    if (m.measured) figures["measured"] = *m.measured;
+    note("ready", m,
+         fmt::format("ready on {} in {:.1f} s{}; reservation {} ({})", m.device, *m.load_s,
+                     m.measured ? ", engine log says " + human_bytes(m.measured->bytes) : "",
+                     human_bytes(held ? held->bytes : 0),
+                     held ? std::string(to_string(held->source)) : "none"),
+         std::move(figures));
     pump();
+    if (m.unload_when_idle && m.active == 0) begin_stop(m, "unloaded on request");
 }
 
 void Broker::begin_stop(Model& m, std::string why) {
     if (!m.engine || m.state == ModelState::stopping || m.state == ModelState::stopped) return;
-    spdlog::info("stopping '{}': {}", m.name(), why);
+    m.unload_when_idle = false;
+    note("stop", m, why);
     m.state = ModelState::stopping;
     m.stop_reason = std::move(why);
     auto engine = m.engine;
@@ -640,9 +749,11 @@ void Broker::on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine
                      const engines::ExitReport& r) {
     if (m.engine != engine) return;
     if (m.state == ModelState::loading) return;  // load() reports start-up failures
+    ++m.exits[std::string(engines::to_string(r.kind))];
     if (r.is_failure()) {
-        spdlog::warn("'{}' ended: {}", m.name(), r.summary);
+        note("exit", m, r.summary, {{"exit", r}}, true);
         m.crashes.record(Clock::now(), r);
+        note_quarantine(m);
     }
     m.last_exit = r;
     m.last_engine = engine;
@@ -652,6 +763,23 @@ void Broker::on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine
     // "Really free": the next probe must show it; until then the memory counts as outside use.
     refresh_devices();
     pump();
+}
+
+asio::awaitable<nlohmann::json> Broker::preload(std::string model) {
+    {
+        Lease held = co_await do_acquire(model, {});
+    }  // released at once: the engine stays up for its keep_alive
+    co_return model_status(*find(model));
+}
+
+asio::awaitable<nlohmann::json> Broker::unload(std::string model) {
+    Model* m = find(model);
+    if (!m) throw Error(ErrorKind::model_not_found, "no model named '" + model + "'", {{"model", model}});
+    if (m->state == ModelState::ready && m->active == 0)
+        begin_stop(*m, "unloaded on request");
+    else if (m->state == ModelState::ready || m->state == ModelState::loading)
+        m->unload_when_idle = true;  // once its requests end (a loading model: once its first ones have)
+    co_return model_status(*m);
 }
 
 asio::awaitable<void> Broker::shutdown() {

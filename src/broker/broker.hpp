@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,6 +64,10 @@ class Lease {
     const engines::ReadyFacts& facts() const { return facts_; }  // what the engine said after ready
     const engines::Kind& kind() const { return *kind_; }         // valid() only
     std::optional<std::chrono::seconds> watchdog() const { return watchdog_; }
+    // For the request log: how long it queued, and what admission decided ("ready" when granted at once).
+    std::chrono::steady_clock::duration queue_wait() const { return queue_wait_; }
+    const std::string& decision() const { return decision_; }
+    const std::string& priority() const { return priority_; }
     const std::shared_ptr<engines::EngineRun>& engine() const { return engine_; }
     bool valid() const { return broker_ != nullptr; }
     void release();
@@ -78,12 +83,17 @@ class Lease {
     const engines::Kind* kind_ = nullptr;
     std::optional<std::chrono::seconds> watchdog_;
     std::shared_ptr<engines::EngineRun> engine_;
+    std::chrono::steady_clock::duration queue_wait_{};
+    std::string decision_, priority_;
 };
 
 // What one request asks of its model, checked before anything is started for it.
 struct RequestNeeds {
     std::string route;                        // the API path; empty = not checked
     std::optional<std::uint64_t> max_tokens;  // tokens it may generate
+    // Replaces the model's keep_alive from now on (Ollama's per-request keep_alive); nullopt inside =
+    // forever, zero = stop as soon as it is idle.
+    std::optional<std::optional<std::chrono::seconds>> keep_alive;
 };
 
 struct BrokerOptions {
@@ -107,7 +117,13 @@ class Broker {
     boost::asio::awaitable<Lease> acquire(std::string model, RequestNeeds needs = {});
 
     boost::asio::awaitable<nlohmann::json> models();
+    // Everything /loch/status, the dashboard, `loch ps` and /metrics show: devices (the ledger), engines,
+    // the queue with each waiter's reason, recent events (admissions, evictions, loads, exits).
     boost::asio::awaitable<nlohmann::json> status();
+    // `loch load`: start the model (as a request would) and wait until it is ready; its status.
+    boost::asio::awaitable<nlohmann::json> preload(std::string model);
+    // `loch unload`: stop it now, or when its running requests end; its status.
+    boost::asio::awaitable<nlohmann::json> unload(std::string model);
     // Dry run of admission for `model` now: would it be admitted, what would be evicted, or why refused.
     boost::asio::awaitable<nlohmann::json> plan(std::string model);
     boost::asio::awaitable<std::optional<std::vector<std::string>>> log_tail(std::string model,
@@ -129,7 +145,7 @@ class Broker {
     boost::asio::awaitable<Lease> do_acquire(std::string model, RequestNeeds needs);
     void check_needs(const Model& m, const RequestNeeds& needs) const;
     Serve try_serve(Model& m);  // grant a slot now, or start what it needs (load, evictions) and wait
-    Lease make_lease(Model& m);
+    Lease make_lease(Model& m, std::string decision, std::chrono::steady_clock::duration waited);
     void release(const std::string& model, std::chrono::steady_clock::duration held);
     void pump();
     void fail_waiters(const Model& m, const Error& e);
@@ -155,6 +171,10 @@ class Broker {
     int retry_after_s(const Model& m) const;
     Model* find(const std::string& name_or_alias);
     nlohmann::json model_status(const Model& m) const;
+    // One line in the log and one entry in the recent events /loch/status shows.
+    void note(std::string_view kind, const Model& m, std::string message, nlohmann::json extra = {},
+              bool warn = false);
+    void note_quarantine(Model& m);  // after a failure was recorded: the event when it starts a quarantine
 
     boost::asio::any_io_executor ex_;
     const config::Config& cfg_;
@@ -169,6 +189,7 @@ class Broker {
     std::set<std::string> loading_devices_;
     std::map<std::string, std::string> gpu_lock_;           // device → exclusive model holding it
     std::map<std::string, engines::Placement> placements_;  // device → as the last probe numbered it
+    std::deque<nlohmann::json> events_;                     // the most recent kMaxEvents
     std::uint64_t next_waiter_ = 1;
     bool shutting_down_ = false;
     std::shared_ptr<bool> alive_;  // tells detached coroutines the broker is gone

@@ -58,6 +58,20 @@ struct Broker::Model {
     double avg_request_s = 5.0;
     std::string stop_reason;
     std::uint64_t runs = 0;
+    Clock::time_point load_started{};
+    std::string wait_reason;        // why a request for it waits now (queue status, queue_timeout)
+    bool unload_when_idle = false;  // `loch unload` while requests run: stop when the last one ends
+    // A request's keep_alive (Ollama's field) replaces the configured one until the next request sets it;
+    // nullopt inside = forever.
+    std::optional<std::optional<std::chrono::seconds>> keep_alive_override;
+    // Cumulative, for /metrics: counters never go down.
+    std::map<std::string, std::uint64_t> exits;  // by exit class
+    std::uint64_t loads_ok = 0, loads_failed = 0, evictions = 0;
+    double load_seconds_total = 0;
+
+    std::optional<std::chrono::seconds> keep_alive() const {
+        return keep_alive_override ? *keep_alive_override : cfg->keep_alive;
+    }
 
     const std::string& name() const { return cfg->name; }
     std::uint32_t slots() const { return std::max<std::uint32_t>(1, kind->slots(*cfg)); }
@@ -71,6 +85,7 @@ struct Broker::Waiter {
     Clock::time_point since = Clock::now();
     bool granted = false;
     std::optional<Error> error;
+    std::string decision;  // what admission said when it queued ("loading on cpu …", "waiting for …")
 };
 
 }  // namespace loch::broker

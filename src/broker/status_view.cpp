@@ -23,7 +23,20 @@ nlohmann::json Broker::model_status(const Model& m) const {
                         {"slots", m.slots()},
                         {"runs", m.runs}};
     if (!m.device.empty()) j["device"] = m.device;
-    if (m.cfg->keep_alive) j["keep_alive_s"] = m.cfg->keep_alive->count();
+    if (const auto keep_alive = m.keep_alive()) j["keep_alive_s"] = keep_alive->count();
+    if (m.state == ModelState::loading) {
+        nlohmann::json l = {
+            {"elapsed_s", std::chrono::duration<double>(Clock::now() - m.load_started).count()}};
+        if (m.load_s) l["expected_s"] = *m.load_s;  // the last load's time
+        j["loading"] = std::move(l);
+    }
+    if (m.unload_when_idle) j["unload_pending"] = true;
+    if (!m.wait_reason.empty()) j["wait_reason"] = m.wait_reason;
+    j["counters"] = {{"loads_ok", m.loads_ok},
+                     {"loads_failed", m.loads_failed},
+                     {"load_seconds_total", m.load_seconds_total},
+                     {"evictions", m.evictions},
+                     {"exits", m.exits}};
     j["idle_s"] = m.active > 0 ? 0.0 : std::chrono::duration<double>(Clock::now() - m.last_used).count();
     if (m.load_s) j["load_s"] = *m.load_s;
     if (m.facts.slot_ctx) j["slot_ctx"] = *m.facts.slot_ctx;
@@ -75,10 +88,12 @@ asio::awaitable<nlohmann::json> Broker::status() {
             for (auto id : queue_.order(now)) {
                 auto it = waiters_.find(id);
                 if (it == waiters_.end()) continue;
-                waiting.push_back(
-                    {{"model", it->second->model->name()},
-                     {"priority", config::to_string(it->second->model->cfg->priority)},
-                     {"waited_s", std::chrono::duration<double>(now - it->second->since).count()}});
+                const auto& w = *it->second;
+                waiting.push_back({{"model", w.model->name()},
+                                   {"priority", config::to_string(w.model->cfg->priority)},
+                                   {"waited_s", std::chrono::duration<double>(now - w.since).count()},
+                                   {"reason", w.model->wait_reason},
+                                   {"queued_because", w.decision}});
             }
             nlohmann::json locks = nlohmann::json::object();
             for (const auto& [d, m] : gpu_lock_) locks[d] = m;
@@ -92,6 +107,7 @@ asio::awaitable<nlohmann::json> Broker::status() {
                   {"aging_s", std::chrono::duration_cast<std::chrono::seconds>(queue_.aging()).count()},
                   {"waiting", waiting}}},
                 {"gpu_locks", locks},
+                {"events", nlohmann::json(std::vector<nlohmann::json>(events_.begin(), events_.end()))},
                 {"loading_devices",
                  std::vector<std::string>(loading_devices_.begin(), loading_devices_.end())},
                 {"shutting_down", shutting_down_}};

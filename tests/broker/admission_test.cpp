@@ -118,7 +118,13 @@ TEST(Admission, WaitsWhenBusyEnginesHoldTheMemory) {
     Ledger l = ledger_with(10 * kGiB);
     l.reserve("gpu0", "busy", {8 * kGiB, Source::measured, ""});
     AdmissionInput in{{need(4 * kGiB)}, 1, {engine("busy", 8 * kGiB, false, 0, 1)}, {}};
-    EXPECT_EQ(decide(in, l).kind, Decision::Kind::wait);
+    in.engines[0].held_as = "busy";
+    const auto d = decide(in, l);
+    EXPECT_EQ(d.kind, Decision::Kind::wait);
+    // The queue's reason names the shortfall, the device and who holds it (and why it stays).
+    EXPECT_EQ(d.reason,
+              "waiting for 2.00 GiB on gpu0 (2.00 GiB free, needs 4.00 GiB): held by busy 8.00 GiB (busy)")
+        << d.reason;
 }
 
 TEST(Admission, TakesTheSecondDeviceWhenTheFirstIsFull) {
