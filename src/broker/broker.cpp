@@ -243,6 +243,27 @@ void Broker::check_needs(const Model& m, const RequestNeeds& needs) const {
                  {"slot_ctx_source", source}});
 }
 
+std::optional<Lease> Broker::try_acquire(const std::string& name, const RequestNeeds& needs) {
+    Model* m = shutting_down_ ? nullptr : find(name);
+    if (!m || m->state != ModelState::ready) return std::nullopt;
+    check_needs(*m, needs);
+    if (try_serve(*m) != Serve::granted) return std::nullopt;
+    if (needs.keep_alive) m->keep_alive_override = *needs.keep_alive;
+    last_request_ = Clock::now();
+    return make_lease(*m, "ready", {});
+}
+
+nlohmann::json Broker::progress(const std::string& name) {
+    Model* m = find(name);
+    if (!m) return {{"model", name}};
+    nlohmann::json j = {{"model", m->name()}, {"state", to_string(m->state)}, {"reason", m->wait_reason}};
+    if (m->state == ModelState::loading) {
+        j["loading"] = {{"elapsed_s", std::chrono::duration<double>(Clock::now() - m->load_started).count()}};
+        if (m->load_s) j["loading"]["expected_s"] = *m->load_s;
+    }
+    return j;
+}
+
 asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) {
     if (shutting_down_) throw Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5);
     Model* m = find(name);
@@ -310,6 +331,7 @@ Lease Broker::make_lease(Model& m, std::string decision, Clock::duration waited)
     if (m.engine) l.address_ = {m.engine->host(), m.engine->port(), m.engine->spec().api_key};
     l.facts_ = m.facts;
     l.kind_ = m.kind;
+    l.model_cfg_ = m.cfg;
     l.watchdog_ = m.cfg->watchdog;
     l.engine_ = m.engine;
     return l;

@@ -63,6 +63,7 @@ class Lease {
     std::optional<std::uint64_t> slot_ctx() const { return facts_.slot_ctx; }  // tokens per slot
     const engines::ReadyFacts& facts() const { return facts_; }  // what the engine said after ready
     const engines::Kind& kind() const { return *kind_; }         // valid() only
+    const config::ModelConfig* config() const { return model_cfg_; }
     std::optional<std::chrono::seconds> watchdog() const { return watchdog_; }
     // For the request log: how long it queued, and what admission decided ("ready" when granted at once).
     std::chrono::steady_clock::duration queue_wait() const { return queue_wait_; }
@@ -81,6 +82,7 @@ class Lease {
     EngineAddress address_;
     engines::ReadyFacts facts_;
     const engines::Kind* kind_ = nullptr;
+    const config::ModelConfig* model_cfg_ = nullptr;
     std::optional<std::chrono::seconds> watchdog_;
     std::shared_ptr<engines::EngineRun> engine_;
     std::chrono::steady_clock::duration queue_wait_{};
@@ -115,6 +117,12 @@ class Broker {
     // context: refused before any engine starts), insufficient_memory, queue_full, queue_timeout,
     // quarantined, engine_failed, shutting_down.
     boost::asio::awaitable<Lease> acquire(std::string model, RequestNeeds needs = {});
+
+    // The ready-now path without a coroutine frame: a Lease when the model is ready with a free slot, else
+    // nullopt (acquire() then queues it). Throws what acquire() throws for the request itself.
+    std::optional<Lease> try_acquire(const std::string& model, const RequestNeeds& needs);
+    // For a client shown progress while it waits: {model, state, reason, loading {elapsed_s, expected_s}}.
+    nlohmann::json progress(const std::string& model);
 
     boost::asio::awaitable<nlohmann::json> models();
     // Everything /loch/status, the dashboard, `loch ps` and /metrics show: devices (the ledger), engines,

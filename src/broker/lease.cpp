@@ -18,8 +18,12 @@ Lease& Lease::operator=(Lease&& o) noexcept {
         address_ = std::move(o.address_);
         facts_ = std::move(o.facts_);
         kind_ = o.kind_;
+        model_cfg_ = o.model_cfg_;
         watchdog_ = o.watchdog_;
         engine_ = std::move(o.engine_);
+        queue_wait_ = o.queue_wait_;
+        decision_ = std::move(o.decision_);
+        priority_ = std::move(o.priority_);
     }
     return *this;
 }

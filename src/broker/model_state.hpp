@@ -46,7 +46,8 @@ struct Broker::Model {
     Clock::time_point last_used = Clock::now();
     std::optional<double> load_s;
     engines::ReadyFacts facts;  // this run's, from the kind's after_ready
-    engines::CrashTracker crashes;
+    // Mutable: asking it whether a quarantine holds prunes old failures, also from the read-only views.
+    mutable engines::CrashTracker crashes;
     std::optional<engines::ExitReport> last_exit;
     std::optional<Footprint> footprint;
     bool planning = false;

@@ -31,6 +31,10 @@ nlohmann::json Broker::model_status(const Model& m) const {
         j["loading"] = std::move(l);
     }
     if (m.unload_when_idle) j["unload_pending"] = true;
+    if (const auto v = m.crashes.check(Clock::now()); v.quarantined)
+        j["quarantined"] = {
+            {"message", v.message},
+            {"retry_in_s", std::chrono::duration_cast<std::chrono::seconds>(v.retry_in).count()}};
     if (!m.wait_reason.empty()) j["wait_reason"] = m.wait_reason;
     j["counters"] = {{"loads_ok", m.loads_ok},
                      {"loads_failed", m.loads_failed},

@@ -118,6 +118,8 @@ void run_serve(const ServeOptions& o) {
     so.header_timeout = cfg.client_timeouts.header;
     so.body_timeout = cfg.client_timeouts.body;
     so.max_connections = cfg.max_connections;
+    std::filesystem::create_directories(cfg.log_dir);
+    so.request_log = cfg.log_dir / "requests.jsonl";
     http::Server server(ex, broker, so);
     const auto port = server.listen();
     broker.start();

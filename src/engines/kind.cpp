@@ -35,6 +35,11 @@ asio::awaitable<std::optional<Refusal>> Kind::check_request(asio::any_io_executo
     co_return std::nullopt;
 }
 
+std::optional<Refusal> Kind::explain_error(const config::ModelConfig&, std::string_view, unsigned,
+                                           std::string_view) const {
+    return std::nullopt;
+}
+
 bool Kind::serves(std::string_view route) const {
     return route == "/v1/chat/completions" || route == "/v1/completions" || route == "/v1/embeddings";
 }

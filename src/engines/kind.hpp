@@ -102,6 +102,12 @@ class Kind : public config::KindSchema {
                                                                          const RequestView& request) const;
     // Whether it answers this API path (default: /v1/chat/completions, /v1/completions, /v1/embeddings).
     virtual bool serves(std::string_view route) const;
+    // Whether its answers carry the configured model name (else the HTTP layer rewrites their "model").
+    virtual bool names_model_as_configured() const { return true; }
+    // An error answer of the engine that a config change fixes, as the loch.yaml fix (e.g. llama-server's
+    // "Start it with --embeddings" → the model entry's args). Default: nothing; the engine's answer passes.
+    virtual std::optional<Refusal> explain_error(const config::ModelConfig& model, std::string_view route,
+                                                 unsigned status, std::string_view body) const;
 };
 
 // The registry (engines/kinds/registry.cpp): the kind of a model entry, or by name. Throws

@@ -137,17 +137,135 @@ asio::awaitable<void> Server::check_request(const broker::Lease& lease, const Op
                 fmt::format("model '{}': {}", lease.model(), no->message), std::move(no->details));
 }
 
-asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Endpoint endpoint) {
+namespace {
+
+// What the engine's answer says it used: OpenAI's `usage`, or llama-server's `timings`.
+void take_usage(const nlohmann::json& j, observe::RequestRecord& rec) {
+    if (!j.is_object()) return;
+    if (j.contains("usage") && j["usage"].is_object()) {
+        const auto& u = j["usage"];
+        if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_unsigned())
+            rec.prompt_tokens = u["prompt_tokens"].get<std::uint64_t>();
+        if (u.contains("completion_tokens") && u["completion_tokens"].is_number_unsigned())
+            rec.completion_tokens = u["completion_tokens"].get<std::uint64_t>();
+    }
+    if (j.contains("timings") && j["timings"].is_object()) {
+        const auto& t = j["timings"];
+        if (!rec.prompt_tokens && t.contains("prompt_n") && t["prompt_n"].is_number_unsigned())
+            rec.prompt_tokens = t["prompt_n"].get<std::uint64_t>();
+        if (!rec.completion_tokens && t.contains("predicted_n") && t["predicted_n"].is_number_unsigned())
+            rec.completion_tokens = t["predicted_n"].get<std::uint64_t>();
+    }
+}
+
+// The engine's error answer as loch's error (a JSON answer after the SSE head went out can only be told
+// as an event).
+Error engine_answer_error(unsigned status, std::string_view body, const std::string& model) {
+    auto j = nlohmann::json::parse(body, nullptr, false);
+    std::string msg(body.substr(0, 500));
+    if (!j.is_discarded() && j.is_object() && j.contains("error"))
+        msg = j["error"].is_object() ? j["error"].value("message", msg) : j["error"].dump();
+    return Error(status < 500 ? ErrorKind::invalid_request : ErrorKind::engine_failed,
+                 fmt::format("the engine of model '{}' answered {}: {}", model, status, msg),
+                 {{"model", model}, {"engine_status", status}});
+}
+
+std::string sse_head_comment(const nlohmann::json& p, std::chrono::steady_clock::duration waited) {
+    std::string line = fmt::format(": loch: waiting {:.0f} s for model '{}' ({})",
+                                   std::chrono::duration<double>(waited).count(), p.value("model", ""),
+                                   p.value("state", ""));
+    if (p.contains("loading")) {
+        const auto& l = p["loading"];
+        line += fmt::format(": loading for {:.0f} s", l.value("elapsed_s", 0.0));
+        if (l.contains("expected_s"))
+            line += fmt::format(" of about {:.0f} s", l["expected_s"].get<double>());
+    } else if (!p.value("reason", "").empty()) {
+        line += ": " + p.value("reason", "");
+    }
+    for (auto& c : line)
+        if (c == '\n' || c == '\r') c = ' ';
+    return line + "\n\n";
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<broker::Lease>> Server::acquire_with_heartbeat(
+    beast::tcp_stream& client, unsigned version, const std::string& model, const broker::RequestNeeds& needs,
+    bool progress_events, bool& headers_sent) {
+    // The acquire runs beside this loop; the loop alone writes to the client. A client that leaves does
+    // not cancel the acquire: its lease, when granted, is dropped (released) by the shared state.
+    struct Pending {
+        explicit Pending(asio::any_io_executor ex) : wake(ex) {}
+        asio::steady_timer wake;
+        std::optional<broker::Lease> lease;
+        std::exception_ptr error;
+        bool done = false;
+    };
+    auto p = std::make_shared<Pending>(ex_);
+    asio::co_spawn(
+        ex_,
+        [this, p, model, needs]() -> asio::awaitable<void> {
+            try {
+                p->lease = co_await broker_.acquire(model, needs);
+            } catch (...) {
+                p->error = std::current_exception();
+            }
+            p->done = true;
+            p->wake.cancel();
+        },
+        asio::detached);
+    const auto started = std::chrono::steady_clock::now();
+    const bool chunked = version >= 11;
+    while (!p->done) {
+        p->wake.expires_after(headers_sent ? options_.heartbeat : options_.first_heartbeat);
+        co_await p->wake.async_wait(tok);
+        if (p->done) break;
+        if (!headers_sent) {
+            bhttp::response<bhttp::empty_body> head{bhttp::status::ok, version};
+            head.set(bhttp::field::server, "loch");
+            head.set(bhttp::field::content_type, "text/event-stream");
+            head.set(bhttp::field::cache_control, "no-cache");
+            head.keep_alive(chunked);
+            if (chunked) head.chunked(true);
+            bhttp::response_serializer<bhttp::empty_body> sr{head};
+            auto [hec, hn] = co_await bhttp::async_write_header(client, sr, tok);
+            if (hec) co_return std::nullopt;
+            headers_sent = true;
+        }
+        const auto progress = broker_.progress(model);
+        std::string out = sse_head_comment(progress, std::chrono::steady_clock::now() - started);
+        if (progress_events) {
+            nlohmann::json ev = progress;
+            ev["waited_s"] =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            out += "event: loch.progress\ndata: " + dump(ev) + "\n\n";
+        }
+        boost::system::error_code ec;
+        std::size_t n = 0;
+        if (chunked)
+            std::tie(ec, n) = co_await asio::async_write(client, bhttp::make_chunk(asio::buffer(out)), tok);
+        else
+            std::tie(ec, n) = co_await asio::async_write(client, asio::buffer(out), tok);
+        if (ec) co_return std::nullopt;
+    }
+    if (p->error) std::rethrow_exception(p->error);
+    co_return std::move(p->lease);
+}
+
+asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, ProxyCall call) {
     const unsigned v = req.version();
     const bool keep = req.keep_alive();
     // HTTP/1.0 has no chunked encoding: a stream to such a client is delimited by closing the connection.
     const bool chunked = v >= 11;
+    auto& rec = *call.record;
     auto st = std::make_shared<RelayState>();
     RelayGuard guard{st};
     const auto registration = register_relay(st);
     bool headers_sent = false;
     std::optional<Error> err;
     broker::Lease lease;
+    Translation* tr = call.translation;
+    std::optional<ModelRename> rename;
     auto client_watch_started = false;
     const auto write_body = [&](std::string_view bytes) -> asio::awaitable<boost::system::error_code> {
         boost::system::error_code ec;
@@ -158,28 +276,65 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
             std::tie(ec, n) = co_await asio::async_write(client, asio::buffer(bytes), tok);
         co_return ec;
     };
+    const auto gone = [&] {
+        rec.client_gone = true;
+        rec.status = 499;  // nginx's "client closed request"
+        return false;
+    };
     try {
-        const OpenAIRequest oreq = parse_openai_request(endpoint, req.body());
+        const OpenAIRequest oreq = parse_openai_request(call.endpoint, req.body());
+        rec.model = oreq.model;
+        rec.stream = oreq.stream;
         broker::RequestNeeds needs;
         needs.max_tokens = oreq.max_tokens;
         needs.route = std::string(to_string(oreq.endpoint));
-        lease = co_await broker_.acquire(oreq.model, needs);
+        needs.keep_alive = call.keep_alive;
+        // A streaming OpenAI client that has to wait hears from loch while it waits.
+        const bool sse_client = oreq.stream && !tr;
+        if (auto now = broker_.try_acquire(oreq.model, needs)) {
+            lease = std::move(*now);
+        } else if (sse_client) {
+            const bool progress_events = oreq.body.contains("loch") && oreq.body["loch"].is_object() &&
+                                         oreq.body["loch"].value("progress", false);
+            auto got =
+                co_await acquire_with_heartbeat(client, v, oreq.model, needs, progress_events, headers_sent);
+            if (!got) co_return gone();
+            lease = std::move(*got);
+        } else {
+            lease = co_await broker_.acquire(oreq.model, needs);
+        }
+        rec.model = lease.model();
+        rec.priority = lease.priority();
+        rec.decision = lease.decision();
+        rec.queue_wait_s = std::chrono::duration<double>(lease.queue_wait()).count();
         if (st->abort) throw *st->abort;
+        if (call.num_ctx && lease.slot_ctx() && *call.num_ctx > *lease.slot_ctx())
+            throw Error(
+                ErrorKind::context_length_exceeded,
+                fmt::format("options.num_ctx {} is larger than the slot context of model '{}' ({} tokens): "
+                            "loch runs the model with the context of its config; raise args.ctx (or "
+                            "lower args.parallel) in loch.yaml, or ask for at most {}",
+                            *call.num_ctx, lease.model(), *lease.slot_ctx(), *lease.slot_ctx()),
+                {{"model", lease.model()}, {"num_ctx", *call.num_ctx}, {"slot_ctx", *lease.slot_ctx()}});
         co_await check_request(lease, oreq);
+        if (!tr && !lease.kind().names_model_as_configured()) {
+            rename.emplace(lease.model());
+            tr = &*rename;
+        }
 
         watch_client(client.socket(), st);
         client_watch_started = true;
 
-        bhttp::request<bhttp::string_body> ureq{bhttp::verb::post, req.target(), 11};
+        bhttp::request<bhttp::string_body> ureq{bhttp::verb::post, call.upstream_path, 11};
         ureq.set(bhttp::field::host, lease.host() + ":" + std::to_string(lease.port()));
         // The client's body kind goes upstream as it came (JSON today; multipart for images and audio).
-        if (auto ct = req.find(bhttp::field::content_type); ct != req.end())
+        if (auto ct = req.find(bhttp::field::content_type); ct != req.end() && !call.translation)
             ureq.set(bhttp::field::content_type, ct->value());
         else
             ureq.set(bhttp::field::content_type, "application/json");
         if (!lease.address().api_key.empty())
             ureq.set(bhttp::field::authorization, "Bearer " + lease.address().api_key);
-        if (auto a = req.find(bhttp::field::accept); a != req.end())
+        if (auto a = req.find(bhttp::field::accept); a != req.end() && !call.translation)
             ureq.set(bhttp::field::accept, a->value());
         ureq.body() = std::move(req.body());  // the client's bytes, untouched
         ureq.prepare_payload();
@@ -203,7 +358,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         if (ex.connect_failed)
             throw Error(ErrorKind::engine_failed, "cannot connect to the engine: " + ex.ec.message());
         if (ex.ec) {
-            if (st->client_gone) co_return false;
+            if (st->client_gone) co_return gone();
             Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ex.ec);
             throw failure;
         }
@@ -216,12 +371,14 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
                 pool_.give_back(pool_key, std::exchange(st->upstream, nullptr), oreq.stream);
         };
         const auto& uh = parser.get();
+        const unsigned status = uh.result_int();
         // The client's head for a JSON answer: the engine's status and type, loch as the server.
         const auto json_head = [&](auto& m) {
             m.set(bhttp::field::server, "loch");
-            m.set(bhttp::field::content_type, uh[bhttp::field::content_type].empty()
+            m.set(bhttp::field::content_type, uh[bhttp::field::content_type].empty() || call.translation
                                                   ? std::string("application/json")
                                                   : std::string(uh[bhttp::field::content_type]));
+            m.set("X-Request-Id", rec.id);
             m.keep_alive(keep);
         };
         const bool sse = std::string_view(uh[bhttp::field::content_type]).starts_with("text/event-stream");
@@ -230,20 +387,22 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         if (!sse) {
             // A JSON answer. A small one (the usual case: llama-server sends the body at once when it is
             // done) leaves in one write with the head; a long one of known length (over kRelayFrom) is
-            // relayed as it arrives after its first piece; one of unknown length is collected first. The
-            // client's head carries the engine's status and length either way.
+            // relayed as it arrives after its first piece, unless it is translated or an error; one of
+            // unknown length is collected first. The client's head carries the engine's status.
             constexpr std::uint64_t kRelayFrom = 64 * 1024;
             std::string body;
             const auto length = parser.content_length();
+            const bool may_relay = !tr && status < 400 && !headers_sent;
             bool relaying = false;
             while (!parser.is_done()) {
-                if (!relaying && length && *length > kRelayFrom && !body.empty()) {
+                if (may_relay && !relaying && length && *length > kRelayFrom && !body.empty()) {
                     bhttp::response<bhttp::empty_body> head{uh.result(), v};
                     json_head(head);
                     head.content_length(*length);
                     bhttp::response_serializer<bhttp::empty_body> sr{head};
                     auto [hwec, hwn] = co_await bhttp::async_write_header(client, sr, tok);
-                    if (hwec || co_await write_raw(client, body)) co_return false;
+                    if (hwec || co_await write_raw(client, body)) co_return gone();
+                    rec.status = status;
                     body.clear();
                     relaying = true;
                 }
@@ -253,10 +412,11 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
                 auto [ec, n] = co_await bhttp::async_read_some(up, ubuf, parser, tok);
                 if (ec == bhttp::error::need_buffer) ec = {};
                 if (ec) {
-                    if (st->client_gone) co_return false;
+                    if (st->client_gone) co_return gone();
                     Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ec);
                     if (relaying) {  // the head is out: closing short of the length is the only signal left
                         spdlog::warn("answer of '{}' cut short: {}", lease.model(), failure.what());
+                        rec.error_type = broker::to_string(failure.kind());
                         co_return false;
                     }
                     throw failure;
@@ -266,7 +426,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
                     body.append(piece);
                 } else if (co_await write_raw(client, piece)) {
                     st->client_gone = true;
-                    co_return false;
+                    co_return gone();
                 }
             }
             keep_upstream();
@@ -275,10 +435,25 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
                 client.socket().cancel();  // ends the client watch
                 co_return keep;
             }
+            if (status >= 400) {
+                if (auto fix =
+                        lease.kind().explain_error(*lease.config(), call.upstream_path, status, body)) {
+                    fix->details["model"] = lease.model();
+                    fix->details["engine_answer"] = body.substr(0, 1000);
+                    throw Error(ErrorKind::invalid_request, fix->message, std::move(fix->details));
+                }
+                if (headers_sent || tr) throw engine_answer_error(status, body, lease.model());
+            }
+            if (headers_sent) throw engine_answer_error(status, body, lease.model());
+            if (status < 300 && body.size() < 1024 * 1024) {
+                const auto j = nlohmann::json::parse(body, nullptr, false);
+                if (!j.is_discarded()) take_usage(j, rec);
+            }
             bhttp::response<bhttp::string_body> res{uh.result(), v};
             json_head(res);
-            res.body() = std::move(body);
+            res.body() = tr ? tr->answer(body, status) : std::move(body);
             res.prepare_payload();
+            rec.status = status;
             client.expires_after(60s);
             auto [ec, n] = co_await bhttp::async_write(client, res, tok);
             client.expires_never();
@@ -286,21 +461,28 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
             co_return keep && !ec;
         }
 
-        // Streaming: headers now, then the complete events as soon as they are complete (the events of one
-        // upstream read leave in one write).
-        bhttp::response<bhttp::empty_body> head{uh.result(), v};
-        head.set(bhttp::field::server, "loch");
-        head.set(bhttp::field::content_type, uh[bhttp::field::content_type]);
-        head.set(bhttp::field::cache_control, "no-cache");
-        head.keep_alive(keep && chunked);
-        if (chunked) head.chunked(true);
-        bhttp::response_serializer<bhttp::empty_body> sr{head};
-        auto [hwec, hwn] = co_await bhttp::async_write_header(client, sr, tok);
-        if (hwec) co_return false;
-        headers_sent = true;
+        // Streaming: headers now (unless the heartbeat sent them), then the complete events as soon as they
+        // are complete (the events of one upstream read leave in one write).
+        if (!headers_sent) {
+            bhttp::response<bhttp::empty_body> head{uh.result(), v};
+            head.set(bhttp::field::server, "loch");
+            head.set(bhttp::field::content_type,
+                     tr ? tr->stream_content_type() : std::string(uh[bhttp::field::content_type]));
+            head.set(bhttp::field::cache_control, "no-cache");
+            head.set("X-Request-Id", rec.id);
+            head.keep_alive(keep && chunked);
+            if (chunked) head.chunked(true);
+            bhttp::response_serializer<bhttp::empty_body> sr{head};
+            auto [hwec, hwn] = co_await bhttp::async_write_header(client, sr, tok);
+            if (hwec) co_return gone();
+            headers_sent = true;
+        }
+        rec.status = status;
 
         SseFramer framer;
-        std::string batch;
+        std::string batch, last_data;
+        const auto t0 = std::chrono::steady_clock::now();
+        std::uint64_t events = 0;
         while (!parser.is_done()) {
             parser.get().body().data = tmp;
             parser.get().body().size = sizeof tmp;
@@ -308,22 +490,36 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
             auto [ec, n] = co_await bhttp::async_read_some(up, ubuf, parser, tok);
             if (ec == bhttp::error::need_buffer) ec = {};
             if (ec) {
-                if (st->client_gone) co_return false;
+                if (st->client_gone) co_return gone();
                 Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ec);
                 throw failure;
             }
             const std::size_t got = sizeof tmp - parser.get().body().size;
             batch.clear();
-            for (auto& event : framer.feed(std::string_view(tmp, got))) batch += event;
+            for (auto& event : framer.feed(std::string_view(tmp, got))) {
+                if (!is_done_event(event) && event.starts_with("data:")) {
+                    if (events++ == 0)
+                        rec.ttft_s =
+                            rec.queue_wait_s +
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                    last_data = event;
+                }
+                batch += tr ? tr->event(event) : event;
+            }
             if (batch.empty()) continue;
             if (co_await write_body(batch)) {
                 st->client_gone = true;
-                co_return false;
+                co_return gone();
             }
         }
         keep_upstream();
         st->finish();
-        if (auto rest = framer.take_rest(); !rest.empty()) co_await write_body(rest);
+        // The last chunk carries the usage (with stream_options.include_usage) or llama-server's timings.
+        if (auto j = sse_json(last_data)) take_usage(*j, rec);
+        if (!rec.completion_tokens && events > 0) rec.completion_tokens = events;  // one token per chunk
+        std::string rest = framer.take_rest();
+        if (tr) rest = (rest.empty() ? std::string() : tr->event(rest)) + tr->end();
+        if (!rest.empty()) co_await write_body(rest);
         client.socket().cancel();
         if (!chunked) co_return false;  // HTTP/1.0: the end of the stream is the end of the connection
         auto [lec, ln] = co_await asio::async_write(client, bhttp::make_chunk_last(), tok);
@@ -338,14 +534,20 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, End
         boost::system::error_code ignored;
         client.socket().cancel(ignored);
     }
-    if (st->client_gone) co_return false;
+    if (st->client_gone) co_return gone();
+    rec.error_type = broker::to_string(err->kind());
     if (!headers_sent) {
-        co_await write_error(client, v, keep, *err);
+        rec.status = static_cast<unsigned>(status_of(err->kind()));
+        if (tr) {
+            co_await write_json(client, v, keep, rec.status, tr->error_body(*err), err->retry_after_s());
+        } else {
+            co_await write_error(client, v, keep, *err);
+        }
         co_return keep;
     }
-    // Mid-stream: an SSE error event, then a clean end of the body.
-    spdlog::warn("stream of '{}' ended by error: {}", lease.model(), err->what());
-    const std::string ev = sse_error_event(*err);
+    // Mid-stream: an SSE error event (or the translation's error line), then a clean end of the body.
+    spdlog::warn("stream of '{}' ended by error: {}", lease.valid() ? lease.model() : rec.model, err->what());
+    const std::string ev = tr ? tr->stream_error(*err) : sse_error_event(*err);
     co_await write_body(ev);
     if (chunked) co_await asio::async_write(client, bhttp::make_chunk_last(), tok);
     co_return false;

@@ -7,9 +7,8 @@ namespace loch::http {
 
 namespace {
 
-std::size_t parse_lines(std::string_view query) {
-    // lines=N among &-separated pairs; default 100, at most 10000.
-    std::size_t lines = 100;
+// lines=N (default 100, at most 10000) and follow=1|true among &-separated pairs.
+void parse_log_query(std::string_view query, Route& r) {
     while (!query.empty()) {
         const auto amp = query.find('&');
         const auto pair = query.substr(0, amp);
@@ -17,12 +16,12 @@ std::size_t parse_lines(std::string_view query) {
             std::size_t v = 0;
             const auto num = pair.substr(6);
             auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
-            if (ec == std::errc() && p == num.data() + num.size()) lines = std::min<std::size_t>(v, 10000);
+            if (ec == std::errc() && p == num.data() + num.size()) r.lines = std::min<std::size_t>(v, 10000);
         }
+        if (pair == "follow=1" || pair == "follow=true") r.follow = true;
         if (amp == std::string_view::npos) break;
         query.remove_prefix(amp + 1);
     }
-    return lines;
 }
 
 Route with(Route::Kind k) {
@@ -59,6 +58,28 @@ Route route(std::string_view method, std::string_view target) {
     if (path == "/api/tags") return check(method, "GET", with(Route::Kind::ollama_tags));
     if (path == "/api/ps") return check(method, "GET", with(Route::Kind::ollama_ps));
     if (path == "/api/pull") return check(method, "POST", with(Route::Kind::ollama_pull));
+    if (path == "/api/show") return check(method, "POST", with(Route::Kind::ollama_show));
+    if (path == "/api/chat" || path == "/api/generate" || path == "/api/embed" || path == "/api/embeddings") {
+        Route r = with(Route::Kind::ollama_generation);
+        r.path = std::string(path);
+        return check(method, "POST", r);
+    }
+    if (path == "/metrics") return check(method, "GET", with(Route::Kind::metrics));
+    if (path == "/" || path == "/index.html") {
+        Route r = with(Route::Kind::dashboard);
+        r.path = "index.html";
+        return check(method, "GET", r);
+    }
+    if (constexpr std::string_view m = "/loch/models/"; path.starts_with(m)) {
+        const auto rest = path.substr(m.size());
+        for (const auto& [suffix, kind] : {std::pair{std::string_view("/load"), Route::Kind::model_load},
+                                           std::pair{std::string_view("/unload"), Route::Kind::model_unload}})
+            if (rest.ends_with(suffix) && rest.size() > suffix.size()) {
+                Route r = with(kind);
+                r.engine = std::string(rest.substr(0, rest.size() - suffix.size()));
+                return check(method, "POST", r);
+            }
+    }
     if (const ModelRoute* m = find_model_route(path)) {
         Route r = with(Route::Kind::openai);
         r.endpoint = m->endpoint;
@@ -72,7 +93,7 @@ Route route(std::string_view method, std::string_view target) {
         Route r = with(Route::Kind::engine_log);
         r.engine = std::string(path.substr(prefix.size(), path.size() - prefix.size() - suffix.size()));
         if (r.engine.find('/') != std::string::npos) return with(Route::Kind::not_found);
-        r.lines = parse_lines(query);
+        parse_log_query(query, r);
         return check(method, "GET", r);
     }
     return with(Route::Kind::not_found);

@@ -24,14 +24,22 @@ struct Route {
         ollama_tags,     // GET /api/tags: every model
         ollama_ps,       // GET /api/ps: the running ones
         ollama_pull,     // POST /api/pull: refused — loch does not download models
+        ollama_generation,  // POST /api/chat, /api/generate, /api/embed, /api/embeddings (http/ollama_api)
+        ollama_show,        // POST /api/show
+        metrics,            // GET /metrics (Prometheus)
+        dashboard,          // GET / (the web page), GET /loch/ui/… (its files)
+        model_load,         // POST /loch/models/{name}/load
+        model_unload,       // POST /loch/models/{name}/unload
         not_found,
         method_not_allowed,
     };
     Kind kind = Kind::not_found;
     Endpoint endpoint = Endpoint::chat_completions;  // openai
     const ModelRoute* model_route = nullptr;         // openai: its row of the route table
-    std::string engine;                              // engine_log; model: the id
+    std::string engine;                              // engine_log, model, model_load/unload: the name
     std::size_t lines = 100;                         // engine_log
+    bool follow = false;                             // engine_log: ?follow=1 streams new lines (SSE)
+    std::string path;                                // ollama_generation: which; dashboard: the file
     std::string allow;                               // method_not_allowed: the method that would work
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,7 @@
 
 #include "http/errors.hpp"
 #include "http/ollama.hpp"
+#include "http/ollama_api.hpp"
 #include "http/router.hpp"
 
 namespace loch::http {
@@ -84,6 +86,19 @@ asio::awaitable<void> write_json(beast::tcp_stream& stream, unsigned version, bo
     stream.expires_never();
 }
 
+asio::awaitable<void> write_text(beast::tcp_stream& stream, unsigned version, bool keep_alive,
+                                 unsigned status, std::string_view content_type, std::string body) {
+    bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(status), version};
+    res.set(bhttp::field::server, "loch");
+    res.set(bhttp::field::content_type, content_type);
+    res.keep_alive(keep_alive);
+    res.body() = std::move(body);
+    res.prepare_payload();
+    stream.expires_after(std::chrono::seconds(30));
+    co_await bhttp::async_write(stream, res, tok);
+    stream.expires_never();
+}
+
 asio::awaitable<void> write_error(beast::tcp_stream& stream, unsigned version, bool keep_alive,
                                   const Error& e, const std::string& allow) {
     co_await write_json(stream, version, keep_alive, static_cast<unsigned>(status_of(e.kind())),
@@ -95,7 +110,11 @@ Server::Server(asio::any_io_executor ex, broker::Broker& broker, ServerOptions o
       broker_(broker),
       options_(std::move(options)),
       acceptor_(ex),
-      alive_(std::make_shared<bool>(true)) {}
+      request_log_(options_.request_log),
+      alive_(std::make_shared<bool>(true)) {
+    // Request ids unique across restarts: a random prefix per run, then a counter.
+    run_id_ = std::random_device{}() & 0xffffff;
+}
 
 Server::~Server() {
     *alive_ = false;
@@ -310,7 +329,9 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {
     std::string allow;
     try {
         const Route r = route(req.method_string(), req.target());
-        if (r.kind != Route::Kind::health && !authorized(req[bhttp::field::authorization], options_.api_keys))
+        // The dashboard's page holds no data (it asks for a key when /loch/status says 401).
+        if (r.kind != Route::Kind::health && r.kind != Route::Kind::dashboard &&
+            !authorized(req[bhttp::field::authorization], options_.api_keys))
             throw Error(ErrorKind::unauthorized,
                         "missing or wrong API key: send 'Authorization: Bearer <key>'");
         switch (r.kind) {
@@ -354,6 +375,7 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {
                             "(--models-dir) or name it in loch.yaml, then ask for it by name");
             case Route::Kind::status: {
                 nlohmann::json body = co_await broker_.status();
+                body["requests"] = metrics_.summary();
                 body["upstream_connections"] = {
                     {"idle", pool_.idle_count()}, {"connects", pool_.connects()}, {"reuses", pool_.reuses()}};
                 co_await write_json(stream, v, keep, 200, body);
@@ -370,6 +392,7 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {
                 co_return keep;
             }
             case Route::Kind::engine_log: {
+                if (r.follow) co_return co_await follow_log(stream, req, r);
                 auto lines = co_await broker_.log_tail(r.engine, r.lines);
                 if (!lines)
                     throw Error(ErrorKind::model_not_found, "no model named '" + r.engine + "'",
@@ -381,7 +404,39 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {
                 co_return keep;
             }
             case Route::Kind::openai:
-                co_return co_await proxy(stream, req, r.endpoint);
+            case Route::Kind::ollama_generation:
+                co_return co_await model_request(stream, req, r);
+            case Route::Kind::ollama_show: {
+                const auto body = nlohmann::json::parse(req.body(), nullptr, false);
+                const std::string name = body.is_object() ? body.value("model", body.value("name", "")) : "";
+                if (name.empty())
+                    throw Error(ErrorKind::invalid_request,
+                                "POST /api/show needs a JSON body {\"model\": \"<name>\"}");
+                const auto shown = ollama_show(co_await broker_.status(), name);
+                if (!shown)
+                    throw Error(ErrorKind::model_not_found, "no model named '" + name + "'",
+                                {{"model", name}});
+                co_await write_json(stream, v, keep, 200, *shown);
+                co_return keep;
+            }
+            case Route::Kind::metrics: {
+                const auto status = co_await broker_.status();
+                co_await write_text(stream, v, keep, 200, "text/plain; version=0.0.4; charset=utf-8",
+                                    metrics_.exposition(status));
+                co_return keep;
+            }
+            case Route::Kind::dashboard:
+                co_return co_await dashboard(stream, req);
+            case Route::Kind::model_load: {
+                const nlohmann::json answer = co_await broker_.preload(r.engine);
+                co_await write_json(stream, v, keep, 200, answer);
+                co_return keep;
+            }
+            case Route::Kind::model_unload: {
+                const nlohmann::json answer = co_await broker_.unload(r.engine);
+                co_await write_json(stream, v, keep, 200, answer);
+                co_return keep;
+            }
             case Route::Kind::method_not_allowed:
                 allow = r.allow;
                 throw Error(ErrorKind::method_not_allowed,

@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <list>
 #include <memory>
 #include <optional>
@@ -40,8 +41,13 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include "broker/broker.hpp"
+#include "http/ollama_api.hpp"
 #include "http/openai_request.hpp"
+#include "http/router.hpp"
+#include "http/translation.hpp"
 #include "http/upstream_pool.hpp"
+#include "observe/metrics.hpp"
+#include "observe/request_log.hpp"
 
 namespace loch::http {
 
@@ -55,6 +61,20 @@ struct ServerOptions {
     std::chrono::seconds body_timeout{60};       // header → the whole body
     std::size_t max_connections = 512;           // open client connections; beyond → 503
     std::chrono::seconds default_watchdog{600};  // models without a watchdog: still never wait forever
+    std::filesystem::path request_log;           // requests.jsonl; empty = the log line only
+    // A streaming client kept waiting (a cold load, a queue) gets an SSE comment after this, then every
+    // `heartbeat` (proxies and clients time out on silence).
+    std::chrono::milliseconds first_heartbeat{1000}, heartbeat{5000};
+};
+
+// One model request on its way through the proxy.
+struct ProxyCall {
+    Endpoint endpoint = Endpoint::chat_completions;
+    std::string upstream_path;                 // the engine's route
+    Translation* translation = nullptr;        // null: the engine's bytes pass untouched
+    KeepAlive keep_alive;                      // a request's keep_alive (Ollama)
+    std::optional<std::uint64_t> num_ctx;      // checked against the slot context (Ollama)
+    observe::RequestRecord* record = nullptr;  // filled as it goes
 };
 
 // One relay's state, shared with the client watch and with shutdown().
@@ -91,7 +111,21 @@ class Server {
     boost::asio::awaitable<void> accept_loop();
     boost::asio::awaitable<void> session(boost::asio::ip::tcp::socket socket);
     boost::asio::awaitable<bool> handle(boost::beast::tcp_stream& stream, Request& req);
-    boost::asio::awaitable<bool> proxy(boost::beast::tcp_stream& stream, Request& req, Endpoint endpoint);
+    boost::asio::awaitable<bool> proxy(boost::beast::tcp_stream& stream, Request& req, ProxyCall call);
+    // A model request of either API: the proxy, then its record to the request log and the metrics.
+    boost::asio::awaitable<bool> model_request(boost::beast::tcp_stream& stream, Request& req,
+                                               const Route& r);
+    boost::asio::awaitable<bool> ollama_request(boost::beast::tcp_stream& stream, Request& req,
+                                                const Route& r, observe::RequestRecord& rec);
+    // Waits for a slot, sending a streaming client SSE comments (and loch.progress events when it asked)
+    // while it waits; `headers_sent` says whether the SSE head went out. nullopt: the client left.
+    boost::asio::awaitable<std::optional<broker::Lease>> acquire_with_heartbeat(
+        boost::beast::tcp_stream& client, unsigned version, const std::string& model,
+        const broker::RequestNeeds& needs, bool progress_events, bool& headers_sent);
+    boost::asio::awaitable<bool> dashboard(boost::beast::tcp_stream& stream, const Request& req);
+    boost::asio::awaitable<bool> follow_log(boost::beast::tcp_stream& stream, const Request& req,
+                                            const Route& r);
+    void finish(observe::RequestRecord& rec, std::chrono::steady_clock::time_point started);
     boost::asio::awaitable<void> check_request(const broker::Lease& lease, const OpenAIRequest& r);
     void close_idle();
 
@@ -124,15 +158,24 @@ class Server {
     ServerOptions options_;
     boost::asio::ip::tcp::acceptor acceptor_;
     UpstreamPool pool_{ex_};  // keep-alive connections to the engines (http/upstream_pool.hpp)
+    observe::Metrics metrics_;
+    observe::RequestLog request_log_;
+    std::uint64_t next_request_ = 1;
+    std::uint32_t run_id_ = 0;
     std::uint16_t port_ = 0;
     std::shared_ptr<bool> alive_;
 };
+
+// JSON text for a response (invalid UTF-8 replaced, never thrown on).
+std::string dump(const nlohmann::json& j);
 
 // Writes a complete JSON response.
 boost::asio::awaitable<void> write_json(boost::beast::tcp_stream& stream, unsigned version, bool keep_alive,
                                         unsigned status, const nlohmann::json& body,
                                         std::optional<int> retry_after_s = std::nullopt,
                                         const std::string& allow = {});
+boost::asio::awaitable<void> write_text(boost::beast::tcp_stream& stream, unsigned version, bool keep_alive,
+                                        unsigned status, std::string_view content_type, std::string body);
 boost::asio::awaitable<void> write_error(boost::beast::tcp_stream& stream, unsigned version, bool keep_alive,
                                          const broker::Error& e, const std::string& allow = {});
 

@@ -55,6 +55,8 @@ class CommandKind final : public Kind {
                       std::uint16_t port) const override;
     Footprint formula(const config::Config& cfg, const config::ModelConfig& model,
                       const std::vector<Placement>& devices) const override;
+    // Any server: it names the model as it likes (a file path, its own id).
+    bool names_model_as_configured() const override { return false; }
 };
 
 }  // namespace loch::engines

@@ -99,6 +99,9 @@ class LlamaServerKind final : public Kind {
                                                                  const EngineAddress& engine,
                                                                  const ReadyFacts& facts,
                                                                  const RequestView& request) const override;
+    // "… does not support embeddings. Start it with `--embeddings`" → the model's `args: {extra: […]}`.
+    std::optional<Refusal> explain_error(const config::ModelConfig& model, std::string_view route,
+                                         unsigned status, std::string_view body) const override;
 };
 
 }  // namespace loch::engines

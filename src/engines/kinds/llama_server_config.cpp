@@ -143,3 +143,28 @@ void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const st
 }
 
 }  // namespace loch::engines
+
+namespace loch::engines {
+
+std::optional<Refusal> LlamaServerKind::explain_error(const config::ModelConfig& model, std::string_view route,
+                                                      unsigned status, std::string_view body) const {
+    if (status < 400) return std::nullopt;
+    // llama-server names the flag a disabled feature needs: "Start it with `--embeddings`".
+    constexpr std::string_view marker = "Start it with `";
+    const auto at = body.find(marker);
+    if (at == std::string_view::npos) return std::nullopt;
+    const auto from = at + marker.size();
+    const auto to = body.find('`', from);
+    if (to == std::string_view::npos || to - from > 40) return std::nullopt;
+    const std::string flag(body.substr(from, to - from));
+    if (!flag.starts_with("--")) return std::nullopt;
+    Refusal r;
+    r.kind = Refusal::Kind::invalid_request;
+    r.message = "model '" + model.name + "' was not started for " + std::string(route) +
+                ": in loch.yaml, add `args: {extra: [\"" + flag + "\"]}` to its entry (models." + model.name +
+                ") — llama-server needs " + flag + " for it";
+    r.details = {{"engine_status", status}, {"needs_flag", flag}, {"fix", "args.extra: [\"" + flag + "\"]"}};
+    return r;
+}
+
+}  // namespace loch::engines

@@ -1,0 +1,241 @@
+#include "observe/metrics.hpp"
+
+#include <sstream>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <nlohmann/json.hpp>
+
+namespace loch::observe {
+
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildHistogram;
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+const prometheus::Histogram::BucketBoundaries kSeconds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                                          2.5,   5,    10,    30,   60,  120,  300, 900};
+const prometheus::Histogram::BucketBoundaries kTokensPerSecond = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
+const prometheus::Histogram::BucketBoundaries kRatio = {0.05, 0.1, 0.25, 0.5, 1, 2, 4, 10};
+
+// A snapshot family being built at scrape time.
+struct Snapshot {
+    std::vector<MetricFamily> families;
+    MetricFamily& family(const std::string& name, const std::string& help, MetricType type) {
+        for (auto& f : families)
+            if (f.name == name) return f;
+        families.push_back(MetricFamily{name, help, type, {}});
+        return families.back();
+    }
+    void gauge(const std::string& name, const std::string& help, std::vector<ClientMetric::Label> labels,
+               double v) {
+        ClientMetric m;
+        m.label = std::move(labels);
+        m.gauge.value = v;
+        family(name, help, MetricType::Gauge).metric.push_back(std::move(m));
+    }
+    void counter(const std::string& name, const std::string& help, std::vector<ClientMetric::Label> labels,
+                 double v) {
+        ClientMetric m;
+        m.label = std::move(labels);
+        m.counter.value = v;
+        family(name, help, MetricType::Counter).metric.push_back(std::move(m));
+    }
+    void summary(const std::string& name, const std::string& help, std::vector<ClientMetric::Label> labels,
+                 std::uint64_t count, double sum) {
+        ClientMetric m;
+        m.label = std::move(labels);
+        m.summary.sample_count = count;
+        m.summary.sample_sum = sum;
+        family(name, help, MetricType::Summary).metric.push_back(std::move(m));
+    }
+};
+
+std::uint64_t u64(const nlohmann::json& j, const char* key) {
+    return j.contains(key) && j[key].is_number() ? j[key].get<std::uint64_t>() : 0;
+}
+
+void add_devices(Snapshot& s, const nlohmann::json& devices) {
+    for (const auto& d : devices) {
+        const std::string dev = d.value("device", "");
+        const auto figure = [&](const char* key) {
+            return d.contains(key) && d[key].is_object() ? d[key].value("bytes", std::uint64_t{0}) : 0;
+        };
+        const std::pair<const char*, double> parts[] = {
+            {"total", double(figure("total"))},
+            {"reserve", double(figure("reserve"))},
+            {"driver_reserved", double(figure("driver_reserved"))},
+            {"capacity", double(u64(d, "capacity_bytes"))},
+            {"outside", double(u64(d, "outside_bytes"))},
+            {"loch", double(u64(d, "own_bytes"))},
+            {"free", double(u64(d, "free_bytes"))}};
+        for (const auto& [what, v] : parts)
+            s.gauge(
+                "loch_device_memory_bytes",
+                "Device memory by part: total, reserve, driver_reserved, capacity (what loch may ever use), "
+                "outside (other programs), loch (its reservations), free",
+                {{"device", dev}, {"part", what}}, v);
+        for (const auto& r : d.value("reservations", nlohmann::json::array())) {
+            const auto& f = r["figure"];
+            s.gauge("loch_reservation_bytes",
+                    "Each engine's reservation on a device, with the figure's source",
+                    {{"device", dev},
+                     {"model", r.value("engine", "")},
+                     {"source", f.value("source", "")},
+                     {"loading", r.value("loading", false) ? "true" : "false"}},
+                    double(f.value("bytes", std::uint64_t{0})));
+        }
+    }
+}
+
+void add_models(Snapshot& s, const nlohmann::json& status) {
+    std::map<std::string, std::uint64_t> waiting;
+    if (status.contains("queue"))
+        for (const auto& w : status["queue"].value("waiting", nlohmann::json::array()))
+            ++waiting[w.value("model", "")];
+    static const char* kStates[] = {"stopped", "loading", "ready", "stopping"};
+    for (const auto& e : status.value("engines", nlohmann::json::array())) {
+        const std::string model = e.value("name", "");
+        const std::string state = e.value("state", "");
+        for (const char* st : kStates)
+            s.gauge("loch_model_state", "1 for the state the model is in", {{"model", model}, {"state", st}},
+                    state == st ? 1 : 0);
+        const double running = double(u64(e, "active_requests"));
+        const double slots = std::max<double>(1, double(u64(e, "slots")));
+        s.gauge("vllm:num_requests_running", "Requests running on the model's engine (vLLM's name)",
+                {{"model_name", model}}, running);
+        s.gauge("vllm:num_requests_waiting", "Requests waiting in loch's queue for the model (vLLM's name)",
+                {{"model_name", model}}, double(waiting[model]));
+        const double kv = state == "ready" ? running / slots : 0;
+        s.gauge("vllm:kv_cache_usage_perc", "KV-cache usage 0-1: the share of the model's slots in use",
+                {{"model_name", model}}, kv);
+        s.gauge("vllm:gpu_cache_usage_perc", "KV-cache usage 0-1 (the older vLLM name)",
+                {{"model_name", model}}, kv);
+        if (!e.contains("counters")) continue;
+        const auto& c = e["counters"];
+        s.counter("loch_engine_loads_total", "Engine starts by outcome",
+                  {{"model", model}, {"outcome", "ready"}}, double(u64(c, "loads_ok")));
+        s.counter("loch_engine_loads_total", "Engine starts by outcome",
+                  {{"model", model}, {"outcome", "failed"}}, double(u64(c, "loads_failed")));
+        s.summary("loch_engine_load_seconds", "Time from spawn to ready of the loads that succeeded",
+                  {{"model", model}}, u64(c, "loads_ok"), c.value("load_seconds_total", 0.0));
+        s.counter("loch_engine_evictions_total", "Times the model was stopped to make room for another",
+                  {{"model", model}}, double(u64(c, "evictions")));
+        for (const auto& [exit_class, n] : c.value("exits", nlohmann::json::object()).items())
+            s.counter("loch_engine_exits_total",
+                      "Engine exits by exit class (clean, signal, out_of_memory, …)",
+                      {{"model", model}, {"exit_class", exit_class}}, n.get<double>());
+    }
+}
+
+}  // namespace
+
+struct Metrics::Families {
+    std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+    prometheus::Family<prometheus::Counter>& requests =
+        BuildCounter()
+            .Name("loch_requests_total")
+            .Help("Model requests by model, route and outcome")
+            .Register(*registry);
+    prometheus::Family<prometheus::Histogram>& duration =
+        BuildHistogram()
+            .Name("loch_request_duration_seconds")
+            .Help("Arrival to last byte, queue wait included")
+            .Register(*registry);
+    prometheus::Family<prometheus::Histogram>& ttft = BuildHistogram()
+                                                          .Name("loch_time_to_first_token_seconds")
+                                                          .Help("Arrival to the first streamed event")
+                                                          .Register(*registry);
+    prometheus::Family<prometheus::Counter>& prompt_tokens = BuildCounter()
+                                                                 .Name("loch_prompt_tokens_total")
+                                                                 .Help("Prompt tokens the engines reported")
+                                                                 .Register(*registry);
+    prometheus::Family<prometheus::Counter>& generated_tokens =
+        BuildCounter()
+            .Name("loch_generated_tokens_total")
+            .Help("Generated tokens the engines reported")
+            .Register(*registry);
+    prometheus::Family<prometheus::Histogram>& tokens_per_second =
+        BuildHistogram()
+            .Name("loch_generation_tokens_per_second")
+            .Help("Generated tokens per second after the first, per request")
+            .Register(*registry);
+    prometheus::Family<prometheus::Histogram>& queue_wait =
+        BuildHistogram()
+            .Name("loch_queue_wait_seconds")
+            .Help("Time a request waited for its slot, by priority class")
+            .Register(*registry);
+    prometheus::Family<prometheus::Histogram>& seconds_per_step =
+        BuildHistogram()
+            .Name("loch_image_seconds_per_step")
+            .Help("Seconds per sampling step of image requests")
+            .Register(*registry);
+    prometheus::Family<prometheus::Histogram>& real_time_factor =
+        BuildHistogram()
+            .Name("loch_audio_real_time_factor")
+            .Help("Processing time / audio duration of speech requests")
+            .Register(*registry);
+};
+
+Metrics::Metrics() : f_(std::make_unique<Families>()) {}
+Metrics::~Metrics() = default;
+
+void Metrics::record(const RequestRecord& r) {
+    const std::string model = r.model.empty() ? "-" : r.model;
+    f_->requests.Add({{"model", model}, {"route", r.route}, {"outcome", r.outcome()}}).Increment();
+    f_->duration.Add({{"model", model}, {"route", r.route}}, kSeconds).Observe(r.duration_s);
+    if (!r.priority.empty()) f_->queue_wait.Add({{"priority", r.priority}}, kSeconds).Observe(r.queue_wait_s);
+    if (r.ttft_s) f_->ttft.Add({{"model", model}}, kSeconds).Observe(*r.ttft_s);
+    if (r.prompt_tokens) f_->prompt_tokens.Add({{"model", model}}).Increment(double(*r.prompt_tokens));
+    if (r.completion_tokens)
+        f_->generated_tokens.Add({{"model", model}}).Increment(double(*r.completion_tokens));
+    if (auto tps = r.tokens_per_second())
+        f_->tokens_per_second.Add({{"model", model}}, kTokensPerSecond).Observe(*tps);
+    if (r.seconds_per_step)
+        f_->seconds_per_step.Add({{"model", model}}, kSeconds).Observe(*r.seconds_per_step);
+    if (r.real_time_factor) f_->real_time_factor.Add({{"model", model}}, kRatio).Observe(*r.real_time_factor);
+    auto& s = speed_[model];
+    ++s.count;
+    if (!r.error_type.empty()) ++s.errors;
+    if (r.ttft_s) s.ttft_sum += *r.ttft_s, ++s.ttft_n;
+    if (auto tps = r.tokens_per_second()) s.tps_sum += *tps, ++s.tps_n, s.last_tps = *tps;
+}
+
+nlohmann::json Metrics::summary() const {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [model, s] : speed_) {
+        nlohmann::json j = {{"count", s.count}, {"errors", s.errors}};
+        if (s.ttft_n) j["ttft_s_avg"] = s.ttft_sum / double(s.ttft_n);
+        if (s.tps_n) {
+            j["tokens_per_s_avg"] = s.tps_sum / double(s.tps_n);
+            j["tokens_per_s_last"] = s.last_tps;
+        }
+        out[model] = std::move(j);
+    }
+    return out;
+}
+
+std::string Metrics::exposition(const nlohmann::json& status) const {
+    auto families = f_->registry->Collect();
+    Snapshot s;
+    if (status.contains("devices")) add_devices(s, status["devices"]);
+    add_models(s, status);
+    if (status.contains("queue")) {
+        const auto& q = status["queue"];
+        for (const char* cls : {"interactive", "batch"})
+            s.gauge("loch_queue_depth", "Requests waiting, by priority class", {{"priority", cls}},
+                    double(u64(q, cls)));
+    }
+    for (auto& f : s.families) families.push_back(std::move(f));
+    std::ostringstream out;
+    prometheus::TextSerializer().Serialize(out, families);
+    return out.str();
+}
+
+}  // namespace loch::observe

@@ -1,0 +1,45 @@
+// observe/request_record — what loch knows about one finished model request: who asked for what, how long
+// it queued and why, what admission decided, time to first token, tokens, duration and how it ended. The
+// HTTP layer fills one per request; the request log (observe/request_log) writes it and the metrics
+// (observe/metrics) count it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace loch::observe {
+
+struct RequestRecord {
+    std::string id;        // X-Request-Id from the client (checked), else loch's own
+    std::string model;     // as configured (an alias is resolved by the broker; here as asked when unknown)
+    std::string route;     // the client's API path: /v1/chat/completions, /api/chat, …
+    std::string priority;  // interactive | batch (empty when it never reached the broker)
+    bool stream = false;
+    double queue_wait_s = 0;
+    std::string decision;  // "ready", or what admission said when it queued ("cold start on cpu: …")
+    std::optional<double> ttft_s;  // first streamed event (streams only)
+    std::optional<std::uint64_t> prompt_tokens, completion_tokens;
+    // Images and audio (their engines' issues fill them): seconds per sampling step, real-time factor.
+    std::optional<double> seconds_per_step, real_time_factor;
+    double duration_s = 0;
+    unsigned status = 0;     // the HTTP status the client got (200 also for a stream that ended by an error)
+    std::string error_type;  // loch's error.type, "" when it succeeded
+    bool client_gone = false;
+    std::chrono::system_clock::time_point at = std::chrono::system_clock::now();  // when it arrived
+
+    // "ok", the error type, or "client_gone": the outcome label of loch_requests_total.
+    std::string outcome() const;
+    // Generated tokens per second after the first one (streams with a count and a TTFT).
+    std::optional<double> tokens_per_second() const;
+};
+
+nlohmann::json to_json(const RequestRecord& r);
+
+// A request id the client sent that is safe to log and echo: 1–64 of [A-Za-z0-9._-]; else nullopt.
+std::optional<std::string> checked_request_id(std::string_view given);
+
+}  // namespace loch::observe
