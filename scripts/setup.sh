@@ -21,7 +21,9 @@ skip() { printf '    (skipped: %s)\n' "$*"; }
 PACKAGES=(build-essential g++-12 cmake ninja-build git pkg-config curl ca-certificates
   libboost1.81-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev clang-19 libclang-rt-19-dev clang-format-14 nginx-light procps ccache
-  python3)  # python3: test peers (a test double of vLLM, a server without a health path)
+  prometheus-cpp-dev
+  python3 python3-venv  # test peers: a test double of vLLM; the ollama client and Prometheus' parser (venv)
+  chromium-headless-shell fonts-dejavu-core)  # the dashboard's browser test
 step "Debian packages"
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -74,6 +76,22 @@ if [[ ! -x $ENGINE/bin/llama-server || ! -x $ENGINE/bin/llama-fit-params ]]; the
   echo "    built in $((SECONDS - start)) s"
 else
   skip "llama.cpp ${COMMIT:0:7} cached at $ENGINE"
+fi
+
+# ---------------------------------------------------------------- 2b. Python test peers
+# Real clients in the tests: Ollama's Python client and Prometheus' own text-format parser, pinned, in a venv
+# from PyPI (cached; rebuilt only when the pins change).
+PY_PINS="ollama==0.6.1 prometheus_client==0.23.1"
+PYENV=$CACHE/py
+step "Python test peers ($PY_PINS)"
+if [[ -x $PYENV/bin/python3 && "$(cat "$PYENV/PINS" 2>/dev/null)" == "$PY_PINS" ]]; then
+  skip "venv cached at $PYENV"
+else
+  rm -rf "$PYENV"
+  /usr/bin/python3 -m venv "$PYENV"
+  # shellcheck disable=SC2086
+  "$PYENV/bin/pip" install --quiet --disable-pip-version-check $PY_PINS
+  echo "$PY_PINS" >"$PYENV/PINS"
 fi
 
 # ---------------------------------------------------------------- 3. loch

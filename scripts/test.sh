@@ -9,6 +9,10 @@ BUILD=${LOCH_BUILD_DIR:-$ROOT/build}
 ASAN=${LOCH_ASAN_BUILD_DIR:-$ROOT/build-asan}
 
 bash "$ROOT/scripts/setup.sh"
+export LOCH_TEST_PYTHON=${LOCH_CACHE_DIR:-/var/cache/loch}/py/bin/python3
+# Artifacts the tests keep (the dashboard's screenshot).
+export LOCH_TEST_ARTIFACTS=${LOCH_TEST_ARTIFACTS:-$ROOT/build/test-artifacts}
+mkdir -p "$LOCH_TEST_ARTIFACTS"
 
 printf '\n==> Format check (clang-format-14, .clang-format)\n'
 mapfile -t sources < <(cd "$ROOT" && git ls-files -- 'src/*.[ch]pp' 'tests/*.[ch]pp' 'fuzz/*.[ch]pp' 'bench/*.[ch]pp')

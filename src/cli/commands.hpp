@@ -6,10 +6,11 @@
 
 namespace loch::cli {
 
-void add_inspect_command(CLI::App& app);  // cmd_inspect.cpp  — GGUF summary
-void add_plan_command(CLI::App& app);     // cmd_plan.cpp     — memory plan per device
-void add_devices_command(CLI::App& app);  // cmd_devices.cpp  — what each device really has
-void add_doctor_command(CLI::App& app);   // cmd_doctor.cpp   — platform traps and their fixes
-void add_serve_command(CLI::App& app);    // cmd_serve.cpp    — the broker
+void add_inspect_command(CLI::App& app);   // cmd_inspect.cpp  — GGUF summary
+void add_plan_command(CLI::App& app);      // cmd_plan.cpp     — memory plan per device
+void add_devices_command(CLI::App& app);   // cmd_devices.cpp  — what each device really has
+void add_doctor_command(CLI::App& app);    // cmd_doctor.cpp   — platform traps and their fixes
+void add_serve_command(CLI::App& app);     // cmd_serve.cpp    — the broker
+void add_control_commands(CLI::App& app);  // cmd_control.cpp — ps, status, logs, load, unload (a client)
 
 }  // namespace loch::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     loch::cli::add_devices_command(app);
     loch::cli::add_doctor_command(app);
     loch::cli::add_serve_command(app);
+    loch::cli::add_control_commands(app);
     // A word where a command belongs that names none: say which, and what exists (CLI11 would only say that a
     // subcommand is required).
     if (argc > 1 && argv[1][0] != '-') {

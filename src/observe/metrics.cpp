@@ -187,7 +187,8 @@ Metrics::Metrics() : f_(std::make_unique<Families>()) {}
 Metrics::~Metrics() = default;
 
 void Metrics::record(const RequestRecord& r) {
-    const std::string model = r.model.empty() ? "-" : r.model;
+    // A name no model has is not a label value: clients could make the series unbounded.
+    const std::string model = r.model.empty() || r.error_type == "model_not_found" ? "-" : r.model;
     f_->requests.Add({{"model", model}, {"route", r.route}, {"outcome", r.outcome()}}).Increment();
     f_->duration.Add({{"model", model}, {"route", r.route}}, kSeconds).Observe(r.duration_s);
     if (!r.priority.empty()) f_->queue_wait.Add({{"priority", r.priority}}, kSeconds).Observe(r.queue_wait_s);

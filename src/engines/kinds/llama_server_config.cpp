@@ -146,9 +146,20 @@ void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const st
 
 namespace loch::engines {
 
-std::optional<Refusal> LlamaServerKind::explain_error(const config::ModelConfig& model, std::string_view route,
-                                                      unsigned status, std::string_view body) const {
+std::optional<Refusal> LlamaServerKind::explain_error(const config::ModelConfig& model,
+                                                      std::string_view route, unsigned status,
+                                                      std::string_view body) const {
     if (status < 400) return std::nullopt;
+    if (body.find("Pooling type 'none' is not OAI compatible") != std::string_view::npos) {
+        Refusal r;
+        r.message = "model '" + model.name +
+                    "' has no pooling type (its file names none), so it cannot answer " + std::string(route) +
+                    ": in loch.yaml, add `--pooling mean` (or cls, last) to its args.extra (models." +
+                    model.name + ")";
+        r.details = {{"engine_status", status},
+                     {"fix", "args.extra: [\"--embeddings\", \"--pooling\", \"mean\"]"}};
+        return r;
+    }
     // llama-server names the flag a disabled feature needs: "Start it with `--embeddings`".
     constexpr std::string_view marker = "Start it with `";
     const auto at = body.find(marker);

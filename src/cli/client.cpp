@@ -1,0 +1,113 @@
+#include "cli/client.hpp"
+
+#include <charconv>
+#include <stdexcept>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "engines/engine_client.hpp"
+
+namespace loch::cli {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+
+ServerAddress parse_url(const std::string& url) {
+    std::string_view s = url;
+    if (s.starts_with("http://")) s.remove_prefix(7);
+    if (s.starts_with("https://")) throw std::invalid_argument("--url: loch serves plain http on localhost");
+    if (auto slash = s.find('/'); slash != std::string_view::npos) s = s.substr(0, slash);
+    ServerAddress a;
+    const auto colon = s.rfind(':');
+    a.host = std::string(s.substr(0, colon));
+    if (a.host == "localhost") a.host = "127.0.0.1";
+    if (colon != std::string_view::npos) {
+        const auto p = s.substr(colon + 1);
+        unsigned v = 0;
+        auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
+        if (ec != std::errc() || end != p.data() + p.size() || v == 0 || v > 65535)
+            throw std::invalid_argument("--url '" + url + "': the port must be 1-65535");
+        a.port = static_cast<std::uint16_t>(v);
+    }
+    if (a.host.empty()) throw std::invalid_argument("--url '" + url + "' names no host");
+    return a;
+}
+
+nlohmann::json call_loch(const ServerAddress& to, const std::string& method, const std::string& target,
+                         std::chrono::seconds timeout) {
+    asio::io_context io;
+    auto reply = asio::co_spawn(
+        io,
+        engines::engine_request(io.get_executor(), {to.host, to.port, to.api_key}, method, target,
+                                method == "POST" ? "{}" : "",
+                                std::chrono::duration_cast<std::chrono::milliseconds>(timeout)),
+        asio::use_future);
+    io.run();
+    const auto r = reply.get();
+    const std::string where = "http://" + to.host + ":" + std::to_string(to.port);
+    if (r.status == 0)
+        throw std::runtime_error("cannot reach loch at " + where + ": " + r.error +
+                                 " (is `loch serve` running? --url)");
+    auto j = nlohmann::json::parse(r.body, nullptr, false);
+    if (r.status >= 400) {
+        if (!j.is_discarded() && j.contains("error") && j["error"].is_object())
+            throw std::runtime_error(j["error"].value("message", r.body) + " (HTTP " +
+                                     std::to_string(r.status) + ")");
+        throw std::runtime_error("loch answered HTTP " + std::to_string(r.status) + ": " + r.body);
+    }
+    if (j.is_discarded())
+        throw std::runtime_error("loch answered something that is not JSON: " + r.body.substr(0, 200));
+    return j;
+}
+
+void follow_loch(const ServerAddress& to, const std::string& target,
+                 const std::function<void(const std::string&)>& on_data) {
+    asio::io_context io;
+    asio::ip::tcp::socket sock(io);
+    boost::system::error_code ec;
+    sock.connect({asio::ip::make_address(to.host), to.port}, ec);
+    if (ec)
+        throw std::runtime_error("cannot reach loch at " + to.host + ":" + std::to_string(to.port) + ": " +
+                                 ec.message());
+    bhttp::request<bhttp::empty_body> req{bhttp::verb::get, target, 11};
+    req.set(bhttp::field::host, to.host);
+    if (!to.api_key.empty()) req.set(bhttp::field::authorization, "Bearer " + to.api_key);
+    bhttp::write(sock, req);
+    beast::flat_buffer buf;
+    bhttp::response_parser<bhttp::buffer_body> parser;
+    parser.body_limit(boost::none);
+    bhttp::read_header(sock, buf, parser);
+    if (parser.get().result_int() >= 400) {
+        bhttp::response_parser<bhttp::string_body> rest(std::move(parser));
+        bhttp::read(sock, buf, rest, ec);
+        auto j = nlohmann::json::parse(rest.get().body(), nullptr, false);
+        throw std::runtime_error(!j.is_discarded() && j.contains("error") ? j["error"].value("message", "")
+                                                                          : rest.get().body());
+    }
+    std::string pending;
+    char tmp[8192];
+    while (!parser.is_done()) {
+        parser.get().body().data = tmp;
+        parser.get().body().size = sizeof tmp;
+        bhttp::read_some(sock, buf, parser, ec);
+        if (ec == bhttp::error::need_buffer) ec = {};
+        if (ec) break;
+        pending.append(tmp, sizeof tmp - parser.get().body().size);
+        for (std::size_t at; (at = pending.find("\n\n")) != std::string::npos;) {
+            const std::string event = pending.substr(0, at);
+            pending.erase(0, at + 2);
+            if (!event.starts_with("data: ")) continue;
+            const auto j = nlohmann::json::parse(event.substr(6), nullptr, false);
+            on_data(!j.is_discarded() && j.is_string() ? j.get<std::string>() : event.substr(6));
+        }
+    }
+}
+
+}  // namespace loch::cli

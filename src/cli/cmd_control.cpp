@@ -1,0 +1,144 @@
+// `loch ps`, `loch status`, `loch logs MODEL [-f]`, `loch load MODEL`, `loch unload MODEL`: talk to a
+// running `loch serve` at --url, else at the address of the config (-c), else http://127.0.0.1:8080. The API
+// key comes from --api-key, $LOCH_API_KEY or the config's first api_keys entry.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/client.hpp"
+#include "cli/commands.hpp"
+#include "cli/tables.hpp"
+#include "config/config.hpp"
+#include "core/memory.hpp"
+#include "engines/kind.hpp"
+
+namespace loch::cli {
+
+namespace {
+
+struct ControlOptions {
+    std::string url, config_file, api_key;
+    bool json = false, all = false, follow = false;
+    std::string model;
+    std::size_t lines = 100;
+};
+
+ServerAddress address_of(const ControlOptions& o) {
+    ServerAddress a;
+    if (!o.config_file.empty()) {
+        auto ctx = config::LoadContext::from_process();
+        ctx.kinds = engines::kind_schemas();
+        const auto cfg = config::load_config_file(o.config_file, ctx);
+        a.host = cfg.listen == "0.0.0.0" ? "127.0.0.1" : cfg.listen;
+        a.port = cfg.port;
+        if (!cfg.api_keys.empty()) a.api_key = cfg.api_keys.front();
+    }
+    if (!o.url.empty()) {
+        const auto key = a.api_key;
+        a = parse_url(o.url);
+        a.api_key = key;
+    }
+    if (const char* k = std::getenv("LOCH_API_KEY"); k && *k) a.api_key = k;
+    if (!o.api_key.empty()) a.api_key = o.api_key;
+    return a;
+}
+
+// Model names go into a URL path: only the characters a model name may hold (config names are checked).
+std::string path_part(const std::string& name) {
+    std::string out;
+    for (unsigned char c : name) {
+        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == ':')
+            out += static_cast<char>(c);
+        else
+            out += fmt::format("%{:02X}", c);
+    }
+    return out;
+}
+
+CLI::App* with_common(CLI::App* cmd, const std::shared_ptr<ControlOptions>& o) {
+    cmd->add_option("--url", o->url,
+                    "the running loch (default: the config's address, else http://127.0.0.1:8080)");
+    cmd->add_option("-c,--config", o->config_file, "loch.yaml to take the address and API key from");
+    cmd->add_option("--api-key", o->api_key, "API key (default: $LOCH_API_KEY, else the config's first)");
+    return cmd;
+}
+
+std::string model_line(const nlohmann::json& m) {
+    std::string line = fmt::format("{}: {}", m.value("name", ""), m.value("state", ""));
+    if (m.contains("device")) line += " on " + m["device"].get<std::string>();
+    if (m.contains("reservation"))
+        line += fmt::format(", {} ({})", human_bytes(m["reservation"].value("bytes", std::uint64_t{0})),
+                            m["reservation"].value("source", ""));
+    if (m.contains("load_s") && m.value("state", "") == "ready")
+        line += fmt::format(", loaded in {:.1f} s", m["load_s"].get<double>());
+    if (m.value("unload_pending", false)) line += " (stops when its requests end)";
+    return line;
+}
+
+}  // namespace
+
+void add_control_commands(CLI::App& app) {
+    {
+        auto o = std::make_shared<ControlOptions>();
+        auto* cmd =
+            with_common(app.add_subcommand("ps", "the running models of a loch serve, like `ollama ps`"), o);
+        cmd->add_flag("-a,--all", o->all, "every configured model, stopped ones too");
+        cmd->add_flag("--json", o->json, "the /loch/status JSON");
+        cmd->callback([o] {
+            const auto st = call_loch(address_of(*o), "GET", "/loch/status");
+            std::cout << (o->json ? st.dump(2) + "\n" : ps_table(st, o->all));
+        });
+    }
+    {
+        auto o = std::make_shared<ControlOptions>();
+        auto* cmd = with_common(
+            app.add_subcommand("status", "devices, memory by holder and source, the queue, recent decisions"),
+            o);
+        cmd->add_flag("--json", o->json, "the /loch/status JSON");
+        cmd->callback([o] {
+            const auto st = call_loch(address_of(*o), "GET", "/loch/status");
+            std::cout << (o->json ? st.dump(2) + "\n" : status_text(st) + "\n" + ps_table(st, true));
+        });
+    }
+    {
+        auto o = std::make_shared<ControlOptions>();
+        auto* cmd =
+            with_common(app.add_subcommand("logs", "an engine's log (its last lines; -f follows it)"), o);
+        cmd->add_option("model", o->model, "model name")->required();
+        cmd->add_flag("-f,--follow", o->follow, "keep printing new lines until interrupted");
+        cmd->add_option("-n,--lines", o->lines, "how many of the last lines")->check(CLI::Range(1, 10000));
+        cmd->callback([o] {
+            const auto to = address_of(*o);
+            const std::string base =
+                "/loch/engines/" + path_part(o->model) + "/log?lines=" + std::to_string(o->lines);
+            if (o->follow) {
+                follow_loch(to, base + "&follow=1", [](const std::string& line) {
+                    std::cout << line << "\n" << std::flush;
+                });
+                return;
+            }
+            for (const auto& l : call_loch(to, "GET", base)["lines"])
+                std::cout << l.get<std::string>() << "\n";
+        });
+    }
+    for (const bool load : {true, false}) {
+        auto o = std::make_shared<ControlOptions>();
+        auto* cmd =
+            with_common(app.add_subcommand(load ? "load" : "unload",
+                                           load ? "start a model now and wait until it is ready"
+                                                : "stop a model (now, or when its running requests end)"),
+                        o);
+        cmd->add_option("model", o->model, "model name")->required();
+        cmd->callback([o, load] {
+            const auto m = call_loch(address_of(*o), "POST",
+                                     "/loch/models/" + path_part(o->model) + (load ? "/load" : "/unload"),
+                                     std::chrono::seconds(load ? 3600 : 30));
+            std::cout << model_line(m) << "\n";
+        });
+    }
+}
+
+}  // namespace loch::cli

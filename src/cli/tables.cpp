@@ -1,0 +1,132 @@
+#include "cli/tables.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/memory.hpp"
+
+namespace loch::cli {
+
+namespace {
+
+using nlohmann::json;
+
+std::string table(const std::vector<std::vector<std::string>>& rows) {
+    std::vector<std::size_t> width;
+    for (const auto& r : rows)
+        for (std::size_t i = 0; i < r.size(); ++i) {
+            if (width.size() <= i) width.push_back(0);
+            width[i] = std::max(width[i], r[i].size());
+        }
+    std::string out;
+    for (const auto& r : rows) {
+        std::string line;
+        for (std::size_t i = 0; i < r.size(); ++i)
+            line += i + 1 == r.size() ? r[i] : fmt::format("{:<{}}   ", r[i], width[i]);
+        while (!line.empty() && line.back() == ' ') line.pop_back();
+        out += line + "\n";
+    }
+    return out;
+}
+
+std::uint64_t bytes_of(const json& figure) {
+    return figure.is_object() ? figure.value("bytes", std::uint64_t{0}) : 0;
+}
+
+std::string state_of(const json& e) {
+    const std::string s = e.value("state", "");
+    if (e.contains("quarantined")) return "quarantined";
+    if (s == "ready" && e.value("active_requests", 0) > 0) return "busy";
+    if (s == "loading" && e.contains("loading")) {
+        const auto& l = e["loading"];
+        std::string t = "loading " + span_text(l.value("elapsed_s", 0.0));
+        if (l.contains("expected_s")) t += " of ~" + span_text(l["expected_s"].get<double>());
+        return t;
+    }
+    return s;
+}
+
+}  // namespace
+
+std::string span_text(double s) {
+    if (s < 90) return fmt::format("{:.0f} s", s);
+    if (s < 5400) return fmt::format("{:.0f} min", s / 60);
+    if (s < 3 * 86400) return fmt::format("{:.1f} h", s / 3600);
+    return fmt::format("{:.0f} days", s / 86400);
+}
+
+std::string ps_table(const json& status, bool all) {
+    std::vector<std::vector<std::string>> rows = {
+        {"NAME", "STATE", "DEVICE", "MEMORY", "REQUESTS", "IDLE", "UNTIL"}};
+    std::map<std::string, int> waiting;
+    for (const auto& w : status["queue"].value("waiting", json::array())) ++waiting[w.value("model", "")];
+    const json requests = status.value("requests", json::object());
+    for (const auto& e : status.value("engines", json::array())) {
+        const std::string name = e.value("name", "");
+        const std::string state = e.value("state", "stopped");
+        if (!all && state == "stopped" && !waiting.count(name) && !e.contains("quarantined")) continue;
+        std::string memory;
+        if (e.contains("reservation"))
+            memory = fmt::format("{} ({})", human_bytes(bytes_of(e["reservation"])),
+                                 e["reservation"].value("source", ""));
+        else if (e.contains("footprint") && !e["footprint"]["needs"].empty())
+            memory = fmt::format("needs {} ({})",
+                                 human_bytes(e["footprint"]["needs"][0].value("bytes", std::uint64_t{0})),
+                                 e["footprint"].value("source", ""));
+        std::string reqs = fmt::format("{}/{}", e.value("active_requests", 0), e.value("slots", 1));
+        if (waiting.count(name)) reqs += fmt::format(" +{} waiting", waiting[name]);
+        if (requests.contains(name)) reqs += fmt::format(", {} done", requests[name].value("count", 0));
+        std::string idle, until;
+        if (state == "ready") {
+            const double idle_s = e.value("idle_s", 0.0);
+            idle = e.value("active_requests", 0) > 0 ? "-" : span_text(idle_s);
+            if (e.value("pinned", false))
+                until = "pinned";
+            else if (e.contains("keep_alive_s"))
+                until = e.value("active_requests", 0) > 0
+                            ? "after its requests + " + span_text(e["keep_alive_s"].get<double>())
+                            : "in " + span_text(std::max(0.0, e["keep_alive_s"].get<double>() - idle_s));
+            else
+                until = "forever";
+        }
+        if (e.contains("quarantined"))
+            until = "retry in " + span_text(e["quarantined"].value("retry_in_s", 0.0));
+        rows.push_back({name, state_of(e), e.value("device", ""), memory, reqs, idle, until});
+    }
+    if (rows.size() == 1) return "no model is running (loch ps --all lists every model)\n";
+    return table(rows);
+}
+
+std::string status_text(const json& status, std::size_t events) {
+    std::string out;
+    for (const auto& d : status.value("devices", json::array())) {
+        out += fmt::format("{}: total {} ({}), capacity {}, loch {}, outside {}, free {}\n",
+                           d.value("device", ""), human_bytes(bytes_of(d["total"])),
+                           d["total"].value("source", ""),
+                           human_bytes(d.value("capacity_bytes", std::uint64_t{0})),
+                           human_bytes(d.value("own_bytes", std::uint64_t{0})),
+                           human_bytes(d.value("outside_bytes", std::uint64_t{0})),
+                           human_bytes(d.value("free_bytes", std::uint64_t{0})));
+        for (const auto& r : d.value("reservations", json::array()))
+            out += fmt::format("  {:<24} {:>12}  {}{}\n", r.value("engine", ""),
+                               human_bytes(bytes_of(r["figure"])), r["figure"].value("source", ""),
+                               r.value("loading", false) ? " (loading)" : "");
+    }
+    const auto& q = status["queue"];
+    out +=
+        fmt::format("queue: interactive {}/{}, batch {}/{}\n", q.value("interactive", 0),
+                    q["limits"].value("interactive", 0), q.value("batch", 0), q["limits"].value("batch", 0));
+    for (const auto& w : q.value("waiting", json::array()))
+        out += fmt::format("  {} ({}, {}): {}\n", w.value("model", ""), w.value("priority", ""),
+                           span_text(w.value("waited_s", 0.0)), w.value("reason", ""));
+    const auto ev = status.value("events", json::array());
+    if (!ev.empty()) out += "recent:\n";
+    for (std::size_t i = ev.size() > events ? ev.size() - events : 0; i < ev.size(); ++i)
+        out += fmt::format("  {} {} '{}': {}\n", ev[i].value("at", ""), ev[i].value("kind", ""),
+                           ev[i].value("model", ""), ev[i].value("message", ""));
+    return out;
+}
+
+}  // namespace loch::cli

@@ -1,0 +1,303 @@
+// Seeing and steering loch, end to end against real llama-server engines and real clients: the dashboard in a
+// real headless browser (Chromium), `loch ps`, /metrics through Prometheus' own parser, Ollama's Python
+// client, SSE keep-alive comments during a cold load, and one request-log line per request.
+#include <fstream>
+#include <future>
+#include <regex>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "fixtures.hpp"
+
+namespace loch::itest {
+namespace {
+
+fs::path python() {
+    const char* p = std::getenv("LOCH_TEST_PYTHON");
+    return p && *p ? fs::path(p) : fs::path("/var/cache/loch/py/bin/python3");
+}
+fs::path peer(const std::string& name) {
+    return fs::path(LOCH_SOURCE_DIR) / "tests/peers" / name;
+}
+
+// Runs a program to its end; its exit status and output.
+std::pair<int, std::string> run(const fs::path& exe, const std::vector<std::string>& args,
+                                const fs::path& log, std::chrono::seconds timeout = 120s) {
+    const int rc = test::run_to_completion(exe, args, log, timeout);
+    std::ifstream in(log);
+    return {rc, std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>())};
+}
+
+// The last line of a peer's output: its JSON verdict.
+json last_json_line(const std::string& out) {
+    auto end = out.find_last_not_of('\n');
+    auto start = out.rfind('\n', end);
+    return json::parse(out.substr(start == std::string::npos ? 0 : start + 1, end + 1), nullptr, false);
+}
+
+std::size_t lines_in(const fs::path& f) {
+    std::ifstream in(f);
+    std::size_t n = 0;
+    for (std::string l; std::getline(in, l);) n += !l.empty();
+    return n;
+}
+
+class Observe : public ::testing::Test {
+  protected:
+    test::TempDir dir{"loch-itest-observe"};
+    std::string global() const { return "log_dir: " + (dir.path() / "logs").string() + "\n"; }
+    fs::path request_log() const { return dir.path() / "logs" / "requests.jsonl"; }
+    json metrics(LochServer& loch, const std::string& tag) {
+        const auto m = loch.get("/metrics");
+        EXPECT_EQ(m.status, 200);
+        const fs::path in = dir.path() / ("metrics-" + tag + ".txt");
+        std::ofstream(in) << m.body;
+        const auto [rc, out] = run(python(), {peer("prometheus_parse.py").string(), in.string()},
+                                   dir.path() / ("parse-" + tag + ".log"));
+        EXPECT_EQ(rc, 0) << out;
+        return last_json_line(out);
+    }
+};
+
+double sample(const json& families, const std::string& family, const std::string& key) {
+    if (!families.contains(family)) return -1;
+    const auto& s = families[family]["samples"];
+    return s.contains(key) ? s[key].get<double>() : 0;
+}
+
+TEST_F(Observe, MetricsParseWithPrometheusParserAndMoveWithTheTrafficAndEveryRequestHasALogLine) {
+    LochServer loch(dir.path(),
+                    config(dir, "2GiB", model_entry("demo", models().demo.path(), kArgs), global()));
+    const auto before = metrics(loch, "before");
+    ASSERT_TRUE(before.is_object()) << before;
+    EXPECT_EQ(before["vllm:num_requests_running"]["type"], "gauge");
+
+    for (int i = 0; i < 2; ++i)
+        ASSERT_EQ(loch.post("/v1/chat/completions", chat("demo", false, 4)).status, 200);
+    {
+        SseClient s(loch.port(), "/v1/chat/completions", chat("demo", true, 4));
+        ASSERT_EQ(s.status(), 200);
+        s.rest();
+    }
+    EXPECT_EQ(loch.post("/v1/chat/completions", chat("no-such-model", false, 4)).status, 404);
+
+    const auto after = metrics(loch, "after");
+    const std::string ok = R"(model="demo",outcome="ok",route="/v1/chat/completions")";
+    EXPECT_EQ(sample(after, "loch_requests", "loch_requests_total{" + ok + "}") -
+                  std::max(0.0, sample(before, "loch_requests", "loch_requests_total{" + ok + "}")),
+              3);
+    // An unknown name is not a label of its own (clients could make the series unbounded).
+    EXPECT_EQ(
+        sample(after, "loch_requests",
+               R"(loch_requests_total{model="-",outcome="model_not_found",route="/v1/chat/completions"})"),
+        1);
+    EXPECT_EQ(sample(after, "loch_request_duration_seconds",
+                     R"(loch_request_duration_seconds_count{model="demo",route="/v1/chat/completions"})"),
+              3);
+    EXPECT_EQ(sample(after, "loch_time_to_first_token_seconds",
+                     R"(loch_time_to_first_token_seconds_count{model="demo"})"),
+              1);
+    EXPECT_GE(sample(after, "loch_generated_tokens", R"(loch_generated_tokens_total{model="demo"})"), 3);
+    EXPECT_EQ(sample(after, "loch_engine_loads", R"(loch_engine_loads_total{model="demo",outcome="ready"})"),
+              1);
+    EXPECT_EQ(sample(after, "loch_model_state", R"(loch_model_state{model="demo",state="ready"})"), 1);
+    EXPECT_EQ(sample(after, "vllm:num_requests_waiting", R"(vllm:num_requests_waiting{model_name="demo"})"),
+              0);
+    EXPECT_EQ(
+        sample(after, "loch_queue_wait_seconds", R"(loch_queue_wait_seconds_count{priority="interactive"})"),
+        3);
+    // The ledger by holder and source.
+    bool reservation = false;
+    for (const auto& [k, v] : after["loch_reservation_bytes"]["samples"].items())
+        reservation |= k.find(R"(model="demo")") != std::string::npos &&
+                       k.find("source=") != std::string::npos && v.get<double>() > 0;
+    EXPECT_TRUE(reservation) << after["loch_reservation_bytes"];
+
+    // One line per model request (the /metrics scrapes are not model requests), with its figures.
+    ASSERT_EQ(lines_in(request_log()), 4u);
+    std::ifstream in(request_log());
+    std::vector<json> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(json::parse(l));
+    EXPECT_EQ(lines[0]["decision"].get<std::string>().rfind("cold start on cpu", 0), 0u) << lines[0];
+    EXPECT_GT(lines[0]["queue_wait_s"].get<double>(), 0);
+    EXPECT_EQ(lines[1]["decision"], "ready");
+    EXPECT_EQ(lines[2]["stream"], true);
+    EXPECT_TRUE(lines[2].contains("ttft_s"));
+    EXPECT_GT(lines[2]["completion_tokens"].get<int>(), 0);
+    EXPECT_EQ(lines[3]["status"], 404);
+    EXPECT_EQ(lines[3]["error_type"], "model_not_found");
+    std::set<std::string> ids;
+    for (const auto& l : lines) ids.insert(l["id"].get<std::string>());
+    EXPECT_EQ(ids.size(), 4u);
+}
+
+TEST_F(Observe, OllamasPythonClientListsChatsStreamsGeneratesAndEmbeds) {
+    LochServer loch(dir.path(),
+                    config(dir, "2GiB",
+                           model_entry("demo", models().demo.path(), kArgs) +
+                               model_entry("embed", models().demo.path(),
+                                           kArgs + "      extra: [--embeddings, --pooling, mean]\n"),
+                           global()));
+    const auto [rc, out] =
+        run(python(), {peer("ollama_client.py").string(), std::to_string(loch.port()), "demo", "embed"},
+            dir.path() / "ollama-client.log", 300s);
+    ASSERT_EQ(rc, 0) << out << loch.log();
+    const auto seen = last_json_line(out);
+    EXPECT_EQ(seen["tags"], json::array({"demo", "embed"})) << seen;
+    EXPECT_GT(seen["chat"]["eval_count"].get<int>(), 0);
+    EXPECT_GE(seen["chat_stream"]["chunks"].get<int>(), 2);
+    EXPECT_EQ(seen["embed"]["vectors"], 2);
+    // keep_alive "10m" from the client became the model's keep-alive.
+    EXPECT_EQ(loch.engine_status("demo")["keep_alive_s"], 600);
+    // An embeddings request to a model started without --embeddings: the loch.yaml fix, not the engine's
+    // flag.
+    const auto r = loch.post("/v1/embeddings", R"({"model":"demo","input":"x"})");
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(r.body.find("args: {extra: [\\\"--embeddings\\\"]}"), std::string::npos) << r.body;
+}
+
+TEST_F(Observe, AColdLoadStreamsKeepAliveCommentsAndProgressAndAnswersWithTheConfiguredName) {
+    // A real llama-server behind a start-up delay (tests/peers/slow_start.py), as a `command` engine: it
+    // names the model by its file, loch by the configured name.
+    const std::string entry =
+        "  - name: slow\n    engine: command\n    path: " + models().demo.path().string() +
+        "\n    command:\n      argv: [/usr/bin/python3, " + peer("slow_start.py").string() + ", \"3\", " +
+        (bin() / "llama-server").string() +
+        ", -m, \"{model_path}\", --host, \"{host}\", --port, \"{port}\", -c, \"2048\", -t, "
+        "\"1\"]\n    memory: 300MiB\n";
+    LochServer loch(dir.path(), config(dir, "2GiB", entry, global()));
+    SseClient s(loch.port(), "/v1/chat/completions", chat("slow", true, 4, R"({"loch":{"progress":true}})"));
+    ASSERT_EQ(s.status(), 200);
+    EXPECT_EQ(s.content_type(), "text/event-stream");
+    int comments = 0, progress = 0, chunks = 0;
+    bool data_before_comment = false;
+    while (auto e = s.next_event(60s)) {
+        if (e->starts_with(": loch: waiting")) {
+            ++comments;
+            data_before_comment |= chunks > 0;
+            EXPECT_NE(e->find("'slow'"), std::string::npos) << *e;
+        } else if (e->starts_with("event: loch.progress")) {
+            ++progress;
+            const auto p = event_json(*e);
+            EXPECT_EQ(p["model"], "slow") << *e;
+            EXPECT_TRUE(p["state"] == "loading" || p["state"] == "stopped") << *e;
+        } else if (auto j = event_json(*e); j.is_object()) {
+            ++chunks;
+            EXPECT_EQ(j["model"], "slow") << *e;
+        }
+    }
+    EXPECT_GE(comments, 1);
+    EXPECT_GE(progress, 1);
+    EXPECT_GE(chunks, 1);
+    EXPECT_FALSE(data_before_comment);
+    // A warm request: no comment, straight to the engine's events; a non-streaming one gets JSON.
+    const auto warm = loch.post("/v1/chat/completions", chat("slow", false, 4));
+    ASSERT_EQ(warm.status, 200) << warm.body;
+    EXPECT_EQ(json::parse(warm.body)["model"], "slow");
+    EXPECT_EQ(lines_in(request_log()), 2u);
+}
+
+// What the page shows for each model / device / waiter, read from Chromium's DOM after its scripts ran.
+struct Dom {
+    std::map<std::string, std::string> model_state;
+    std::set<std::string> devices, reserved_engines, waiting;
+    std::string text;
+};
+Dom dump_dom(const std::string& url, const fs::path& out_dir, const std::string& tag) {
+    const auto [rc, html] =
+        run("/usr/bin/chromium-headless-shell",
+            {"--no-sandbox", "--disable-gpu", "--virtual-time-budget=4000", "--dump-dom", url},
+            out_dir / ("dom-" + tag + ".html"), 60s);
+    EXPECT_EQ(rc, 0) << out_dir;
+    Dom d;
+    d.text = html.substr(0, html.find("<script>"));  // what was rendered, not the code that renders it
+    const std::string& html_text = d.text;
+    const std::regex model(R"re(<tr data-model="([^"]+)" data-state="([^"]+)")re"),
+        device(R"re(class="device" data-device="([^"]+)")re"),
+        reservation(R"re(class="reservation" data-engine="([^"]+)" data-source="([a-z-]+)")re"),
+        waiter(R"re(data-waiting-model="([^"]+)")re");
+    for (std::sregex_iterator it(html_text.begin(), html_text.end(), model), end; it != end; ++it)
+        d.model_state[(*it)[1]] = (*it)[2];
+    for (std::sregex_iterator it(html_text.begin(), html_text.end(), device), end; it != end; ++it)
+        d.devices.insert((*it)[1]);
+    for (std::sregex_iterator it(html_text.begin(), html_text.end(), reservation), end; it != end; ++it)
+        d.reserved_engines.insert(std::string((*it)[1]) + "/" + std::string((*it)[2]));
+    for (std::sregex_iterator it(html_text.begin(), html_text.end(), waiter), end; it != end; ++it)
+        d.waiting.insert((*it)[1]);
+    return d;
+}
+
+fs::path artifacts() {
+    const char* a = std::getenv("LOCH_TEST_ARTIFACTS");
+    fs::path p = a && *a ? fs::path(a) : fs::temp_directory_path() / "loch-test-artifacts";
+    fs::create_directories(p);
+    return p;
+}
+
+TEST_F(Observe, TheDashboardShowsDevicesMemoryBySourceModelsAndTheQueueLiveAndLochPsTheSame) {
+    // chat (interactive, busy with a long stream) and batch cannot both fit in 700 MiB: the batch request
+    // waits, with the reason naming chat, until chat's keep-alive lets it go.
+    LochServer loch(dir.path(), config(dir, "700MiB",
+                                       long_model("    memory: 400MiB\n    keep_alive: 2s\n") +
+                                           model_entry("batch", models().demo.path(),
+                                                       kArgs + "    memory: 400MiB\n    priority: batch\n"),
+                                       global() + "max_wait: 120s\n"));
+    const std::string url = "http://127.0.0.1:" + std::to_string(loch.port()) + "/";
+    SseClient stream(loch.port(), "/v1/chat/completions", long_stream("tiny"));
+    ASSERT_EQ(stream.status(), 200);
+    ASSERT_TRUE(stream.next_event());
+    auto batch = std::async(std::launch::async,
+                            [&] { return loch.post("/v1/chat/completions", chat("batch", false, 4)); });
+    json st;
+    for (int i = 0; i < 200; ++i) {
+        st = loch.status();
+        if (!st["queue"]["waiting"].empty()) break;
+        std::this_thread::sleep_for(50ms);
+    }
+    ASSERT_FALSE(st["queue"]["waiting"].empty()) << st.dump(1);
+    const std::string reason = st["queue"]["waiting"][0]["reason"];
+    EXPECT_NE(reason.find("tiny"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("busy"), std::string::npos) << reason;
+
+    const Dom busy = dump_dom(url, dir.path(), "busy");
+    run("/usr/bin/chromium-headless-shell",
+        {"--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=4000",
+         "--window-size=1400,1000", "--screenshot=" + (artifacts() / "dashboard-busy.png").string(), url},
+        dir.path() / "screenshot.log", 60s);
+    EXPECT_TRUE(fs::exists(artifacts() / "dashboard-busy.png"));
+    // What the page shows is what /loch/status says.
+    EXPECT_EQ(busy.model_state.at("tiny"), "busy") << busy.text.substr(0, 3000);
+    EXPECT_EQ(busy.model_state.at("batch"), "stopped");
+    EXPECT_EQ(busy.devices, std::set<std::string>{"cpu"});
+    std::set<std::string> expected;
+    for (const auto& r : st["devices"][0]["reservations"])
+        expected.insert(r["engine"].get<std::string>() + "/" + r["figure"]["source"].get<std::string>());
+    EXPECT_EQ(busy.reserved_engines, expected);
+    EXPECT_EQ(busy.waiting, std::set<std::string>{"batch"});
+    EXPECT_NE(busy.text.find("held by tiny"), std::string::npos);
+
+    // loch ps says the same.
+    const auto [ps_rc, ps] = run(bin() / "loch", {"ps", "--url", "127.0.0.1:" + std::to_string(loch.port())},
+                                 dir.path() / "ps.log", 30s);
+    EXPECT_EQ(ps_rc, 0) << ps;
+    EXPECT_TRUE(
+        std::regex_search(ps, std::regex(R"(tiny\s+busy\s+cpu\s+400\.0 MiB \(configured\)\s+1/1 \+0? ?)")) ||
+        std::regex_search(ps, std::regex(R"(tiny\s+busy\s+cpu\s+\S+ MiB \(\w+\)\s+1/1)")))
+        << ps;
+    EXPECT_NE(ps.find("batch"), std::string::npos) << ps;  // waiting: listed though stopped
+
+    // The stream ends; chat's keep-alive passes; batch takes the memory and is answered.
+    stream.close();
+    const auto r = batch.get();
+    ASSERT_EQ(r.status, 200) << r.body;
+    const Dom after = dump_dom(url, dir.path(), "after");
+    EXPECT_EQ(after.model_state.at("batch"), "ready");
+    EXPECT_TRUE(after.model_state.at("tiny") == "stopped" || after.model_state.at("tiny") == "stopping");
+    EXPECT_TRUE(after.waiting.empty());
+    EXPECT_NE(after.text.find("idle for"),
+              std::string::npos);  // the stop and its reason are in the recent list
+}
+
+}  // namespace
+}  // namespace loch::itest
