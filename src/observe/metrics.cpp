@@ -1,5 +1,6 @@
 #include "observe/metrics.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include <prometheus/counter.h>
@@ -36,6 +37,7 @@ struct Snapshot {
     void gauge(const std::string& name, const std::string& help, std::vector<ClientMetric::Label> labels,
                double v) {
         ClientMetric m;
+        std::sort(labels.begin(), labels.end());  // in name order, as prometheus-cpp's own families
         m.label = std::move(labels);
         m.gauge.value = v;
         family(name, help, MetricType::Gauge).metric.push_back(std::move(m));
@@ -43,6 +45,7 @@ struct Snapshot {
     void counter(const std::string& name, const std::string& help, std::vector<ClientMetric::Label> labels,
                  double v) {
         ClientMetric m;
+        std::sort(labels.begin(), labels.end());  // in name order, as prometheus-cpp's own families
         m.label = std::move(labels);
         m.counter.value = v;
         family(name, help, MetricType::Counter).metric.push_back(std::move(m));
@@ -50,6 +53,7 @@ struct Snapshot {
     void summary(const std::string& name, const std::string& help, std::vector<ClientMetric::Label> labels,
                  std::uint64_t count, double sum) {
         ClientMetric m;
+        std::sort(labels.begin(), labels.end());  // in name order, as prometheus-cpp's own families
         m.label = std::move(labels);
         m.summary.sample_count = count;
         m.summary.sample_sum = sum;
@@ -127,7 +131,8 @@ void add_models(Snapshot& s, const nlohmann::json& status) {
                   {{"model", model}}, u64(c, "loads_ok"), c.value("load_seconds_total", 0.0));
         s.counter("loch_engine_evictions_total", "Times the model was stopped to make room for another",
                   {{"model", model}}, double(u64(c, "evictions")));
-        for (const auto& [exit_class, n] : c.value("exits", nlohmann::json::object()).items())
+        const auto exits = c.value("exits", nlohmann::json::object());  // (items() of a temporary would dangle)
+        for (const auto& [exit_class, n] : exits.items())
             s.counter("loch_engine_exits_total",
                       "Engine exits by exit class (clean, signal, out_of_memory, …)",
                       {{"model", model}, {"exit_class", exit_class}}, n.get<double>());

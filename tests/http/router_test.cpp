@@ -70,3 +70,20 @@ TEST(ModelRoutes, EveryRowOfTheTableIsRoutedWithItsMethodAndNamesWhereTheModelIs
 
 }  // namespace
 }  // namespace loch::http
+
+TEST(Router, RoutesTheDashboardMetricsOllamaAndModelControl) {
+    EXPECT_EQ(route("GET", "/").kind, Route::Kind::dashboard);
+    EXPECT_EQ(route("GET", "/metrics").kind, Route::Kind::metrics);
+    EXPECT_EQ(route("POST", "/api/chat").kind, Route::Kind::ollama_generation);
+    EXPECT_EQ(route("POST", "/api/chat").path, "/api/chat");
+    EXPECT_EQ(route("POST", "/api/embed").kind, Route::Kind::ollama_generation);
+    EXPECT_EQ(route("POST", "/api/show").kind, Route::Kind::ollama_show);
+    EXPECT_EQ(route("GET", "/api/chat").kind, Route::Kind::method_not_allowed);
+    const auto load = route("POST", "/loch/models/qwen-7b/load");
+    EXPECT_EQ(load.kind, Route::Kind::model_load);
+    EXPECT_EQ(load.engine, "qwen-7b");
+    EXPECT_EQ(route("POST", "/loch/models/qwen-7b/unload").kind, Route::Kind::model_unload);
+    EXPECT_EQ(route("POST", "/loch/models//load").kind, Route::Kind::not_found);
+    EXPECT_TRUE(route("GET", "/loch/engines/x/log?lines=5&follow=1").follow);
+    EXPECT_FALSE(route("GET", "/loch/engines/x/log?lines=5").follow);
+}

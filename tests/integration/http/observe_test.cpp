@@ -187,9 +187,9 @@ TEST_F(Observe, AColdLoadStreamsKeepAliveCommentsAndProgressAndAnswersWithTheCon
             EXPECT_EQ(j["model"], "slow") << *e;
         }
     }
-    EXPECT_GE(comments, 1);
-    EXPECT_GE(progress, 1);
-    EXPECT_GE(chunks, 1);
+    EXPECT_GE(comments, 1) << loch.log();
+    EXPECT_GE(progress, 1) << loch.log();
+    EXPECT_GE(chunks, 1) << loch.log();
     EXPECT_FALSE(data_before_comment);
     // A warm request: no comment, straight to the engine's events; a non-streaming one gets JSON.
     const auto warm = loch.post("/v1/chat/completions", chat("slow", false, 4));

@@ -1,0 +1,42 @@
+// `loch ps` and `loch status` text from /loch/status JSON.
+#include <gtest/gtest.h>
+
+#include "cli/tables.hpp"
+
+using namespace loch::cli;
+
+namespace {
+const auto kStatus = nlohmann::json::parse(R"({
+  "devices":[{"device":"cpu","total":{"bytes":25769803776,"source":"measured"},"capacity_bytes":1073741824,
+              "own_bytes":419430400,"outside_bytes":0,"free_bytes":654311424,
+              "reservations":[{"engine":"chat","figure":{"bytes":419430400,"source":"configured"}}]}],
+  "engines":[{"name":"chat","state":"ready","device":"cpu","active_requests":0,"slots":1,"idle_s":30,
+              "keep_alive_s":300,"reservation":{"bytes":419430400,"source":"configured"}},
+             {"name":"batch","state":"stopped","active_requests":0,"slots":1,
+              "footprint":{"source":"formula","needs":[{"bytes":1048576}]}},
+             {"name":"off","state":"stopped","active_requests":0,"slots":1}],
+  "queue":{"interactive":0,"batch":1,"limits":{"interactive":64,"batch":256},
+           "waiting":[{"model":"batch","priority":"batch","waited_s":4,"reason":"waiting for 1 MiB on cpu"}]},
+  "requests":{"chat":{"count":7}},
+  "events":[{"at":"2026-12-01T00:00:00Z","kind":"ready","model":"chat","message":"ready on cpu"}]})");
+}
+
+TEST(Tables, PsListsRunningAndWaitingModelsWithMemorySourceAndUntil) {
+    const auto t = ps_table(kStatus, false);
+    EXPECT_NE(t.find("NAME"), std::string::npos);
+    EXPECT_NE(t.find("400.0 MiB (configured)"), std::string::npos) << t;
+    EXPECT_NE(t.find("in 4 min"), std::string::npos) << t;  // 300 - 30 s of keep-alive left
+    EXPECT_NE(t.find("0/1, 7 done"), std::string::npos) << t;
+    EXPECT_NE(t.find("batch"), std::string::npos) << t;  // stopped, but a request waits for it
+    EXPECT_NE(t.find("+1 waiting"), std::string::npos) << t;
+    EXPECT_EQ(t.find("off"), std::string::npos) << t;
+    EXPECT_NE(ps_table(kStatus, true).find("off"), std::string::npos);
+}
+
+TEST(Tables, StatusShowsTheLedgerTheQueueReasonsAndEvents) {
+    const auto t = status_text(kStatus);
+    EXPECT_NE(t.find("cpu: total 24.00 GiB (measured)"), std::string::npos) << t;
+    EXPECT_NE(t.find("configured"), std::string::npos);
+    EXPECT_NE(t.find("batch (batch, 4 s): waiting for 1 MiB on cpu"), std::string::npos) << t;
+    EXPECT_NE(t.find("ready 'chat': ready on cpu"), std::string::npos) << t;
+}

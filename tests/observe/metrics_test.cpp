@@ -1,0 +1,73 @@
+// Metrics: requests are counted per model/route/outcome; the broker snapshot becomes gauges and counters in
+// the text format (what prometheus_client parses is checked end to end in itest_http).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "observe/metrics.hpp"
+#include "observe/request_record.hpp"
+
+using namespace loch::observe;
+
+namespace {
+RequestRecord done(const std::string& model, const std::string& error = "") {
+    RequestRecord r;
+    r.model = model;
+    r.route = "/v1/chat/completions";
+    r.priority = "interactive";
+    r.duration_s = 1.5;
+    r.ttft_s = 0.5;
+    r.completion_tokens = 11;
+    r.error_type = error;
+    return r;
+}
+}  // namespace
+
+TEST(Metrics, CountsRequestsByOutcomeAndHidesUnknownModelNames) {
+    Metrics m;
+    m.record(done("chat"));
+    m.record(done("chat"));
+    m.record(done("typo", "model_not_found"));
+    const auto text = m.exposition(nlohmann::json::object());
+    EXPECT_NE(text.find(R"(loch_requests_total{model="chat",outcome="ok",route="/v1/chat/completions"} 2)"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(
+        text.find(
+            R"(loch_requests_total{model="-",outcome="model_not_found",route="/v1/chat/completions"} 1)"),
+        std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("typo"), std::string::npos);
+    const auto s = m.summary();
+    EXPECT_EQ(s["chat"]["count"], 2);
+    EXPECT_DOUBLE_EQ(s["chat"]["tokens_per_s_avg"].get<double>(), 10.0);  // 10 tokens after the first in 1 s
+}
+
+TEST(Metrics, TheBrokerSnapshotBecomesVllmGaugesAndCounters) {
+    const auto status = nlohmann::json::parse(R"({
+      "devices":[{"device":"cpu","total":{"bytes":1000,"source":"measured"},"reserve":{"bytes":0},
+                  "driver_reserved":{"bytes":0},"capacity_bytes":900,"outside_bytes":50,"own_bytes":400,
+                  "free_bytes":450,"reservations":[{"engine":"chat","figure":{"bytes":400,"source":"formula"},
+                  "loading":false}]}],
+      "engines":[{"name":"chat","state":"ready","active_requests":1,"slots":4,
+                  "counters":{"loads_ok":2,"loads_failed":1,"load_seconds_total":3.0,"evictions":1,
+                              "exits":{"signal":1}}}],
+      "queue":{"interactive":2,"batch":0,"waiting":[{"model":"chat"},{"model":"chat"}]}})");
+    const auto text = Metrics().exposition(status);
+    for (const char* want :
+         {R"(vllm:num_requests_running{model_name="chat"} 1)",
+          R"(vllm:num_requests_waiting{model_name="chat"} 2)",
+          R"(vllm:kv_cache_usage_perc{model_name="chat"} 0.25)",
+          R"(loch_reservation_bytes{device="cpu",loading="false",model="chat",source="formula"} 400)",
+          R"(loch_engine_exits_total{exit_class="signal",model="chat"} 1)",
+          R"(loch_engine_load_seconds_count{model="chat"} 2)",
+          R"(loch_queue_depth{priority="interactive"} 2)", "# TYPE loch_engine_loads_total counter"})
+        EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+}
+
+TEST(RequestRecord, ClientIdsAreCheckedBeforeTheyAreLoggedOrEchoed) {
+    EXPECT_EQ(checked_request_id("abc-123_x.y"), "abc-123_x.y");
+    EXPECT_FALSE(checked_request_id("a b"));
+    EXPECT_FALSE(checked_request_id("x\r\nSet-Cookie: 1"));
+    EXPECT_FALSE(checked_request_id(std::string(65, 'a')));
+    EXPECT_FALSE(checked_request_id(""));
+}
