@@ -131,7 +131,8 @@ void add_models(Snapshot& s, const nlohmann::json& status) {
                   {{"model", model}}, u64(c, "loads_ok"), c.value("load_seconds_total", 0.0));
         s.counter("loch_engine_evictions_total", "Times the model was stopped to make room for another",
                   {{"model", model}}, double(u64(c, "evictions")));
-        const auto exits = c.value("exits", nlohmann::json::object());  // (items() of a temporary would dangle)
+        const auto exits =
+            c.value("exits", nlohmann::json::object());  // (items() of a temporary would dangle)
         for (const auto& [exit_class, n] : exits.items())
             s.counter("loch_engine_exits_total",
                       "Engine exits by exit class (clean, signal, out_of_memory, …)",
