@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 
@@ -128,6 +129,31 @@ void run_serve(const ServeOptions& o) {
                 cfg.listen.c_str(), static_cast<unsigned>(port), cfg.source.c_str());
     std::fflush(stdout);
 
+    // SIGHUP: the config file is read and checked again and what it says is logged (file:line for a problem);
+    // loch keeps serving the config it started with — applying a new one takes a restart for now
+    // (docs/observe.md). Without this handler SIGHUP would end loch.
+    asio::signal_set hangups(ioc, SIGHUP);
+    std::function<void()> on_hangup = [&] {
+        hangups.async_wait([&](const boost::system::error_code& ec, int) {
+            if (ec) return;
+            if (o.config_file.empty()) {
+                spdlog::info("SIGHUP: serving the embedded default; nothing to reload");
+            } else {
+                try {
+                    const auto fresh = config::load_config_file(o.config_file, ctx);
+                    spdlog::warn(
+                        "SIGHUP: {} is valid ({} model(s)); loch keeps serving the config it started "
+                        "with: restart it to apply the new one",
+                        o.config_file, fresh.models.size());
+                } catch (const std::exception& e) {
+                    spdlog::error("SIGHUP: the new config is not valid, loch keeps serving the old one: {}",
+                                  e.what());
+                }
+            }
+            on_hangup();
+        });
+    };
+    on_hangup();
     asio::signal_set signals(ioc, SIGINT, SIGTERM);
     signals.async_wait([&](const boost::system::error_code& ec, int sig) {
         if (ec) return;
@@ -139,6 +165,7 @@ void run_serve(const ServeOptions& o) {
                 co_await server.drain(cfg.stop_grace);
                 co_await broker.shutdown();
                 co_await server.wait_closed();
+                hangups.cancel();
                 ioc.stop();
             },
             asio::detached);

@@ -1,6 +1,7 @@
 // Seeing and steering loch, end to end against real llama-server engines and real clients: the dashboard in a
 // real headless browser (Chromium), `loch ps`, /metrics through Prometheus' own parser, Ollama's Python
 // client, SSE keep-alive comments during a cold load, and one request-log line per request.
+#include <csignal>
 #include <fstream>
 #include <future>
 #include <regex>
@@ -297,6 +298,27 @@ TEST_F(Observe, TheDashboardShowsDevicesMemoryBySourceModelsAndTheQueueLiveAndLo
     EXPECT_TRUE(after.waiting.empty());
     EXPECT_NE(after.text.find("idle for"),
               std::string::npos);  // the stop and its reason are in the recent list
+}
+
+}  // namespace
+}  // namespace loch::itest
+
+namespace loch::itest {
+namespace {
+
+TEST_F(Observe, SighupChecksTheNewConfigWithFileAndLineAndKeepsServing) {
+    LochServer loch(dir.path(),
+                    config(dir, "2GiB", model_entry("demo", models().demo.path(), kArgs), global()));
+    std::ofstream(dir.path() / "loch.yaml") << "models:\n  - name: demo\n    pathh: /nowhere\n";
+    ::kill(loch.process().pid(), SIGHUP);
+    std::string log;
+    for (int i = 0; i < 100 && log.find("SIGHUP") == std::string::npos; ++i) {
+        std::this_thread::sleep_for(50ms);
+        log = loch.log();
+    }
+    EXPECT_NE(log.find("SIGHUP: the new config is not valid"), std::string::npos) << log;
+    EXPECT_NE(log.find("loch.yaml:3"), std::string::npos) << log;
+    EXPECT_EQ(loch.post("/v1/chat/completions", chat("demo", false, 4)).status, 200);  // the old one serves
 }
 
 }  // namespace
