@@ -6,6 +6,11 @@
 
 namespace loch::http {
 
+nlohmann::json ollama_details() {
+    return {{"parent_model", ""},  {"format", "gguf"},     {"family", ""},
+            {"families", nullptr}, {"parameter_size", ""}, {"quantization_level", ""}};
+}
+
 nlohmann::json ollama_models(const nlohmann::json& status, bool running_only,
                              std::chrono::system_clock::time_point now) {
     nlohmann::json models = nlohmann::json::array();
@@ -20,18 +25,8 @@ nlohmann::json ollama_models(const nlohmann::json& status, bool running_only,
         else if (e.contains("footprint") && !e["footprint"]["needs"].empty())
             size = e["footprint"]["needs"][0].value("bytes", std::uint64_t{0});
         const std::string name = e.value("name", "");
-        nlohmann::json m = {{"name", name},
-                            {"model", name},
-                            {"modified_at", iso8601_utc(now)},
-                            {"size", size},
-                            {"digest", ""},
-                            {"details",
-                             {{"parent_model", ""},
-                              {"format", "gguf"},
-                              {"family", ""},
-                              {"families", nullptr},
-                              {"parameter_size", ""},
-                              {"quantization_level", ""}}}};
+        nlohmann::json m = {{"name", name}, {"model", name}, {"modified_at", iso8601_utc(now)},
+                            {"size", size}, {"digest", ""},  {"details", ollama_details()}};
         if (running_only) {
             const std::string device = e.value("device", "cpu");
             m["size_vram"] = device == "cpu" ? 0 : size;

@@ -9,6 +9,9 @@
 
 namespace loch::http {
 
+// Ollama's `details` of a model; loch does not read these from the file (yet): empty fields.
+nlohmann::json ollama_details();
+
 // {"models": [...]} in Ollama's shape: every model (`running_only` false, /api/tags) or those with an engine
 // up (/api/ps: size = the reservation, size_vram = that on a GPU, expires_at = when keep_alive lets it go).
 nlohmann::json ollama_models(const nlohmann::json& status, bool running_only,

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/time_text.hpp"
+#include "http/ollama.hpp"
 
 namespace loch::http {
 
@@ -417,13 +418,7 @@ std::optional<json> ollama_show(const json& status, const std::string& model) {
                     {"parameters", ""},
                     {"template", ""},
                     {"modified_at", now_text()},
-                    {"details",
-                     {{"parent_model", ""},
-                      {"format", "gguf"},
-                      {"family", ""},
-                      {"families", nullptr},
-                      {"parameter_size", ""},
-                      {"quantization_level", ""}}},
+                    {"details", ollama_details()},
                     {"model_info", info},
                     {"capabilities", json::array({"completion"})},
                     {"loch", e}};
