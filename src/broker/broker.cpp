@@ -59,14 +59,15 @@ Broker::Broker(asio::any_io_executor ex, const config::Config& cfg, std::unique_
                std::unique_ptr<FootprintSource> footprints, std::unique_ptr<engines::Launcher> launcher,
                BrokerOptions options)
     : ex_(ex),
-      cfg_(cfg),
+      configs_{std::make_shared<const config::Config>(cfg)},
+      cfg_(configs_.back().get()),
       devices_(std::move(devices)),
       footprints_(std::move(footprints)),
       launcher_(std::move(launcher)),
       options_(options),
       queue_(cfg.queue.interactive, cfg.queue.batch, options.aging),
       alive_(std::make_shared<bool>(true)) {
-    for (const auto& m : cfg.models) models_[m.name] = std::make_unique<Model>(m, cfg.restart);
+    for (const auto& m : cfg_->models) models_[m.name] = std::make_unique<Model>(m, cfg_->restart);
 }
 
 Broker::~Broker() {
@@ -110,7 +111,7 @@ void Broker::refresh_devices() {
     }
     for (const auto& d : snap) {
         if (!ledger_.has_device(d.id)) {
-            const auto dc = cfg_.device(d.id);
+            const auto dc = cfg_->device(d.id);
             DeviceLimits l;
             l.id = d.id;
             l.total = d.total;
@@ -203,7 +204,7 @@ void Broker::note_quarantine(Model& m) {
 }
 
 Broker::Model* Broker::find(const std::string& name_or_alias) {
-    const auto* mc = cfg_.find_model(name_or_alias);
+    const auto* mc = cfg_->find_model(name_or_alias);
     if (!mc) return nullptr;
     auto it = models_.find(mc->name);
     return it == models_.end() ? nullptr : it->second.get();
@@ -269,7 +270,7 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     Model* m = find(name);
     if (!m) {
         std::vector<std::string> names;
-        for (const auto& mc : cfg_.models) names.push_back(mc.name);
+        for (const auto& mc : cfg_->models) names.push_back(mc.name);
         throw Error(ErrorKind::model_not_found,
                     fmt::format("no model named '{}' (known: {})", name, fmt::join(names, ", ")),
                     {{"model", name}, {"available", names}});
@@ -299,7 +300,7 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     }
     waiters_[w->id] = w;
     // Freshly queued: its own load/eviction may have been started by try_serve already; pump picks it up.
-    w->timer.expires_after(cfg_.max_wait);
+    w->timer.expires_after(cfg_->max_wait);
     co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
     queue_.remove(w->id);
     waiters_.erase(w->id);
@@ -311,7 +312,7 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
                               m->wait_reason),
                   {{"model", m->name()},
                    {"waited_s", waited},
-                   {"max_wait_s", cfg_.max_wait.count()},
+                   {"max_wait_s", cfg_->max_wait.count()},
                    {"state", to_string(m->state)},
                    {"blocked_by", m->wait_reason}},
                   retry_after_s(*m));
@@ -350,7 +351,7 @@ void Broker::release(const std::string& name, Clock::duration held) {
         if (lock != gpu_lock_.end() && lock->second == name) gpu_lock_.erase(lock);
         const auto keep_alive = m.keep_alive();
         if (m.unload_when_idle)
-            begin_stop(m, "unloaded on request");
+            begin_stop(m, m.idle_stop_reason.empty() ? "unloaded on request" : m.idle_stop_reason);
         else if (keep_alive && keep_alive->count() == 0 && !m.cfg->pinned)
             begin_stop(m, "keep_alive 0: stopped when its request ended");
     }
@@ -602,9 +603,9 @@ asio::awaitable<void> Broker::ensure_footprint(Model& m) {
     }
     Footprint fp;
     try {
-        fp = co_await footprints_->estimate(cfg_, *m.cfg, placements);
+        fp = co_await footprints_->estimate(*cfg_, *m.cfg, placements);
     } catch (const std::exception& e) {
-        fp = m.kind->formula(cfg_, *m.cfg, placements);
+        fp = m.kind->formula(*cfg_, *m.cfg, placements);
         fp.detail += std::string("; estimate failed: ") + e.what();
     }
     if (!*alive) co_return;
@@ -632,7 +633,7 @@ void Broker::begin_load(Model& m, const std::string& device) {
     m.measured.reset();
     std::shared_ptr<engines::EngineRun> engine;
     try {
-        engine = launcher_->launch(ex_, engines::make_engine_spec(cfg_, *m.cfg, placement_of(device)));
+        engine = launcher_->launch(ex_, engines::make_engine_spec(*cfg_, *m.cfg, placement_of(device)));
     } catch (const std::exception& e) {
         loading_devices_.erase(device);
         ledger_.release(m.name());
@@ -703,6 +704,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
         }
         fail_waiters(m, Error(ErrorKind::engine_failed,
                               fmt::format("model '{}' failed to start: {}", m.name(), r.summary), details));
+        apply_pending_config(m);
         pump();
         co_return;
     }
@@ -725,6 +727,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
         fail_waiters(m, Error(ErrorKind::engine_failed,
                               fmt::format("model '{}' died right after start: {}", m.name(), gone->summary),
                               {{"model", m.name()}, {"exit", *gone}}));
+        apply_pending_config(m);
         pump();
         co_return;
     }
@@ -733,7 +736,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
     m.last_used = Clock::now();
     // What the engine says it allocated raises the planned reservation.
     if (auto fig = m.kind->measure(engine->startup_log(), placement_of(m.device))) {
-        fig->bytes += cfg_.device(m.device).margin;
+        fig->bytes += cfg_->device(m.device).margin;
         m.measured = *fig;
         // The log's buffers are a floor (they leave out the process's own memory): they raise the
         // reservation, never lower it; the per-process probe raises it further as the engine works.
@@ -759,6 +762,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
 void Broker::begin_stop(Model& m, std::string why) {
     if (!m.engine || m.state == ModelState::stopping || m.state == ModelState::stopped) return;
     m.unload_when_idle = false;
+    m.idle_stop_reason.clear();
     note("stop", m, why);
     m.state = ModelState::stopping;
     m.stop_reason = std::move(why);
@@ -782,6 +786,7 @@ void Broker::on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine
     m.engine.reset();
     m.state = ModelState::stopped;
     ledger_.release(m.name());
+    apply_pending_config(m);
     // "Really free": the next probe must show it; until then the memory counts as outside use.
     refresh_devices();
     pump();

@@ -142,7 +142,14 @@ class Broker {
     // Stops every engine and fails every waiter; the broker accepts nothing afterwards.
     boost::asio::awaitable<void> shutdown();
 
-    const config::Config& config() const { return cfg_; }
+    const config::Config& config() const { return *cfg_; }
+
+    // SIGHUP: serve `next` from now on. New models are added; removed ones are stopped (once idle) and no
+    // longer found; a model whose launch changed (engine, file, args, memory, concurrency) restarts with the
+    // new one once its running requests end, one that did not keeps running under its new settings
+    // (priority, keep_alive, aliases, devices …). Device reserve and budget apply at once. Returns what
+    // changed: {added, removed, restarting, updated, unchanged}.
+    boost::asio::awaitable<nlohmann::json> reload(config::Config next);
 
   private:
     friend class Lease;
@@ -183,9 +190,14 @@ class Broker {
     void note(std::string_view kind, const Model& m, std::string message, nlohmann::json extra = {},
               bool warn = false);
     void note_quarantine(Model& m);  // after a failure was recorded: the event when it starts a quarantine
+    // The model has stopped: a config entry waiting for that (reload) takes effect now.
+    void apply_pending_config(Model& m);
 
     boost::asio::any_io_executor ex_;
-    const config::Config& cfg_;
+    // Every config loch has served (the first, then each reload): models, leases and coroutines in flight
+    // keep pointers into the one they started with, so none is ever freed while loch runs (a few KiB each).
+    std::vector<std::shared_ptr<const config::Config>> configs_;
+    const config::Config* cfg_;  // the current one: configs_.back()
     std::unique_ptr<DeviceSource> devices_;
     std::unique_ptr<FootprintSource> footprints_;
     std::unique_ptr<engines::Launcher> launcher_;

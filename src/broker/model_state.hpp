@@ -62,6 +62,7 @@ struct Broker::Model {
     Clock::time_point load_started{};
     std::string wait_reason;        // why a request for it waits now (queue status, queue_timeout)
     bool unload_when_idle = false;  // `loch unload` while requests run: stop when the last one ends
+    std::string idle_stop_reason;   // why, when it was not `loch unload` (a reload)
     // A request's keep_alive (Ollama's field) replaces the configured one until the next request sets it;
     // nullopt inside = forever.
     std::optional<std::optional<std::chrono::seconds>> keep_alive_override;
@@ -69,6 +70,11 @@ struct Broker::Model {
     std::map<std::string, std::uint64_t> exits;  // by exit class
     std::uint64_t loads_ok = 0, loads_failed = 0, evictions = 0;
     double load_seconds_total = 0;
+
+    // After a reload: the entry it restarts with once its engine has stopped (nullptr: none pending), and
+    // whether the current config still names it.
+    const config::ModelConfig* next_cfg = nullptr;
+    bool retired = false;
 
     std::optional<std::chrono::seconds> keep_alive() const {
         return keep_alive_override ? *keep_alive_override : cfg->keep_alive;

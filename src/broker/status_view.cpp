@@ -22,6 +22,8 @@ nlohmann::json Broker::model_status(const Model& m) const {
                         {"active_requests", m.active},
                         {"slots", m.slots()},
                         {"runs", m.runs}};
+    if (m.retired) j["removed_from_config"] = true;
+    if (m.next_cfg) j["restarts_for_new_config"] = true;
     if (!m.device.empty()) j["device"] = m.device;
     if (const auto keep_alive = m.keep_alive()) j["keep_alive_s"] = keep_alive->count();
     if (m.state == ModelState::loading) {
@@ -68,7 +70,7 @@ asio::awaitable<nlohmann::json> Broker::models() {
         ex_,
         [this]() -> asio::awaitable<nlohmann::json> {
             nlohmann::json data = nlohmann::json::array();
-            for (const auto& mc : cfg_.models) {
+            for (const auto& mc : cfg_->models) {
                 const auto& m = *models_.at(mc.name);
                 data.push_back({{"id", mc.name},
                                 {"object", "model"},
@@ -86,7 +88,8 @@ asio::awaitable<nlohmann::json> Broker::status() {
         ex_,
         [this]() -> asio::awaitable<nlohmann::json> {
             nlohmann::json engines = nlohmann::json::array();
-            for (const auto& [n, m] : models_) engines.push_back(model_status(*m));
+            for (const auto& [n, m] : models_)
+                if (!m->retired || m->state != ModelState::stopped) engines.push_back(model_status(*m));
             nlohmann::json waiting = nlohmann::json::array();
             const auto now = Clock::now();
             for (auto id : queue_.order(now)) {
@@ -107,7 +110,7 @@ asio::awaitable<nlohmann::json> Broker::status() {
                 {"queue",
                  {{"interactive", queue_.size(config::Priority::interactive)},
                   {"batch", queue_.size(config::Priority::batch)},
-                  {"limits", {{"interactive", cfg_.queue.interactive}, {"batch", cfg_.queue.batch}}},
+                  {"limits", {{"interactive", cfg_->queue.interactive}, {"batch", cfg_->queue.batch}}},
                   {"aging_s", std::chrono::duration_cast<std::chrono::seconds>(queue_.aging()).count()},
                   {"waiting", waiting}}},
                 {"gpu_locks", locks},

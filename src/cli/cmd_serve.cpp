@@ -9,6 +9,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
@@ -65,15 +66,8 @@ std::uint32_t raise_fd_limit(std::uint32_t max_connections) {
     return fits;
 }
 
-void run_serve(const ServeOptions& o) {
-    if (o.print_default) {
-        std::cout << config::embedded_default_yaml();
-        return;
-    }
-    auto ctx = config::LoadContext::from_process();
-    ctx.kinds = engines::kind_schemas();  // each engine kind parses its own keys
-    config::Config cfg = o.config_file.empty() ? config::default_config(ctx, o.models_dir)
-                                               : config::load_config_file(o.config_file, ctx);
+// The command line's values win over the file's, at start and at every reload.
+void apply_overrides(config::Config& cfg, const ServeOptions& o) {
     if (!o.listen.empty()) {
         boost::system::error_code ec;
         const auto addr = asio::ip::make_address(o.listen, ec);
@@ -91,6 +85,18 @@ void run_serve(const ServeOptions& o) {
     };
     if (!o.state_dir.empty()) cfg.state_dir = absolute(o.state_dir);
     if (!o.log_dir.empty()) cfg.log_dir = absolute(o.log_dir);
+}
+
+void run_serve(const ServeOptions& o) {
+    if (o.print_default) {
+        std::cout << config::embedded_default_yaml();
+        return;
+    }
+    auto ctx = config::LoadContext::from_process();
+    ctx.kinds = engines::kind_schemas();  // each engine kind parses its own keys
+    config::Config cfg = o.config_file.empty() ? config::default_config(ctx, o.models_dir)
+                                               : config::load_config_file(o.config_file, ctx);
+    apply_overrides(cfg, o);
     for (const auto& n : cfg.notes) spdlog::info("config: {}", n);
     if (cfg.models.empty()) spdlog::warn("config {} names no model: nothing to serve", cfg.source);
 
@@ -129,27 +135,39 @@ void run_serve(const ServeOptions& o) {
                 cfg.listen.c_str(), static_cast<unsigned>(port), cfg.source.c_str());
     std::fflush(stdout);
 
-    // SIGHUP: the config file is read and checked again and what it says is logged (file:line for a problem);
-    // loch keeps serving the config it started with — applying a new one takes a restart for now
-    // (docs/observe.md). Without this handler SIGHUP would end loch.
+    // SIGHUP: the config file is read again and, when it is valid, served from now on (Broker::reload: what
+    // needs a new engine restarts once its requests end); a bad one is reported with file:line and the old
+    // one keeps serving. Without this handler SIGHUP would end loch.
     asio::signal_set hangups(ioc, SIGHUP);
     std::function<void()> on_hangup = [&] {
         hangups.async_wait([&](const boost::system::error_code& ec, int) {
             if (ec) return;
             if (o.config_file.empty()) {
                 spdlog::info("SIGHUP: serving the embedded default; nothing to reload");
-            } else {
-                try {
-                    const auto fresh = config::load_config_file(o.config_file, ctx);
-                    spdlog::warn(
-                        "SIGHUP: {} is valid ({} model(s)); loch keeps serving the config it started "
-                        "with: restart it to apply the new one",
-                        o.config_file, fresh.models.size());
-                } catch (const std::exception& e) {
-                    spdlog::error("SIGHUP: the new config is not valid, loch keeps serving the old one: {}",
-                                  e.what());
-                }
+                on_hangup();
+                return;
             }
+            std::optional<config::Config> fresh;
+            try {
+                fresh = config::load_config_file(o.config_file, ctx);
+                apply_overrides(*fresh, o);
+            } catch (const std::exception& e) {
+                spdlog::error("SIGHUP: the new config is not valid, loch keeps serving the old one: {}",
+                              e.what());
+                on_hangup();
+                return;
+            }
+            if (fresh->listen != cfg.listen || fresh->port != cfg.port)
+                spdlog::warn("SIGHUP: a new listen address or port takes a restart; still on {}:{}",
+                             cfg.listen, cfg.port);
+            server.set_api_keys(fresh->api_keys);
+            asio::co_spawn(
+                ex,
+                [&, next = std::move(*fresh)]() mutable -> asio::awaitable<void> {
+                    const auto changes = co_await broker.reload(std::move(next));
+                    spdlog::info("SIGHUP: now serving {} ({})", o.config_file, changes.dump());
+                },
+                asio::detached);
             on_hangup();
         });
     };

@@ -103,6 +103,8 @@ class Server {
     // Phase 2: completes when every relay has ended (≤ 5 s) and every connection is closed (≤ 2 s more).
     boost::asio::awaitable<void> wait_closed();
     std::size_t connections() const { return sessions_.size(); }
+    // A reload (SIGHUP): the keys apply to the next request.
+    void set_api_keys(std::vector<std::string> keys) { options_.api_keys = std::move(keys); }
     std::uint16_t port() const { return port_; }
 
     using Request = boost::beast::http::request<boost::beast::http::string_body>;

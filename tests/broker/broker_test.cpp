@@ -369,3 +369,56 @@ TEST_F(BrokerTest, AnUnknownModelOrARouteItsKindDoesNotServeIsRefusedBeforeAnyth
 
 }  // namespace
 }  // namespace loch::broker
+
+namespace loch::broker {
+namespace {
+
+// A reload (SIGHUP) adds and removes models and restarts a changed one only after its running request.
+TEST_F(BrokerTest, AReloadAddsRemovesAndRestartsAChangedModelOnceItsRequestEnds) {
+    add_model("a", 2 * kGiB);
+    add_model("gone", 1 * kGiB);
+    start(fast());
+    auto first = acquire("a");
+    ASSERT_TRUE(settle(first));
+    Lease held = first.get();
+
+    config::Config next = cfg;
+    next.models.erase(next.models.begin() + 1);  // "gone"
+    auto changed = std::make_shared<engines::CommandSettings>();
+    changed->argv = {"/bin/true", "--new"};
+    changed->health_path = "";
+    next.models[0].settings = changed;  // a new launch for "a"
+    config::ModelConfig added = next.models[0];
+    added.name = "b";
+    next.models.push_back(added);
+    auto reloaded = asio::co_spawn(ioc, broker->reload(next), asio::use_future);
+    ASSERT_TRUE(settle(reloaded));
+    const auto r = reloaded.get();
+    EXPECT_EQ(r["added"], nlohmann::json::array({"b"})) << r;
+    EXPECT_EQ(r["removed"], nlohmann::json::array({"gone"})) << r;
+    EXPECT_EQ(r["restarting"], nlohmann::json::array({"a"})) << r;
+
+    // The running request is not cut: "a" keeps its engine until the lease ends.
+    run_for(100ms);
+    ASSERT_EQ(fake->of("a").size(), 1u);
+    EXPECT_EQ(fake->of("a")[0]->stop_calls, 0);
+    held.release();
+    run_for(200ms);
+    EXPECT_GE(fake->of("a")[0]->stop_calls, 1);
+
+    // The next request for "a" starts the new launch; "gone" is unknown; "b" is served.
+    auto again = acquire("a");
+    ASSERT_TRUE(settle(again));
+    EXPECT_TRUE(again.get().valid());
+    ASSERT_EQ(fake->of("a").size(), 2u);
+    EXPECT_EQ(fake->of("a")[1]->spec().argv.back(), "--new");
+    auto removed = acquire("gone");
+    ASSERT_TRUE(settle(removed));
+    EXPECT_EQ(error_kind(removed), ErrorKind::model_not_found);
+    auto b = acquire("b");
+    ASSERT_TRUE(settle(b));
+    EXPECT_TRUE(b.get().valid());
+}
+
+}  // namespace
+}  // namespace loch::broker

@@ -306,19 +306,37 @@ TEST_F(Observe, TheDashboardShowsDevicesMemoryBySourceModelsAndTheQueueLiveAndLo
 namespace loch::itest {
 namespace {
 
-TEST_F(Observe, SighupChecksTheNewConfigWithFileAndLineAndKeepsServing) {
-    LochServer loch(dir.path(),
-                    config(dir, "2GiB", model_entry("demo", models().demo.path(), kArgs), global()));
+TEST_F(Observe, SighupServesTheNewConfigOrReportsItsProblemWithFileAndLineAndKeepsTheOld) {
+    const auto yaml = [&](const std::string& entries) { return config(dir, "2GiB", entries, global()); };
+    LochServer loch(dir.path(), yaml(model_entry("demo", models().demo.path(), kArgs)));
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("demo", false, 4)).status, 200);
+    const auto hangup_and_wait = [&](const std::string& marker) {
+        const auto before = loch.log().size();
+        ::kill(loch.process().pid(), SIGHUP);
+        for (int i = 0; i < 200; ++i) {
+            const auto log = loch.log();
+            if (log.find(marker, before) != std::string::npos) return log.substr(before);
+            std::this_thread::sleep_for(50ms);
+        }
+        return loch.log().substr(before);
+    };
+    // A bad edit: reported with file:line, and the old config keeps serving.
     std::ofstream(dir.path() / "loch.yaml") << "models:\n  - name: demo\n    pathh: /nowhere\n";
-    ::kill(loch.process().pid(), SIGHUP);
-    std::string log;
-    for (int i = 0; i < 100 && log.find("SIGHUP") == std::string::npos; ++i) {
-        std::this_thread::sleep_for(50ms);
-        log = loch.log();
-    }
-    EXPECT_NE(log.find("SIGHUP: the new config is not valid"), std::string::npos) << log;
+    auto log = hangup_and_wait("SIGHUP: the new config is not valid");
     EXPECT_NE(log.find("loch.yaml:3"), std::string::npos) << log;
-    EXPECT_EQ(loch.post("/v1/chat/completions", chat("demo", false, 4)).status, 200);  // the old one serves
+    EXPECT_EQ(loch.post("/v1/chat/completions", chat("demo", false, 4)).status, 200);
+    // A good one: "demo" removed, "other" added — served at once, without a restart.
+    std::ofstream(dir.path() / "loch.yaml") << yaml(model_entry("other", models().demo.path(), kArgs));
+    log = hangup_and_wait("SIGHUP: now serving");
+    EXPECT_NE(log.find(R"("added":["other"])"), std::string::npos) << log;
+    EXPECT_NE(log.find(R"("removed":["demo"])"), std::string::npos) << log;
+    EXPECT_EQ(loch.post("/v1/chat/completions", chat("other", false, 4)).status, 200);
+    EXPECT_EQ(loch.post("/v1/chat/completions", chat("demo", false, 4)).status, 404);
+    for (int i = 0; i < 100 && loch.engine_status("demo").is_object() && !loch.engine_status("demo").empty();
+         ++i)
+        std::this_thread::sleep_for(50ms);
+    EXPECT_TRUE(loch.engine_status("demo").empty())
+        << loch.status().dump(1);  // its engine stopped, gone from status
 }
 
 }  // namespace
