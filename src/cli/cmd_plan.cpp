@@ -285,9 +285,10 @@ void add_plan_command(CLI::App& app) {
         ->check(CLI::Range(0u, 1u << 24));
     cmd->add_option("--parallel", o->parallel, "parallel slots (sequences)")->check(CLI::Range(1u, 4096u));
     cmd->add_flag("--kv-unified", o->kv_unified, "one KV stream shared by all slots");
-    cmd->add_option("--ngl", o->ngl, "layers on the GPU(s); negative = all");
+    cmd->add_option("--ngl", o->ngl, "layers on the GPU(s); negative = all")->check(CLI::Range(-1, 100000));
     cmd->add_option("--tensor-split", o->tensor_split, "split weights between GPUs")->delimiter(',');
-    cmd->add_option("--n-cpu-moe", o->n_cpu_moe, "keep the experts of the first N layers on the CPU");
+    cmd->add_option("--n-cpu-moe", o->n_cpu_moe, "keep the experts of the first N layers on the CPU")
+        ->check(CLI::Range(0u, 100000u));
     cmd->add_option("--override-tensor", o->override_tensor, "PATTERN=CPU: keep matching tensors on the CPU");
     cmd->add_option("--flash-attn", o->flash_attn, "on | off | auto");
     cmd->add_option("--cache-type-k", o->type_k, "K cache type (f16, bf16, q8_0, q4_0, ...)");
@@ -296,8 +297,10 @@ void add_plan_command(CLI::App& app) {
     cmd->add_option("-b,--batch", o->batch, "logical batch size")->check(CLI::Range(1u, 1u << 24));
     cmd->add_flag("--swa-full", o->swa_full, "full-size cache for sliding-window layers");
     cmd->add_option("--device", o->device, "cpu, or GPUs: cuda0[,cuda1...]");
-    cmd->add_option("--overhead-mib", o->overhead_mib, "fixed per-GPU overhead (CUDA context), MiB");
-    cmd->add_option("--margin-pct", o->margin_pct, "margin on top of each device, percent");
+    cmd->add_option("--overhead-mib", o->overhead_mib, "fixed per-GPU overhead (CUDA context), MiB")
+        ->check(CLI::Range(0.0, 1048576.0));
+    cmd->add_option("--margin-pct", o->margin_pct, "margin on top of each device, percent")
+        ->check(CLI::Range(0.0, 100.0));
     cmd->add_option("--fit", o->fit, "what fits in this much (24GiB, 512MiB, bytes)");
     cmd->add_flag("--dry-run", o->dry_run, "also run the engine's dry run (llama-fit-params)");
     cmd->add_option("--fit-params-bin", o->fit_params_bin,

@@ -18,7 +18,9 @@ struct LochRun {
 };
 
 // `env` entries are "NAME=value"; arguments are single-quoted for /bin/sh (test inputs only).
-inline LochRun run_loch(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+// `with_stderr`: stderr is captured into `out` too.
+inline LochRun run_loch(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                        bool with_stderr = false) {
     auto quote = [](const std::string& s) {
         std::string q = "'";
         for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -28,6 +30,7 @@ inline LochRun run_loch(const std::vector<std::string>& args, const std::vector<
     for (const auto& e : env) cmd += " " + quote(e);
     cmd += " " + quote(std::string(LOCH_BIN_DIR) + "/loch");
     for (const auto& a : args) cmd += " " + quote(a);
+    if (with_stderr) cmd += " 2>&1";
     LochRun r;
     FILE* pipe = ::popen(cmd.c_str(), "r");
     if (!pipe) return r;
