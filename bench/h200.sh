@@ -4,7 +4,8 @@
 #   2. `admission-scenario`: loch serve with models sized against the GPU's empty capacity;
 #   3. `plan-accuracy --mode gpu`: the reservation rule vs nvidia-smi after a long prompt, continuing from
 #      build-gpu/h200.jsonl (--skip-done) until DEADLINE seconds.
-# Carried in devcarry/: llama.cpp.bundle, loch, plan-accuracy, admission-scenario (built here; they need only
+# Carried in devcarry/: llama.cpp.bundle, loch, plan-accuracy, admission-scenario, lib/libprometheus-cpp-core.so.1.0
+# (built here; besides that library they need only
 # glibc). Results go to $OUT (or ./h200-out).
 #   bash bench/h200.sh [scenario|accuracy|all] [SECONDS]    (SECONDS: the whole call's budget, default 540)
 set -euo pipefail
@@ -25,7 +26,8 @@ if [ ! -x "$B/llama-server" ]; then
   cmake --build "$G/llama.cpp/build" -j"$(nproc)" --target llama-server llama-fit-params >>"$OUT/build.log" 2>&1
   echo "llama.cpp CUDA build: $(( $(date +%s) - t0 )) s"
 fi
-export LD_LIBRARY_PATH=$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# loch links prometheus-cpp's core shared (Debian ships no static archive): carried in devcarry/lib.
+export LD_LIBRARY_PATH=$B:$R/devcarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv
 if [ "$WHAT" = scenario ] || [ "$WHAT" = all ]; then
   t0=$(date +%s)
