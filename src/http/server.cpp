@@ -195,6 +195,7 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
                                     {{"open_connections", sessions_.size() - 1},
                                      {"max_connections", options_.max_connections}},
                                     1);
+        log_unread(e);
         co_await write_error(stream, 11, false, e);
         beast::error_code ignored;
         stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
@@ -227,12 +228,12 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
         deadline.disarm();
         if (deadline.fired() && !shutting_down_) {
             const auto limit = header_done ? options_.body_timeout : options_.header_timeout;
-            co_await write_error(
-                stream, 11, false,
-                Error(ErrorKind::request_timeout,
-                      fmt::format("the request's {} did not arrive within {} s",
-                                  header_done ? "body" : "header", limit.count()),
-                      {{"timeout_s", limit.count()}, {"part", header_done ? "body" : "header"}}));
+            const Error e(ErrorKind::request_timeout,
+                          fmt::format("the request's {} did not arrive within {} s",
+                                      header_done ? "body" : "header", limit.count()),
+                          {{"timeout_s", limit.count()}, {"part", header_done ? "body" : "header"}});
+            log_unread(e);
+            co_await write_error(stream, 11, false, e);
             break;
         }
         if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
@@ -246,11 +247,12 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
                     std::from_chars(cl->value().data(), cl->value().data() + cl->value().size(), n).ec ==
                     std::errc())
                     d["content_length"] = n;
-            co_await write_error(stream, 11, false,
-                                 Error(ErrorKind::request_too_large,
-                                       "the request body is larger than max_body_bytes (" +
-                                           std::to_string(options_.max_body_bytes) + " bytes)",
-                                       d));
+            const Error e(ErrorKind::request_too_large,
+                          "the request body is larger than max_body_bytes (" +
+                              std::to_string(options_.max_body_bytes) + " bytes)",
+                          d);
+            log_unread(e);
+            co_await write_error(stream, 11, false, e);
             // Read (and drop) what the client is still sending for a moment: closing with unread data would
             // reset the connection, and the client could lose the 413 before reading it.
             beast::error_code sec;
@@ -265,9 +267,9 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
             co_return;
         }
         if (ec) {
-            co_await write_error(
-                stream, 11, false,
-                Error(ErrorKind::invalid_request, "malformed HTTP request: " + ec.message()));
+            const Error e(ErrorKind::invalid_request, "malformed HTTP request: " + ec.message());
+            log_unread(e);
+            co_await write_error(stream, 11, false, e);
             break;
         }
         stream.expires_never();
@@ -322,13 +324,51 @@ asio::awaitable<void> Server::wait_closed() {
     co_await wait_until([&] { return sessions_.empty(); }, std::chrono::milliseconds(2000));
 }
 
+// A request refused before it was read whole (timeout, too large, malformed, no room): its log line.
+void Server::log_unread(const Error& e) {
+    observe::RequestRecord rec;
+    rec.id = fmt::format("{:06x}-{}", run_id_, next_request_++);
+    rec.route = "-";
+    rec.status = static_cast<unsigned>(status_of(e.kind()));
+    rec.error_type = broker::to_string(e.kind());
+    request_log_.write(rec);
+}
+
+// Every request but the monitoring reads (health, status, metrics, the dashboard and its log stream: polled
+// every second, they would drown the rest) gets its line in the request log; model requests write their
+// own, with their figures (http/model_request.cpp).
 asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {
+    const auto started = std::chrono::steady_clock::now();
+    const Route r = route(req.method_string(), req.target());
+    unsigned status = 200;
+    std::string error_type;
+    const bool keep = co_await dispatch(stream, req, r, status, error_type);
+    using K = Route::Kind;
+    const bool model = r.kind == K::openai || r.kind == K::ollama_generation;
+    const bool monitoring = r.kind == K::health || r.kind == K::status || r.kind == K::metrics ||
+                            r.kind == K::dashboard || (r.kind == K::engine_log && r.follow);
+    if (!model && !monitoring) {
+        observe::RequestRecord rec;
+        rec.id = observe::checked_request_id(req["X-Request-Id"])
+                     .value_or(fmt::format("{:06x}-{}", run_id_, next_request_++));
+        const std::string_view target = req.target();
+        rec.route = std::string(req.method_string()) + " " + std::string(target.substr(0, target.find('?')));
+        rec.model = r.engine;
+        rec.status = status;
+        rec.error_type = error_type;
+        rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        request_log_.write(rec);
+    }
+    co_return keep;
+}
+
+asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, const Route& r,
+                                       unsigned& status, std::string& error_type) {
     const unsigned v = req.version();
     const bool keep = req.keep_alive();
     std::optional<Error> err;
     std::string allow;
     try {
-        const Route r = route(req.method_string(), req.target());
         // The dashboard's page holds no data (it asks for a key when /loch/status says 401).
         if (r.kind != Route::Kind::health && r.kind != Route::Kind::dashboard &&
             !authorized(req[bhttp::field::authorization], options_.api_keys))
@@ -360,7 +400,9 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {
                             {{"model", r.engine}});
             }
             case Route::Kind::ollama_version:
-                co_await write_json(stream, v, keep, 200, {{"version", "0.1.0"}, {"server", "loch"}});
+                // The Ollama API version loch's routes follow (clients may gate features on it), and loch's
+                // own.
+                co_await write_json(stream, v, keep, 200, {{"version", "0.12.0"}, {"server", "loch 0.1.0"}});
                 co_return keep;
             case Route::Kind::ollama_tags:
             case Route::Kind::ollama_ps: {
@@ -452,6 +494,8 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {
     } catch (const std::exception& e) {
         err = Error(ErrorKind::internal, std::string("internal error: ") + e.what());
     }
+    status = static_cast<unsigned>(status_of(err->kind()));
+    error_type = broker::to_string(err->kind());
     co_await write_error(stream, v, keep, *err, allow);
     co_return keep;
 }

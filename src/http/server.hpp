@@ -113,6 +113,8 @@ class Server {
     boost::asio::awaitable<void> accept_loop();
     boost::asio::awaitable<void> session(boost::asio::ip::tcp::socket socket);
     boost::asio::awaitable<bool> handle(boost::beast::tcp_stream& stream, Request& req);
+    boost::asio::awaitable<bool> dispatch(boost::beast::tcp_stream& stream, Request& req, const Route& r,
+                                          unsigned& status, std::string& error_type);
     boost::asio::awaitable<bool> proxy(boost::beast::tcp_stream& stream, Request& req, ProxyCall call);
     // A model request of either API: the proxy, then its record to the request log and the metrics.
     boost::asio::awaitable<bool> model_request(boost::beast::tcp_stream& stream, Request& req,
@@ -128,6 +130,7 @@ class Server {
     boost::asio::awaitable<bool> follow_log(boost::beast::tcp_stream& stream, const Request& req,
                                             const Route& r);
     void finish(observe::RequestRecord& rec, std::chrono::steady_clock::time_point started);
+    void log_unread(const broker::Error& e);
     boost::asio::awaitable<void> check_request(const broker::Lease& lease, const OpenAIRequest& r);
     void close_idle();
 

@@ -131,6 +131,16 @@ TEST_F(Observe, MetricsParseWithPrometheusParserAndMoveWithTheTrafficAndEveryReq
     std::set<std::string> ids;
     for (const auto& l : lines) ids.insert(l["id"].get<std::string>());
     EXPECT_EQ(ids.size(), 4u);
+    // Other requests have their line too (the monitoring reads, /metrics here, do not).
+    EXPECT_EQ(loch.get("/v1/models").status, 200);
+    EXPECT_EQ(loch.get("/no/such/path").status, 404);
+    ASSERT_EQ(lines_in(request_log()), 6u);
+    std::ifstream again(request_log());
+    std::vector<json> all;
+    for (std::string l; std::getline(again, l);) all.push_back(json::parse(l));
+    EXPECT_EQ(all[4]["route"], "GET /v1/models");
+    EXPECT_EQ(all[5]["status"], 404);
+    EXPECT_EQ(all[5]["error_type"], "not_found");
 }
 
 TEST_F(Observe, OllamasPythonClientListsChatsStreamsGeneratesAndEmbeds) {
