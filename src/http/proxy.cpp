@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <charconv>
 #include <optional>
 #include <utility>
 
@@ -156,6 +157,23 @@ void take_usage(const nlohmann::json& j, observe::RequestRecord& rec) {
         if (!rec.completion_tokens && t.contains("predicted_n") && t["predicted_n"].is_number_unsigned())
             rec.completion_tokens = t["predicted_n"].get<std::uint64_t>();
     }
+}
+
+// The same from a whole JSON answer without parsing it (this is on every request's path): a key is a quoted
+// name followed by ':', which a JSON string value cannot contain unescaped.
+std::optional<std::uint64_t> number_after(std::string_view body, std::string_view key) {
+    const auto at = body.find(key);
+    if (at == std::string_view::npos) return std::nullopt;
+    auto p = at + key.size();
+    while (p < body.size() && (body[p] == ' ' || body[p] == '\t' || body[p] == '\n' || body[p] == '\r')) ++p;
+    std::uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(body.data() + p, body.data() + body.size(), v);
+    if (ec != std::errc()) return std::nullopt;
+    return v;
+}
+void take_usage_scan(std::string_view body, observe::RequestRecord& rec) {
+    rec.prompt_tokens = number_after(body, "\"prompt_tokens\":");
+    rec.completion_tokens = number_after(body, "\"completion_tokens\":");
 }
 
 // The engine's error answer as loch's error (a JSON answer after the SSE head went out can only be told
@@ -445,10 +463,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                 if (headers_sent || tr) throw engine_answer_error(status, body, lease.model());
             }
             if (headers_sent) throw engine_answer_error(status, body, lease.model());
-            if (status < 300 && body.size() < 1024 * 1024) {
-                const auto j = nlohmann::json::parse(body, nullptr, false);
-                if (!j.is_discarded()) take_usage(j, rec);
-            }
+            if (status < 300) take_usage_scan(body, rec);
             bhttp::response<bhttp::string_body> res{uh.result(), v};
             json_head(res);
             res.body() = tr ? tr->answer(body, status) : std::move(body);

@@ -140,7 +140,23 @@ void add_models(Snapshot& s, const nlohmann::json& status) {
     }
 }
 
+const std::string kNoModel = "-";
+
 }  // namespace
+
+// The series of one model + route + outcome (and the model's own), found once: a Family::Add builds and
+// hashes its label map on every call, which the request path should not pay for every time.
+struct Metrics::Series {
+    prometheus::Counter* requests;
+    prometheus::Histogram* duration;
+    prometheus::Histogram* queue_wait;  // nullptr without a priority
+    prometheus::Histogram* ttft;
+    prometheus::Counter* prompt_tokens;
+    prometheus::Counter* generated_tokens;
+    prometheus::Histogram* tokens_per_second;
+    prometheus::Histogram* seconds_per_step;
+    prometheus::Histogram* real_time_factor;
+};
 
 struct Metrics::Families {
     std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
@@ -194,19 +210,35 @@ Metrics::~Metrics() = default;
 
 void Metrics::record(const RequestRecord& r) {
     // A name no model has is not a label value: clients could make the series unbounded.
-    const std::string model = r.model.empty() || r.error_type == "model_not_found" ? "-" : r.model;
-    f_->requests.Add({{"model", model}, {"route", r.route}, {"outcome", r.outcome()}}).Increment();
-    f_->duration.Add({{"model", model}, {"route", r.route}}, kSeconds).Observe(r.duration_s);
-    if (!r.priority.empty()) f_->queue_wait.Add({{"priority", r.priority}}, kSeconds).Observe(r.queue_wait_s);
-    if (r.ttft_s) f_->ttft.Add({{"model", model}}, kSeconds).Observe(*r.ttft_s);
-    if (r.prompt_tokens) f_->prompt_tokens.Add({{"model", model}}).Increment(double(*r.prompt_tokens));
-    if (r.completion_tokens)
-        f_->generated_tokens.Add({{"model", model}}).Increment(double(*r.completion_tokens));
-    if (auto tps = r.tokens_per_second())
-        f_->tokens_per_second.Add({{"model", model}}, kTokensPerSecond).Observe(*tps);
-    if (r.seconds_per_step)
-        f_->seconds_per_step.Add({{"model", model}}, kSeconds).Observe(*r.seconds_per_step);
-    if (r.real_time_factor) f_->real_time_factor.Add({{"model", model}}, kRatio).Observe(*r.real_time_factor);
+    const std::string& model = r.model.empty() || r.error_type == "model_not_found" ? kNoModel : r.model;
+    const std::string outcome = r.outcome();
+    std::string key;
+    key.reserve(model.size() + r.route.size() + outcome.size() + r.priority.size() + 3);
+    key.append(model).append(1, '\0').append(r.route).append(1, '\0').append(outcome).append(1, '\0').append(
+        r.priority);
+    auto it = series_.find(key);
+    if (it == series_.end()) {
+        Series s{&f_->requests.Add({{"model", model}, {"route", r.route}, {"outcome", outcome}}),
+                 &f_->duration.Add({{"model", model}, {"route", r.route}}, kSeconds),
+                 r.priority.empty() ? nullptr : &f_->queue_wait.Add({{"priority", r.priority}}, kSeconds),
+                 &f_->ttft.Add({{"model", model}}, kSeconds),
+                 &f_->prompt_tokens.Add({{"model", model}}),
+                 &f_->generated_tokens.Add({{"model", model}}),
+                 &f_->tokens_per_second.Add({{"model", model}}, kTokensPerSecond),
+                 &f_->seconds_per_step.Add({{"model", model}}, kSeconds),
+                 &f_->real_time_factor.Add({{"model", model}}, kRatio)};
+        it = series_.emplace(std::move(key), s).first;
+    }
+    const Series& s0 = it->second;
+    s0.requests->Increment();
+    s0.duration->Observe(r.duration_s);
+    if (s0.queue_wait) s0.queue_wait->Observe(r.queue_wait_s);
+    if (r.ttft_s) s0.ttft->Observe(*r.ttft_s);
+    if (r.prompt_tokens) s0.prompt_tokens->Increment(double(*r.prompt_tokens));
+    if (r.completion_tokens) s0.generated_tokens->Increment(double(*r.completion_tokens));
+    if (auto tps = r.tokens_per_second()) s0.tokens_per_second->Observe(*tps);
+    if (r.seconds_per_step) s0.seconds_per_step->Observe(*r.seconds_per_step);
+    if (r.real_time_factor) s0.real_time_factor->Observe(*r.real_time_factor);
     auto& s = speed_[model];
     ++s.count;
     if (!r.error_type.empty()) ++s.errors;

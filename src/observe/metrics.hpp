@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -41,6 +42,8 @@ class Metrics {
   private:
     struct Families;
     std::unique_ptr<Families> f_;
+    struct Series;
+    std::unordered_map<std::string, Series> series_;  // by model, route, outcome, priority
     struct Speed {
         std::uint64_t count = 0, errors = 0, ttft_n = 0, tps_n = 0;
         double ttft_sum = 0, tps_sum = 0, last_tps = 0;
