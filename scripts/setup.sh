@@ -78,6 +78,32 @@ else
   skip "llama.cpp ${COMMIT:0:7} cached at $ENGINE"
 fi
 
+# ---------------------------------------------------------------- 2a. image engine
+# stable-diffusion.cpp's sd-server, from the source the PyPI sdist vendors (pip's normal client, download only),
+# built once for the CPU and cached by version: static, ggml's own thread pool (no OpenMP), no web frontend
+# (it would run pnpm), no WebP/WebM (less to compile). About 155 s on 2 idle cores.
+SD_PYPI=stable-diffusion-cpp-python==0.4.7
+SD_ENGINE=$CACHE/sd-server-${SD_PYPI#*==}
+step "Pinned image engine: stable-diffusion.cpp sd-server from PyPI $SD_PYPI"
+if [[ -x $SD_ENGINE/bin/sd-server ]]; then
+  skip "sd-server cached at $SD_ENGINE"
+else
+  tmp=$(mktemp -d)
+  /usr/bin/python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: "$SD_PYPI" -d "$tmp"
+  tar xzf "$tmp"/stable_diffusion_cpp_python-*.tar.gz -C "$tmp"
+  sd_src=$(echo "$tmp"/stable_diffusion_cpp_python-*/vendor/stable-diffusion.cpp)
+  start=$SECONDS
+  cmake -S "$sd_src" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
+    -DGGML_OPENMP=OFF -DSD_SERVER_BUILD_FRONTEND=OFF -DSD_WEBP=OFF -DSD_WEBM=OFF -DCMAKE_EXE_LINKER_FLAGS=-static >/dev/null
+  cmake --build "$tmp/build" -j "$JOBS" --target sd-server >/dev/null
+  mkdir -p "$SD_ENGINE/bin.tmp"
+  cp "$tmp/build/bin/sd-server" "$SD_ENGINE/bin.tmp/"
+  rm -rf "$SD_ENGINE/bin" && mv "$SD_ENGINE/bin.tmp" "$SD_ENGINE/bin"
+  echo "$SD_PYPI" >"$SD_ENGINE/SOURCE"
+  rm -rf "$tmp"
+  echo "    built in $((SECONDS - start)) s"
+fi
+
 # ---------------------------------------------------------------- 2b. Python test peers
 # Real clients in the tests: Ollama's Python client and Prometheus' own text-format parser, pinned, in a venv
 # from PyPI (cached; rebuilt only when the pins change).
@@ -102,7 +128,7 @@ export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
   -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLOCH_WERROR=ON >/dev/null
 cmake --build "$BUILD" -j "$JOBS"
-cp -f "$ENGINE/bin/llama-server" "$ENGINE/bin/llama-fit-params" "$BUILD/bin/"
+cp -f "$ENGINE/bin/llama-server" "$ENGINE/bin/llama-fit-params" "$SD_ENGINE/bin/sd-server" "$BUILD/bin/"
 echo "    $BUILD/bin: $(ls "$BUILD/bin" | tr '\n' ' ')"
 
 # ---------------------------------------------------------------- 4. demo model

@@ -120,8 +120,9 @@ void add_control_commands(CLI::App& app) {
                 });
                 return;
             }
-            for (const auto& l : call_loch(to, "GET", base)["lines"])
-                std::cout << l.get<std::string>() << "\n";
+            const auto answer =
+                call_loch(to, "GET", base);  // (a member of a temporary would dangle in the loop)
+            for (const auto& l : answer["lines"]) std::cout << l.get<std::string>() << "\n";
         });
     }
     for (const bool load : {true, false}) {

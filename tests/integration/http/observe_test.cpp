@@ -131,16 +131,23 @@ TEST_F(Observe, MetricsParseWithPrometheusParserAndMoveWithTheTrafficAndEveryReq
     std::set<std::string> ids;
     for (const auto& l : lines) ids.insert(l["id"].get<std::string>());
     EXPECT_EQ(ids.size(), 4u);
+    // `loch logs` prints the engine's last lines.
+    const auto [logs_rc, logs] =
+        run(bin() / "loch", {"logs", "demo", "-n", "3", "--url", "127.0.0.1:" + std::to_string(loch.port())},
+            dir.path() / "logs.log", 30s);
+    EXPECT_EQ(logs_rc, 0) << logs;
+    EXPECT_EQ(std::count(logs.begin(), logs.end(), '\n'), 3) << logs;
     // Other requests have their line too (the monitoring reads, /metrics here, do not).
     EXPECT_EQ(loch.get("/v1/models").status, 200);
     EXPECT_EQ(loch.get("/no/such/path").status, 404);
-    ASSERT_EQ(lines_in(request_log()), 6u);
+    ASSERT_EQ(lines_in(request_log()), 7u);  // + the GET of `loch logs`
     std::ifstream again(request_log());
     std::vector<json> all;
     for (std::string l; std::getline(again, l);) all.push_back(json::parse(l));
-    EXPECT_EQ(all[4]["route"], "GET /v1/models");
-    EXPECT_EQ(all[5]["status"], 404);
-    EXPECT_EQ(all[5]["error_type"], "not_found");
+    EXPECT_EQ(all[4]["route"], "GET /loch/engines/demo/log");
+    EXPECT_EQ(all[5]["route"], "GET /v1/models");
+    EXPECT_EQ(all[6]["status"], 404);
+    EXPECT_EQ(all[6]["error_type"], "not_found");
 }
 
 TEST_F(Observe, OllamasPythonClientListsChatsStreamsGeneratesAndEmbeds) {
