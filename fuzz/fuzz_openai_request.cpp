@@ -12,7 +12,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
-    const auto endpoint = static_cast<loch::http::Endpoint>(data[0] % 3);
+    const auto endpoint = static_cast<loch::http::Endpoint>(data[0] % 5);
     const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
     try {
         auto r = loch::http::parse_openai_request(endpoint, body);

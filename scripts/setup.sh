@@ -89,7 +89,10 @@ if [[ -x $SD_ENGINE/bin/sd-server ]]; then
   skip "sd-server cached at $SD_ENGINE"
 else
   tmp=$(mktemp -d)
-  /usr/bin/python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: "$SD_PYPI" -d "$tmp"
+  # (--no-binary for this package only: its build backend may come as a wheel, else pip builds the whole
+  # backend chain from source)
+  /usr/bin/python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary stable-diffusion-cpp-python \
+    "$SD_PYPI" -d "$tmp"
   tar xzf "$tmp"/stable_diffusion_cpp_python-*.tar.gz -C "$tmp"
   sd_src=$(echo "$tmp"/stable_diffusion_cpp_python-*/vendor/stable-diffusion.cpp)
   start=$SECONDS
@@ -107,7 +110,7 @@ fi
 # ---------------------------------------------------------------- 2b. Python test peers
 # Real clients in the tests: Ollama's Python client and Prometheus' own text-format parser, pinned, in a venv
 # from PyPI (cached; rebuilt only when the pins change).
-PY_PINS="ollama==0.6.1 prometheus_client==0.23.1"
+PY_PINS="ollama==0.6.1 prometheus_client==0.23.1 openai==1.109.1"
 PYENV=$CACHE/py
 step "Python test peers ($PY_PINS)"
 if [[ -x $PYENV/bin/python3 && "$(cat "$PYENV/PINS" 2>/dev/null)" == "$PY_PINS" ]]; then

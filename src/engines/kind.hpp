@@ -58,6 +58,7 @@ struct RequestView {
     std::uint64_t prompt_bytes = 0;        // text bytes in the prompt or messages
     std::uint64_t prompt_token_ids = 0;    // token ids given directly
     std::optional<std::uint64_t> max_tokens;
+    const config::ModelConfig* model = nullptr;  // the entry it goes to
 };
 
 // Why a kind refuses a request (the HTTP layer renders it: status, type, message, details).

@@ -1,5 +1,7 @@
 #include "http/openai_request.hpp"
 
+#include <charconv>
+
 #include "broker/error.hpp"
 
 namespace loch::http {
@@ -15,6 +17,10 @@ std::string_view to_string(Endpoint e) {
             return "/v1/completions";
         case Endpoint::embeddings:
             return "/v1/embeddings";
+        case Endpoint::image_generations:
+            return "/v1/images/generations";
+        case Endpoint::sdapi_txt2img:
+            return "/sdapi/v1/txt2img";
     }
     return "?";
 }
@@ -132,6 +138,37 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body) {
             if (p == r.body.end()) bad("'input' is required");
             count_prompt(*p, r, "input");
             r.stream = false;  // embeddings never stream
+            break;
+        }
+        case Endpoint::image_generations:
+        case Endpoint::sdapi_txt2img: {
+            auto p = r.body.find("prompt");
+            if (p == r.body.end() || !p->is_string()) bad("'prompt' must be a string");
+            r.prompt_bytes = p->get_ref<const std::string&>().size();
+            r.stream = false;  // images come whole
+            // The size, checked before anything starts: OpenAI's "WxH", A1111's width and height.
+            if (auto s = r.body.find("size"); s != r.body.end() && !s->is_null()) {
+                const std::string sz = s->is_string() ? s->get<std::string>() : std::string();
+                const auto x = sz.find('x');
+                std::uint64_t w = 0, h = 0;
+                const auto num = [](std::string_view t, std::uint64_t& v) {
+                    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+                    return ec == std::errc() && end == t.data() + t.size() && v >= 16 && v <= 16384;
+                };
+                if (x == std::string::npos || !num(std::string_view(sz).substr(0, x), w) ||
+                    !num(std::string_view(sz).substr(x + 1), h))
+                    bad("'size' must be \"WIDTHxHEIGHT\" with each side 16-16384 (e.g. \"512x512\")");
+            }
+            for (const char* key : {"width", "height"})
+                if (auto v = r.body.find(key); v != r.body.end() && !v->is_null())
+                    if (!v->is_number_unsigned() || v->get<std::uint64_t>() < 16 ||
+                        v->get<std::uint64_t>() > 16384)
+                        bad(std::string("'") + key + "' must be an integer 16-16384");
+            for (const char* key : {"n", "batch_size"})
+                if (auto v = r.body.find(key); v != r.body.end() && !v->is_null())
+                    if (!v->is_number_unsigned() || v->get<std::uint64_t>() < 1 ||
+                        v->get<std::uint64_t>() > 16)
+                        bad(std::string("'") + key + "' must be an integer 1-16");
             break;
         }
     }

@@ -13,7 +13,7 @@
 
 namespace loch::http {
 
-enum class Endpoint { chat_completions, completions, embeddings };
+enum class Endpoint { chat_completions, completions, embeddings, image_generations, sdapi_txt2img };
 std::string_view to_string(Endpoint e);  // its path: "/v1/chat/completions" (http/routes.hpp has the table)
 
 struct OpenAIRequest {

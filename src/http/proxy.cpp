@@ -129,6 +129,7 @@ asio::awaitable<void> Server::check_request(const broker::Lease& lease, const Op
     view.prompt_bytes = r.prompt_bytes;
     view.prompt_token_ids = r.prompt_token_ids;
     view.max_tokens = r.max_tokens;
+    view.model = lease.config();
     auto no = co_await lease.kind().check_request(ex_, lease.address(), lease.facts(), view);
     if (!no) co_return;
     no->details["model"] = lease.model();

@@ -4,6 +4,7 @@
 //   loch-synth --preset llama-3.1-8b [--quant q4_k_m] [--weights zeros|small] --out FILE
 //   loch-synth --arch qwen3 --layers 4 --embd 512 --heads 8 --kv-heads 2 --ff 1024 --vocab 1000 --ctx 4096
 //              [--type q8_0] --out FILE
+//   loch-synth --diffusion flux-tiny|clip-l|taef1|taesd [--type q8_0] --out FILE     (sd-server's files)
 // With --preset, any dimension option overrides the preset's value.
 #include <cstdio>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "synth/diffusion.hpp"
 #include "synth/synth.hpp"
 
 namespace {
@@ -35,6 +37,12 @@ int list_presets() {
         const auto model = loch::synth::build_model(p.shape, "f16");
         fmt::print("{:<18} {:>8.2f}B {:>8}  {}\n", p.name, static_cast<double>(model.parameter_count()) / 1e9,
                    p.default_quant, p.description);
+    }
+    fmt::print("\n{:<18} {:>9} {:>8}  {}\n", "DIFFUSION", "PARAMS", "", "DESCRIPTION (--diffusion NAME)");
+    for (const auto& p : loch::synth::diffusion_presets()) {
+        const auto model = loch::synth::build_diffusion(p);
+        fmt::print("{:<18} {:>8.3f}B {:>8}  {}\n", p.name, static_cast<double>(model.parameter_count()) / 1e9,
+                   "f16", p.description);
     }
     fmt::print("\nquantizations: ");
     bool first = true;
@@ -63,6 +71,9 @@ int main(int argc, char** argv) {
     bool tied = false, attn_bias = false;
 
     app.add_flag("--list-presets", list, "List presets and quantizations, then exit");
+    std::string diffusion;
+    app.add_option("--diffusion", diffusion,
+                   "An sd-server model file: flux-tiny, flux1-1block, flux1-dev, clip-l, taef1, taesd");
     app.add_option("--preset", preset, "Start from a preset (see --list-presets)");
     app.add_option("--quant,--type", quant,
                    "Quantization: a llama.cpp file type (q4_k_m, q8_0, f16, ...) or a tensor type");
@@ -101,6 +112,20 @@ int main(int argc, char** argv) {
         if (list) return list_presets();
         if (out.empty()) throw loch::synth::SynthError("--out FILE is required");
 
+        if (!diffusion.empty()) {
+            const auto* p = loch::synth::find_diffusion_preset(diffusion);
+            if (!p)
+                throw loch::synth::SynthError(
+                    fmt::format("unknown diffusion preset '{}' (see --list-presets)", diffusion));
+            const auto type = loch::gguf::type_from_name(quant.empty() ? "f16" : quant);
+            if (!type) throw loch::synth::SynthError(fmt::format("unknown tensor type '{}'", quant));
+            const auto model = loch::synth::build_diffusion(*p, *type);
+            const auto size = loch::synth::write_model(out, model, loch::synth::Weights::zeros);
+            fmt::print("{}: {}, {:.3f} B params, {} tensors, {} ({} bytes), zero weights\n", out, p->name,
+                       static_cast<double>(model.parameter_count()) / 1e9, model.tensors.size(),
+                       human_bytes(size), size);
+            return 0;
+        }
         std::string default_quant = "f16";
         if (!preset.empty()) {
             const auto* p = loch::synth::find_preset(preset);

@@ -495,3 +495,60 @@ TEST(ConfigExample, ExamplesLochYamlIsValid) {
 
 }  // namespace
 }  // namespace loch::config
+
+namespace loch::config {
+namespace {
+
+// The sd-server kind: its section, the argv it starts sd-server with (split model: --diffusion-model and
+// the components, relative to the model's folder), and its refusal of a size above max_size.
+TEST_F(ConfigTest, SdServerEntryLaunchesWithItsComponentsAndRefusesSizesAboveMaxSize) {
+    write(dir.path() / "bin" / "sd-server", "#!/bin/false\n");
+    ::chmod((dir.path() / "bin" / "sd-server").c_str(), 0755);
+    write(dir.path() / "models" / "clip.gguf", "GGUF\3\0\0\0");
+    write(dir.path() / "models" / "taef1.gguf", "GGUF\3\0\0\0");
+    const Config c = parse(R"(models:
+  - name: flux
+    engine: sd-server
+    path: a.gguf
+    sd: {clip_l: clip.gguf, taesd: taef1.gguf, diffusion_fa: true, threads: 2, max_size: 512x768, steps: 4}
+)");
+    const auto& m = c.models.at(0);
+    const auto& kind = engines::kind_of(m);
+    EXPECT_EQ(kind.name(), "sd-server");
+    const auto spec = kind.launch(c, m, {"cpu", "cpu", -1, 0}, 4321);
+    const auto after = [&](const std::string& flag) {
+        auto it = std::find(spec.argv.begin(), spec.argv.end(), flag);
+        return it == spec.argv.end() || it + 1 == spec.argv.end() ? std::string("<absent>") : *(it + 1);
+    };
+    EXPECT_EQ(after("--diffusion-model"), (dir.path() / "models" / "a.gguf").string());
+    EXPECT_EQ(after("--clip_l"), (dir.path() / "models" / "clip.gguf").string());
+    EXPECT_EQ(after("--taesd"), (dir.path() / "models" / "taef1.gguf").string());
+    EXPECT_EQ(after("--listen-port"), "4321");
+    EXPECT_EQ(after("--listen-ip"), "127.0.0.1");
+    EXPECT_EQ(after("-t"), "2");
+    EXPECT_EQ(after("--steps"), "4");
+    EXPECT_NE(std::find(spec.argv.begin(), spec.argv.end(), "--diffusion-fa"), spec.argv.end());
+    EXPECT_TRUE(spec.health_path.empty());  // ready when the port accepts
+    EXPECT_EQ(kind.slots(m), 1u);
+    EXPECT_TRUE(kind.serves("/v1/images/generations"));
+    EXPECT_FALSE(kind.serves("/v1/chat/completions"));
+
+    const auto fp = kind.formula(c, m, {{"cpu", "cpu", -1, 0}});
+    ASSERT_EQ(fp.needs.size(), 1u);
+    EXPECT_GT(fp.needs[0].bytes, fp.needs[0].weights_bytes);  // compute and process on top of the files
+
+    const auto d = errors(R"(models:
+  - name: flux
+    engine: sd-server
+    path: a.gguf
+    sd: {vae: x.gguf, taesd: taef1.gguf, max_size: big}
+)");
+    std::string all;
+    for (const auto& e : d) all += e.message + "\n";
+    EXPECT_THAT(all, HasSubstr("WIDTHxHEIGHT"));
+    EXPECT_THAT(all, HasSubstr("not both"));
+    EXPECT_THAT(all, HasSubstr("no such file"));
+}
+
+}  // namespace
+}  // namespace loch::config

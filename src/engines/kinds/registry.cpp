@@ -12,10 +12,12 @@ namespace loch::engines {
 const Kind& llama_server_kind();  // kinds/llama_server.cpp
 const Kind& command_kind();       // kinds/command.cpp
 const Kind& vllm_kind();          // kinds/vllm.cpp
+const Kind& sd_server_kind();     // kinds/sd_server.cpp
 
 namespace {
 
-const std::array<const Kind*, 3> kKinds{&llama_server_kind(), &command_kind(), &vllm_kind()};
+const std::array<const Kind*, 4> kKinds{&llama_server_kind(), &command_kind(), &vllm_kind(),
+                                        &sd_server_kind()};
 
 }  // namespace
 

@@ -1,0 +1,303 @@
+// engines/kinds/sd_server — stable-diffusion.cpp's `sd-server` (images) as an engine kind; this file and its
+// line in registry.cpp are all of it.
+//
+//   sd-server (-m <checkpoint> | --diffusion-model <path>) [--clip_l F] [--clip_g F] [--t5xxl F] [--llm F]
+//             [--vae F | --taesd F] --listen-ip 127.0.0.1 --listen-port <p> -v -t <threads>
+//             [--diffusion-fa] [--vae-tiling] [--vae-conv-direct] [--clip-on-cpu] [--vae-on-cpu]
+//             [--offload-to-cpu] [--steps N] [--cfg-scale X] [--sampling-method S] [--scheduler S] <extra…>
+//
+// `path` is a single-file checkpoint (SD1.x, SDXL) — or, when a text encoder is named, the diffusion model of
+// a split one (Flux). Relative component paths resolve against the model file's folder. sd-server has no
+// health route: it opens its port once the weights are loaded (readiness = the port accepts). `-v` makes it
+// print its buffer sizes; one generation runs at a time (it serializes them itself), so the model has one
+// slot.
+//
+// Memory (a floor until the diffusion planner lands, issue 11): the component files, plus the largest compute
+// phase at `max_size` by sd.cpp's own arithmetic for the architecture it detects — Source::formula. A request
+// above `max_size` is refused before it is sent, with the numbers.
+#include <cmath>
+#include <filesystem>
+#include <regex>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/memory.hpp"
+#include "engines/kind.hpp"
+
+namespace loch::engines {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct SdSettings final : config::KindSettings {
+    std::map<std::string, std::string> files;  // clip_l, clip_g, t5xxl, llm, vae, taesd → path as written
+    bool diffusion_fa = false, vae_tiling = false, vae_conv_direct = false;
+    bool clip_on_cpu = false, vae_on_cpu = false, offload_to_cpu = false;
+    std::uint32_t threads = 0;  // 0 = sd.cpp's default (its physical cores)
+    std::uint32_t max_width = 1024, max_height = 1024;
+    std::optional<std::uint32_t> steps;  // model defaults for requests that do not say
+    std::optional<double> cfg_scale;
+    std::optional<std::string> sampler, scheduler;
+    std::vector<std::string> extra;
+    std::unique_ptr<config::KindSettings> clone() const override {
+        return std::make_unique<SdSettings>(*this);
+    }
+};
+
+const SdSettings& sd_settings(const config::ModelConfig& m) {
+    return config::settings_as<SdSettings>(m);
+}
+
+constexpr const char* kComponents[] = {"clip_l", "clip_g", "t5xxl", "llm", "vae", "taesd"};
+
+fs::path component(const config::ModelConfig& m, const std::string& written) {
+    const fs::path p(written);
+    return p.is_absolute() ? p : (m.path.parent_path() / p).lexically_normal();
+}
+
+bool split_model(const SdSettings& s) {
+    return s.files.contains("clip_l") || s.files.contains("clip_g") || s.files.contains("t5xxl") ||
+           s.files.contains("llm");
+}
+
+std::uint64_t size_of(const fs::path& p) {
+    std::error_code ec;
+    const auto n = fs::file_size(p, ec);
+    return ec ? 0 : n;
+}
+
+// The largest compute buffer of one generation at W×H (MiB figures measured from sd.cpp's own buffer lines on
+// synthetic models, docs/images.md): the diffusion step or the decoder, whichever is larger (phases run one
+// after another and free their buffers). Flux: 96 B per head-free score element × N² (N = W/16·H/16 + 256
+// text tokens) for 24 heads, linear terms per token; a flash-attention run has no N² term. The decoder: 6656
+// B/px (AutoencoderKL, 2816 with conv-direct, capped at the 256² tile with tiling), 1920 B/px for the tiny
+// decoder.
+std::uint64_t compute_peak(const SdSettings& s, std::uint64_t w, std::uint64_t h) {
+    const double px = double(w) * double(h);
+    const double n = double(w / 16) * double(h / 16) + 256;
+    const double attention = s.diffusion_fa ? 0.0 : 95.36 * n * n;
+    const double diffusion = 6.0 * kMiB + 152435.0 * n + attention;
+    double decoder = s.files.contains("taesd") ? 1920.25 * px : (s.vae_conv_direct ? 2816.0 : 6656.0) * px;
+    if (s.vae_tiling) decoder = std::min(decoder, (s.vae_conv_direct ? 2816.0 : 6656.0) * 256.0 * 256.0);
+    return static_cast<std::uint64_t>(std::ceil(std::max(diffusion, decoder)));
+}
+
+class SdServerKind final : public Kind {
+  public:
+    std::string_view name() const override { return "sd-server"; }
+    std::string program() const override { return "sd-server"; }
+    bool needs_path() const override { return true; }
+    std::unique_ptr<config::KindSettings> initial_settings() const override {
+        return std::make_unique<SdSettings>();
+    }
+
+    config::Walker::Keys keys(config::Walker& w, config::KindSettings& into) const override {
+        auto& s = dynamic_cast<SdSettings&>(into);
+        return {
+            {"sd", [&w, &s](auto&, auto& node, auto& path) {
+                 config::Walker::Keys k;
+                 for (const char* c : kComponents)
+                     k.push_back({c, [&w, &s, c](auto&, auto& v, auto& key) {
+                                      if (auto p = w.str(v, key)) s.files[c] = *p;
+                                  }});
+                 const auto flag = [&w](bool& into_) {
+                     return [&w, &into_](auto&, auto& v, auto& key) {
+                         if (auto b = w.boolean(v, key)) into_ = *b;
+                     };
+                 };
+                 k.push_back({"diffusion_fa", flag(s.diffusion_fa)});
+                 k.push_back({"vae_tiling", flag(s.vae_tiling)});
+                 k.push_back({"vae_conv_direct", flag(s.vae_conv_direct)});
+                 k.push_back({"clip_on_cpu", flag(s.clip_on_cpu)});
+                 k.push_back({"vae_on_cpu", flag(s.vae_on_cpu)});
+                 k.push_back({"offload_to_cpu", flag(s.offload_to_cpu)});
+                 k.push_back({"threads", w.integer_into(s.threads, 1, 1024)});
+                 k.push_back({"max_size", [&w, &s](auto&, auto& v, auto& key) {
+                                  auto t = w.str(v, key);
+                                  if (!t) return;
+                                  static const std::regex re(R"(([0-9]{2,5})x([0-9]{2,5}))");
+                                  std::smatch m;
+                                  if (!std::regex_match(*t, m, re)) {
+                                      w.error(v, key,
+                                              "expected WIDTHxHEIGHT (e.g. 1024x1024), got '" + *t + "'");
+                                      return;
+                                  }
+                                  s.max_width = std::stoul(m[1]);
+                                  s.max_height = std::stoul(m[2]);
+                              }});
+                 k.push_back({"steps", w.integer_into(s.steps, 1, 1000)});
+                 k.push_back(
+                     {"cfg_scale", [&w, &s](auto&, auto& v, auto& key) {
+                          double x = 0;
+                          if (!v.IsScalar() || !YAML::convert<double>::decode(v, x) || x < 0 || x > 100) {
+                              w.error(v, key, "expected a number 0-100, got " + config::Walker::describe(v));
+                              return;
+                          }
+                          s.cfg_scale = x;
+                      }});
+                 k.push_back({"sampler", [&w, &s](auto&, auto& v, auto& key) { s.sampler = w.str(v, key); }});
+                 k.push_back(
+                     {"scheduler", [&w, &s](auto&, auto& v, auto& key) { s.scheduler = w.str(v, key); }});
+                 k.push_back({"extra", [&w, &s](auto&, auto& v, auto& key) {
+                                  auto xs = w.str_list(v, key);
+                                  if (!xs) return;
+                                  for (std::size_t i = 0; i < xs->size(); ++i)
+                                      for (const char* mine : {"--listen-ip", "--listen-port", "-l", "-m",
+                                                               "--model", "--diffusion-model"})
+                                          if ((*xs)[i] == mine) {
+                                              w.error(v[i], key + "[" + std::to_string(i) + "]",
+                                                      "'" + (*xs)[i] + "' is set by loch");
+                                              return;
+                                          }
+                                  s.extra = std::move(*xs);
+                              }});
+                 w.walk(node, path, k);
+             }}};
+    }
+
+    void check(config::Walker& w, const YAML::Node& entry, const std::string& path,
+               const config::ModelConfig& m, bool check_files) const override {
+        const auto& s = sd_settings(m);
+        if (s.files.contains("vae") && s.files.contains("taesd"))
+            w.error(entry, path, "sd: give `vae` or `taesd`, not both (sd-server decodes with one)");
+        if (!check_files) return;
+        for (const auto& [key, written] : s.files) {
+            std::error_code ec;
+            if (!fs::is_regular_file(component(m, written), ec))
+                w.error(entry, path + ".sd." + key, "no such file: " + component(m, written).string());
+        }
+    }
+
+    std::uint32_t slots(const config::ModelConfig&) const override { return 1; }
+
+    bool serves(std::string_view route) const override {
+        return route == "/v1/images/generations" || route == "/sdapi/v1/txt2img";
+    }
+
+    EngineSpec launch(const config::Config& cfg, const config::ModelConfig& m, const Placement& where,
+                      std::uint16_t port) const override {
+        const auto program = cfg.program(name());
+        if (program.empty()) throw std::invalid_argument("no sd-server program resolved in the config");
+        const auto& s = sd_settings(m);
+        EngineSpec spec = base_spec(cfg, m, port);
+        spec.kind = std::string(name());
+        spec.argv = {program.string(), split_model(s) ? "--diffusion-model" : "-m", m.path.string()};
+        for (const char* c : kComponents)
+            if (auto it = s.files.find(c); it != s.files.end())
+                spec.argv.insert(spec.argv.end(), {std::string("--") + c, component(m, it->second).string()});
+        spec.argv.insert(spec.argv.end(),
+                         {"--listen-ip", "127.0.0.1", "--listen-port", std::to_string(port), "-v"});
+        if (s.threads) spec.argv.insert(spec.argv.end(), {"-t", std::to_string(s.threads)});
+        const std::pair<bool, const char*> flags[] = {
+            {s.diffusion_fa, "--diffusion-fa"},       {s.vae_tiling, "--vae-tiling"},
+            {s.vae_conv_direct, "--vae-conv-direct"}, {s.clip_on_cpu, "--clip-on-cpu"},
+            {s.vae_on_cpu, "--vae-on-cpu"},           {s.offload_to_cpu, "--offload-to-cpu"}};
+        for (const auto& [on, f] : flags)
+            if (on) spec.argv.push_back(f);
+        if (s.steps) spec.argv.insert(spec.argv.end(), {"--steps", std::to_string(*s.steps)});
+        if (s.cfg_scale) spec.argv.insert(spec.argv.end(), {"--cfg-scale", fmt::format("{}", *s.cfg_scale)});
+        if (s.sampler) spec.argv.insert(spec.argv.end(), {"--sampling-method", *s.sampler});
+        if (s.scheduler) spec.argv.insert(spec.argv.end(), {"--scheduler", *s.scheduler});
+        spec.argv.insert(spec.argv.end(), s.extra.begin(), s.extra.end());
+        spec.health_path.clear();  // no health route: the port opens after the weights are loaded
+        spec.env = device_environment(where, true);
+        return spec;
+    }
+
+    Footprint formula(const config::Config& cfg, const config::ModelConfig& m,
+                      const std::vector<Placement>& devices) const override {
+        const auto& s = sd_settings(m);
+        std::uint64_t weights = size_of(m.path);
+        for (const auto& [key, written] : s.files) weights += size_of(component(m, written));
+        const std::uint64_t compute = compute_peak(s, s.max_width, s.max_height);
+        constexpr std::uint64_t kProcess = 64 * kMiB;  // the process and ggml's own allocations
+        Footprint fp;
+        fp.source = Source::formula;
+        fp.detail = fmt::format("component files {} + the largest compute phase at {}x{} {} + process {}",
+                                human_bytes(weights), s.max_width, s.max_height, human_bytes(compute),
+                                human_bytes(kProcess));
+        for (const auto& d : devices) {
+            Need n;
+            n.device = d.device;
+            n.weights_bytes = weights;
+            n.slots = 1;
+            if (auto conf = m.memory_on(d.device); conf && *conf > weights + compute + kProcess) {
+                n.bytes = *conf;
+                n.source = Source::configured;
+                n.why = "configured memory for " + d.device;
+            } else {
+                n.bytes = weights + compute + kProcess;
+                n.source = Source::formula;
+                n.why = fp.detail;
+            }
+            n.bytes += cfg.device(d.device).margin;
+            fp.needs.push_back(n);
+        }
+        return fp;
+    }
+
+    // "total params memory size = 2035.00MB (VRAM 0.00MB, RAM 2035.00MB)" — what it loaded (MB is MiB).
+    std::optional<MemoryFigure> measure(const std::vector<std::string>& log,
+                                        const Placement& where) const override {
+        static const std::regex re(
+            R"(total params memory size = ([0-9.]+)MB \(VRAM ([0-9.]+)MB, RAM ([0-9.]+)MB\))");
+        for (const auto& line : log) {
+            std::smatch mt;
+            if (!std::regex_search(line, mt, re)) continue;
+            const double mib = std::stod(where.backend == "cpu" ? mt[3].str() : mt[2].str());
+            return MemoryFigure{
+                static_cast<std::uint64_t>(mib * double(kMiB)), Source::measured,
+                "sd-server log: params on " + where.device + " (compute buffers come per request)"};
+        }
+        return std::nullopt;
+    }
+
+    boost::asio::awaitable<std::optional<Refusal>> check_request(boost::asio::any_io_executor,
+                                                                 const EngineAddress&, const ReadyFacts&,
+                                                                 const RequestView& r) const override {
+        if (r.body == nullptr || !r.body->is_object()) co_return std::nullopt;
+        std::uint64_t w = 512, h = 512;  // sd-server's default size
+        const auto& b = *r.body;
+        if (b.contains("size") && b["size"].is_string()) {
+            const std::string sz = b["size"];
+            if (const auto x = sz.find('x'); x != std::string::npos) {
+                try {
+                    w = std::stoull(sz.substr(0, x));
+                    h = std::stoull(sz.substr(x + 1));
+                } catch (const std::exception&) {
+                    co_return Refusal{Refusal::Kind::invalid_request,
+                                      "size must be WIDTHxHEIGHT, got '" + sz + "'",
+                                      {{"size", sz}}};
+                }
+            }
+        }
+        if (b.contains("width") && b["width"].is_number_unsigned()) w = b["width"].get<std::uint64_t>();
+        if (b.contains("height") && b["height"].is_number_unsigned()) h = b["height"].get<std::uint64_t>();
+        if (r.model == nullptr) co_return std::nullopt;
+        const auto& s = sd_settings(*r.model);
+        if (w <= s.max_width && h <= s.max_height) co_return std::nullopt;
+        // Above what the reservation was made for: refused before sd-server starts it (it would not say no).
+        co_return Refusal{
+            Refusal::Kind::invalid_request,
+            fmt::format("{}x{} is larger than the model's max_size {}x{}: its compute at {}x{} would need {} "
+                        "(at {}x{}: {}); ask for a smaller size, or raise sd.max_size in loch.yaml",
+                        w, h, s.max_width, s.max_height, w, h, human_bytes(compute_peak(s, w, h)),
+                        s.max_width, s.max_height, human_bytes(compute_peak(s, s.max_width, s.max_height))),
+            {{"width", w},
+             {"height", h},
+             {"max_width", s.max_width},
+             {"max_height", s.max_height},
+             {"compute_bytes", compute_peak(s, w, h)}}};
+    }
+};
+
+}  // namespace
+
+const Kind& sd_server_kind() {
+    static const SdServerKind kind;
+    return kind;
+}
+
+}  // namespace loch::engines

@@ -1,0 +1,193 @@
+#include "synth/diffusion.hpp"
+
+#include <fmt/format.h>
+
+#include "gguf/writer.hpp"
+#include "synth/synth.hpp"
+
+namespace loch::synth {
+
+namespace {
+
+using gguf::GgmlType;
+
+// Tensors in sd.cpp's block terms. ggml order: a Linear's weight is [in, out], a Conv2d's [kw, kh, in, out].
+class Tensors {
+  public:
+    explicit Tensors(GgmlType weight_type) : weight_type_(weight_type) {}
+    void linear(const std::string& name, std::uint64_t in, std::uint64_t out, bool bias = true) {
+        // A block-quantized type needs rows that are whole blocks; otherwise f16 (as sd.cpp's converter
+        // does).
+        const auto& t = gguf::traits(weight_type_);
+        add(name + ".weight", {in, out}, in % t.block_size == 0 ? weight_type_ : GgmlType::F16);
+        if (bias) add(name + ".bias", {out}, GgmlType::F32);
+    }
+    void conv(const std::string& name, std::uint64_t in, std::uint64_t out, std::uint64_t k,
+              bool bias = true) {
+        add(name + ".weight", {k, k, in, out}, GgmlType::F16);  // sd.cpp keeps convolutions in f16
+        if (bias) add(name + ".bias", {out}, GgmlType::F32);
+    }
+    void norm(const std::string& name, std::uint64_t n) {  // LayerNorm with weight and bias
+        add(name + ".weight", {n}, GgmlType::F32);
+        add(name + ".bias", {n}, GgmlType::F32);
+    }
+    void add(std::string name, std::vector<std::uint64_t> dims, GgmlType type) {
+        gguf::TensorInfo t;
+        t.name = std::move(name);
+        t.dims = std::move(dims);
+        t.type = type;
+        list_.push_back(std::move(t));
+    }
+    std::vector<gguf::TensorInfo>& list() { return list_; }
+
+  private:
+    GgmlType weight_type_;
+    std::vector<gguf::TensorInfo> list_;
+};
+
+// flux.hpp: Flux (not Flux.2): in/out 64 channels (2x2 patches of 16 latent channels), vec 768, MLP ratio 4,
+// head size 128 (RoPE axes 16 + 56 + 56); depth, width, context width and guidance read from the file.
+void flux(Tensors& t, const FluxShape& s) {
+    const std::uint64_t h = s.hidden, mlp = 4ull * s.hidden, head = 128;
+    if (s.hidden == 0 || s.hidden % head != 0)
+        throw SynthError(
+            fmt::format("flux: hidden {} must be a positive multiple of 128 (sd.cpp's head size)", s.hidden));
+    if (s.depth == 0) throw SynthError("flux: at least one double block");
+    t.linear("img_in", 64, h);
+    t.linear("time_in.in_layer", 256, h);
+    t.linear("time_in.out_layer", h, h);
+    t.linear("vector_in.in_layer", 768, h);
+    t.linear("vector_in.out_layer", h, h);
+    if (s.guidance) {
+        t.linear("guidance_in.in_layer", 256, h);
+        t.linear("guidance_in.out_layer", h, h);
+    }
+    t.linear("txt_in", s.context_dim, h);
+    for (std::uint32_t i = 0; i < s.depth; ++i)
+        for (const char* stream : {"img", "txt"}) {
+            const auto p = fmt::format("double_blocks.{}.{}_", i, stream);
+            t.linear(p + "mod.lin", h, 6 * h);
+            t.linear(p + "attn.qkv", h, 3 * h);
+            t.add(p + "attn.norm.query_norm.scale", {head}, GgmlType::F32);
+            t.add(p + "attn.norm.key_norm.scale", {head}, GgmlType::F32);
+            t.linear(p + "attn.proj", h, h);
+            t.linear(p + "mlp.0", h, mlp);
+            t.linear(p + "mlp.2", mlp, h);
+        }
+    for (std::uint32_t i = 0; i < s.depth_single; ++i) {
+        const auto p = fmt::format("single_blocks.{}.", i);
+        t.linear(p + "linear1", h, 3 * h + mlp);
+        t.linear(p + "linear2", h + mlp, h);
+        t.add(p + "norm.query_norm.scale", {head}, GgmlType::F32);
+        t.add(p + "norm.key_norm.scale", {head}, GgmlType::F32);
+        t.linear(p + "modulation.lin", h, 3 * h);
+    }
+    t.linear("final_layer.linear", h, 64);
+    t.linear("final_layer.adaLN_modulation.1", h, 2 * h);
+}
+
+// clip.hpp: OpenAI CLIP ViT-L/14's text model, fixed in sd.cpp: 12 layers, width 768, 12 heads, MLP 3072,
+// 77 positions, vocabulary 49408. Names as Hugging Face writes them (sd.cpp adds its prefix).
+void clip_l(Tensors& t) {
+    constexpr std::uint64_t d = 768, ff = 3072;
+    t.add("text_model.embeddings.token_embedding.weight", {d, 49408}, GgmlType::F16);
+    t.add("text_model.embeddings.position_embedding.weight", {d, 77}, GgmlType::F32);
+    for (int i = 0; i < 12; ++i) {
+        const auto p = fmt::format("text_model.encoder.layers.{}.", i);
+        for (const char* proj : {"q_proj", "k_proj", "v_proj", "out_proj"})
+            t.linear(p + "self_attn." + proj, d, d);
+        t.norm(p + "layer_norm1", d);
+        t.norm(p + "layer_norm2", d);
+        t.linear(p + "mlp.fc1", d, ff);
+        t.linear(p + "mlp.fc2", ff, d);
+    }
+    t.norm("text_model.final_layer_norm", d);
+}
+
+// tae.hpp: the tiny autoencoder (64 channels, 3 blocks per stage); z = 4 (TAESD, SD1/SDXL) or 16 (TAEF1,
+// Flux). sd-server loads the encoder too (img2img). The decoder's indices skip the parameterless ReLU /
+// Upsample entries, as the PyTorch Sequential does.
+void tae(Tensors& t, std::uint64_t z) {
+    constexpr std::uint64_t c = 64;
+    const auto block_of = [&](const char* part, int i) {
+        for (const char* conv : {"conv.0", "conv.2", "conv.4"})
+            t.conv(fmt::format("{}.layers.{}.{}", part, i, conv), c, c, 3);
+    };
+    t.conv("encoder.layers.0", 3, c, 3);
+    block_of("encoder", 1);
+    int e = 2;
+    for (int stage = 0; stage < 3; ++stage) {
+        t.conv(fmt::format("encoder.layers.{}", e++), c, c, 3, false);
+        for (int b = 0; b < 3; ++b) block_of("encoder", e++);
+    }
+    t.conv(fmt::format("encoder.layers.{}", e), c, z, 3);
+    const auto block = [&](int i) { block_of("decoder", i); };
+    t.conv("decoder.layers.0", z, c, 3);
+    int i = 2;
+    for (int stage = 0; stage < 3; ++stage) {
+        for (int b = 0; b < 3; ++b) block(i++);
+        ++i;  // Upsample
+        t.conv(fmt::format("decoder.layers.{}", i++), c, c, 3, false);
+    }
+    block(i++);
+    t.conv(fmt::format("decoder.layers.{}", i), c, 3, 3);
+}
+
+}  // namespace
+
+const std::vector<DiffusionPreset>& diffusion_presets() {
+    static const std::vector<DiffusionPreset> presets = {
+        {"flux-tiny", "Flux.1-dev layout, 1+1 blocks, width 256 (2 heads): loads and draws on a CPU",
+         DiffusionPart::flux, FluxShape{}},
+        {"flux1-1block", "Flux.1-dev layout at its real width 3072 (24 heads), 1+1 blocks",
+         DiffusionPart::flux, FluxShape{1, 1, 3072, 4096, true}},
+        {"flux1-dev", "Flux.1-dev at its real size: 19 double + 38 single blocks, width 3072 (12 B params)",
+         DiffusionPart::flux, FluxShape{19, 38, 3072, 4096, true}},
+        {"clip-l",
+         "CLIP ViT-L/14 text encoder (Flux's and SD1's), as sd.cpp fixes it",
+         DiffusionPart::clip_l,
+         {}},
+        {"taef1", "TAEF1: the tiny decoder for Flux latents (16 channels)", DiffusionPart::taef1, {}},
+        {"taesd", "TAESD: the tiny decoder for SD1/SDXL latents (4 channels)", DiffusionPart::taesd, {}},
+    };
+    return presets;
+}
+
+const DiffusionPreset* find_diffusion_preset(std::string_view name) {
+    for (const auto& p : diffusion_presets())
+        if (p.name == name) return &p;
+    return nullptr;
+}
+
+gguf::Model build_diffusion(const DiffusionPreset& p, GgmlType weight_type) {
+    Tensors t(weight_type);
+    switch (p.part) {
+        case DiffusionPart::flux:
+            flux(t, p.flux);
+            break;
+        case DiffusionPart::clip_l:
+            clip_l(t);
+            break;
+        case DiffusionPart::taef1:
+            tae(t, 16);
+            break;
+        case DiffusionPart::taesd:
+            tae(t, 4);
+            break;
+    }
+    gguf::Model model;
+    model.metadata.set("general.name", gguf::Value::str(p.name));
+    model.metadata.set("general.description", gguf::Value::str("loch-synth " + p.name + ": zero weights"));
+    model.tensors = std::move(t.list());
+    try {
+        const auto layout = gguf::layout(model);
+        for (std::size_t i = 0; i < model.tensors.size(); ++i)
+            model.tensors[i].offset = layout.tensor_offsets[i];
+        model.file_size = layout.file_size;
+    } catch (const std::invalid_argument& e) {
+        throw SynthError(fmt::format("cannot lay out {}: {}", p.name, e.what()));
+    }
+    return model;
+}
+
+}  // namespace loch::synth

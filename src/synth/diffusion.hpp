@@ -1,0 +1,40 @@
+// synth/diffusion — synthetic stable-diffusion.cpp model files: the tensor names and shapes sd.cpp's loader
+// expects (read off its blocks: flux.hpp, clip.hpp, tae.hpp, auto_encoder_kl.hpp), all-zero weights (a sparse
+// file, valid for every type; sd-server draws a flat image from them). Dimensions sd.cpp reads from the file
+// (Flux depth, width, head size) are parameters; the rest is fixed in its code, so it is fixed here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gguf/model.hpp"
+
+namespace loch::synth {
+
+struct FluxShape {
+    std::uint32_t depth = 1;           // double blocks
+    std::uint32_t depth_single = 1;    // single blocks
+    std::uint32_t hidden = 256;        // a multiple of head_dim; heads = hidden / 128
+    std::uint32_t context_dim = 4096;  // T5-XXL's width (txt_in); sd.cpp feeds zeros without T5
+    bool guidance = true;              // flux-dev style guidance embedding
+};
+
+// The parts of a diffusion model sd-server loads from separate files (--diffusion-model, --clip_l, --taesd,
+// --vae), and one-file SD1.x checkpoints are not here yet.
+enum class DiffusionPart { flux, clip_l, taef1, taesd };
+
+struct DiffusionPreset {
+    std::string name;  // "flux-tiny", "clip-l", "taef1", "taesd"
+    std::string description;
+    DiffusionPart part;
+    FluxShape flux;  // part == flux
+};
+const std::vector<DiffusionPreset>& diffusion_presets();
+const DiffusionPreset* find_diffusion_preset(std::string_view name);
+
+// The file's tensors (2-D weights in `weight_type`, 1-D tensors and norms F32, convolutions F16), offsets
+// laid out. Throws SynthError for an impossible shape.
+gguf::Model build_diffusion(const DiffusionPreset& p, gguf::GgmlType weight_type = gguf::GgmlType::F16);
+
+}  // namespace loch::synth
