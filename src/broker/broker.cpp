@@ -157,6 +157,12 @@ void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {
                     fmt::format("use on the device by the engine's {} process(es)", members.size())};
         }
         if (!seen) continue;
+        // What its running requests booked for themselves is theirs, not the engine's (else the engine's
+        // figure would keep a request's compute after it ended, counted twice for the next).
+        if (const auto t = m->transient_bytes(); t > 0) {
+            seen->bytes -= std::min(seen->bytes, t);
+            seen->detail += fmt::format(" less {} booked by its running requests", human_bytes(t));
+        }
         note_peak(*m, *seen);
         ledger_.raise_to_measured(m->device, name, *seen);
     }
@@ -248,10 +254,11 @@ std::optional<Lease> Broker::try_acquire(const std::string& name, const RequestN
     Model* m = shutting_down_ ? nullptr : find(name);
     if (!m || m->state != ModelState::ready) return std::nullopt;
     check_needs(*m, needs);
-    if (try_serve(*m) != Serve::granted) return std::nullopt;
+    std::string holder;
+    if (try_serve(*m, needs, &holder) != Serve::granted) return std::nullopt;
     if (needs.keep_alive) m->keep_alive_override = *needs.keep_alive;
     last_request_ = Clock::now();
-    return make_lease(*m, "ready", {});
+    return make_lease(*m, "ready", {}, std::move(holder));
 }
 
 nlohmann::json Broker::progress(const std::string& name) {
@@ -281,9 +288,11 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     if (m->state != ModelState::ready && last_request_ - last_refresh_ > options_.tick) refresh_devices();
     co_await ensure_footprint(*m);
     // The usual case — ready, a slot free — is granted without a Waiter (and its timer) being made.
-    if (try_serve(*m) == Serve::granted) co_return make_lease(*m, "ready", {});
+    if (std::string holder; try_serve(*m, needs, &holder) == Serve::granted)
+        co_return make_lease(*m, "ready", {}, std::move(holder));
     auto w = std::make_shared<Waiter>(next_waiter_++, m, ex_);
     w->decision = m->wait_reason;
+    w->needs = needs;
 
     const auto prio = m->cfg->priority;
     const std::size_t cap = queue_.capacity(prio);
@@ -304,7 +313,7 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
     queue_.remove(w->id);
     waiters_.erase(w->id);
-    if (w->granted) co_return make_lease(*m, w->decision, Clock::now() - w->since);
+    if (w->granted) co_return make_lease(*m, w->decision, Clock::now() - w->since, std::move(w->transient));
     if (w->error) throw *w->error;
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - w->since).count();
     Error timeout(ErrorKind::queue_timeout,
@@ -320,8 +329,9 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     throw timeout;
 }
 
-Lease Broker::make_lease(Model& m, std::string decision, Clock::duration waited) {
+Lease Broker::make_lease(Model& m, std::string decision, Clock::duration waited, std::string transient_holder) {
     Lease l;
+    l.transient_ = std::move(transient_holder);
     l.decision_ = std::move(decision);
     l.queue_wait_ = waited;
     l.priority_ = std::string(config::to_string(m.cfg->priority));
@@ -338,10 +348,12 @@ Lease Broker::make_lease(Model& m, std::string decision, Clock::duration waited)
     return l;
 }
 
-void Broker::release(const std::string& name, Clock::duration held) {
+void Broker::release(const std::string& name, Clock::duration held, const std::string& transient) {
+    if (!transient.empty()) ledger_.release(transient);
     auto it = models_.find(name);
     if (it == models_.end()) return;
     Model& m = *it->second;
+    if (!transient.empty()) m.transients.erase(transient);
     if (m.active > 0) --m.active;
     m.last_used = Clock::now();
     const double s = std::chrono::duration<double>(held).count();
@@ -379,7 +391,72 @@ bool Broker::exclusive_ok(const Model& m) const {
     return lock == gpu_lock_.end() || lock->second == m.name();
 }
 
-Broker::Serve Broker::try_serve(Model& m) {
+std::optional<engines::RequestCost> Broker::request_cost(const std::string& name, const engines::RequestView& r) {
+    Model* m = find(name);
+    if (!m) return std::nullopt;
+    return m->kind->request_cost(*m->cfg, r);
+}
+
+Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, std::string* holder) {
+    const auto engine = ledger_.reservation(m.device, m.name()).value_or(MemoryFigure{});
+    const std::uint64_t cap = ledger_.capacity(m.device);
+    if (engine.bytes + t.bytes > cap) {
+        // Never: the weights and this request's compute together exceed what the device can ever give.
+        const std::uint64_t budget = cap > engine.bytes ? cap - engine.bytes : 0;
+        auto help = t.would_help ? t.would_help(budget) : std::vector<std::string>{};
+        nlohmann::json d = t.details;
+        d["model"] = m.name();
+        d["device"] = m.device;
+        d["engine_bytes"] = engine.bytes;
+        d["engine_source"] = to_string(engine.source);
+        d["request_bytes"] = t.bytes;
+        d["capacity_bytes"] = cap;
+        d["would_help"] = help;
+        Error e(ErrorKind::insufficient_memory,
+                fmt::format("model '{}': {} does not fit beside its weights on {}: {} ({}) + {} = {} > the {} the "
+                            "device can ever give{}",
+                            m.name(), t.why, m.device, human_bytes(engine.bytes), to_string(engine.source),
+                            human_bytes(t.bytes), human_bytes(engine.bytes + t.bytes), human_bytes(cap),
+                            help.empty() ? "" : fmt::format("; would fit: {}", fmt::join(help, "; "))),
+                std::move(d));
+        note("refused", m, e.what(), {{"request_bytes", t.bytes}}, true);
+        throw e;
+    }
+    if (t.bytes <= ledger_.free(m.device)) {
+        *holder = fmt::format("{}#{}", m.name(), next_transient_++);
+        ledger_.reserve(m.device, *holder, {t.bytes, Source::formula, t.why});
+        ledger_.mark_loaded(m.device, *holder);
+        m.transients[*holder] = t.bytes;
+        return Serve::granted;
+    }
+    // It fits once memory frees: evict idle engines for it, or wait.
+    AdmissionInput in = admission_input(m);
+    Need n;
+    n.device = m.device;
+    n.bytes = t.bytes;
+    n.source = Source::formula;
+    n.why = t.why;
+    in.needs = {n};
+    const Decision d = decide(in, ledger_);
+    if (d.kind == Decision::Kind::evict_then_start) {
+        m.wait_reason = fmt::format("evicting {} for this request's {}: {}", fmt::join(d.victims, ", "), t.why, d.reason);
+        note("admission", m, "request: " + d.reason, {{"decision", "evict_then_start"}, {"victims", d.victims}});
+        for (const auto& v : d.victims)
+            if (auto it = models_.find(v); it != models_.end()) {
+                Model& victim = *it->second;
+                const auto held = ledger_.reservation(victim.device, victim.name());
+                ++victim.evictions;
+                note("evict", victim, "evicted to make room for a request to '" + m.name() + "'",
+                     {{"for", m.name()}, {"device", victim.device}, {"freed_bytes", held ? held->bytes : 0}});
+                begin_stop(victim, "evicted to make room for a request to '" + m.name() + "'");
+            }
+    } else {
+        m.wait_reason = "this request's " + t.why + ": " + d.reason;
+    }
+    return Serve::wait;
+}
+
+Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string* holder) {
     if (shutting_down_) throw Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5);
     const auto verdict = m.crashes.check(Clock::now());
     if (verdict.quarantined) {
@@ -391,6 +468,9 @@ Broker::Serve Broker::try_serve(Model& m) {
     switch (m.state) {
         case ModelState::ready:
             if (m.active < m.slots() && exclusive_ok(m)) {
+                if (needs.transient && needs.transient->bytes > 0 &&
+                    book_transient(m, *needs.transient, holder) != Serve::granted)
+                    return Serve::wait;
                 ++m.active;
                 if (m.cfg->exclusive) gpu_lock_[m.device] = m.name();
                 return Serve::granted;
@@ -488,7 +568,7 @@ void Broker::pump() {
         auto w = it->second;
         if (w->granted || w->error) continue;
         try {
-            if (try_serve(*w->model) == Serve::granted) {
+            if (try_serve(*w->model, w->needs, &w->transient) == Serve::granted) {
                 w->granted = true;
                 queue_.remove(id);
                 w->timer.cancel();

@@ -87,6 +87,7 @@ class Lease {
     std::shared_ptr<engines::EngineRun> engine_;
     std::chrono::steady_clock::duration queue_wait_{};
     std::string decision_, priority_;
+    std::string transient_;  // the ledger holder of the request's own memory, if it has any
 };
 
 // What one request asks of its model, checked before anything is started for it.
@@ -96,6 +97,9 @@ struct RequestNeeds {
     // Replaces the model's keep_alive from now on (Ollama's per-request keep_alive); nullopt inside =
     // forever, zero = stop as soon as it is idle.
     std::optional<std::optional<std::chrono::seconds>> keep_alive;
+    // Its own memory beside the engine's reservation (an image's compute), held from grant until the lease
+    // ends (Broker::request_cost asks the model's kind).
+    std::optional<engines::RequestCost> transient;
 };
 
 struct BrokerOptions {
@@ -123,6 +127,9 @@ class Broker {
     std::optional<Lease> try_acquire(const std::string& model, const RequestNeeds& needs);
     // For a client shown progress while it waits: {model, state, reason, loading {elapsed_s, expected_s}}.
     nlohmann::json progress(const std::string& model);
+    // What `request` needs of its own beside the engine (asks the model's kind); nullopt for most requests
+    // and for unknown models.
+    std::optional<engines::RequestCost> request_cost(const std::string& model, const engines::RequestView& request);
 
     boost::asio::awaitable<nlohmann::json> models();
     // Everything /loch/status, the dashboard, `loch ps` and /metrics show: devices (the ledger), engines,
@@ -159,9 +166,14 @@ class Broker {
 
     boost::asio::awaitable<Lease> do_acquire(std::string model, RequestNeeds needs);
     void check_needs(const Model& m, const RequestNeeds& needs) const;
-    Serve try_serve(Model& m);  // grant a slot now, or start what it needs (load, evictions) and wait
-    Lease make_lease(Model& m, std::string decision, std::chrono::steady_clock::duration waited);
-    void release(const std::string& model, std::chrono::steady_clock::duration held);
+    // Grant a slot now (and book the request's own memory under `*holder`), or start what it needs (load,
+    // evictions) and wait.
+    Serve try_serve(Model& m, const RequestNeeds& needs, std::string* holder);
+    // A request's own memory on a ready engine's device: book it, evict for it, refuse it, or wait.
+    Serve book_transient(Model& m, const engines::RequestCost& t, std::string* holder);
+    Lease make_lease(Model& m, std::string decision, std::chrono::steady_clock::duration waited,
+                     std::string transient_holder = {});
+    void release(const std::string& model, std::chrono::steady_clock::duration held, const std::string& transient);
     void pump();
     void fail_waiters(const Model& m, const Error& e);
 
@@ -211,6 +223,7 @@ class Broker {
     std::map<std::string, engines::Placement> placements_;  // device → as the last probe numbered it
     std::deque<nlohmann::json> events_;                     // the most recent kMaxEvents
     std::uint64_t next_waiter_ = 1;
+    std::uint64_t next_transient_ = 1;
     bool shutting_down_ = false;
     std::shared_ptr<bool> alive_;  // tells detached coroutines the broker is gone
     std::unique_ptr<boost::asio::steady_timer> tick_timer_;

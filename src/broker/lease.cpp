@@ -24,6 +24,7 @@ Lease& Lease::operator=(Lease&& o) noexcept {
         queue_wait_ = o.queue_wait_;
         decision_ = std::move(o.decision_);
         priority_ = std::move(o.priority_);
+        transient_ = std::move(o.transient_);
     }
     return *this;
 }
@@ -34,8 +35,8 @@ void Lease::release() {
     auto alive = alive_.lock();
     if (!alive || !*alive) return;
     const auto held = Clock::now() - granted_at_;
-    asio::post(b->ex_, [b, weak = alive_, model = model_, held] {
-        if (auto a = weak.lock(); a && *a) b->release(model, held);
+    asio::post(b->ex_, [b, weak = alive_, model = model_, held, transient = std::move(transient_)] {
+        if (auto a = weak.lock(); a && *a) b->release(model, held, transient);
     });
 }
 

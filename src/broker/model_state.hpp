@@ -70,6 +70,12 @@ struct Broker::Model {
     std::map<std::string, std::uint64_t> exits;  // by exit class
     std::uint64_t loads_ok = 0, loads_failed = 0, evictions = 0;
     double load_seconds_total = 0;
+    std::map<std::string, std::uint64_t> transients;  // its requests' own memory, by ledger holder
+    std::uint64_t transient_bytes() const {
+        std::uint64_t n = 0;
+        for (const auto& [h, b] : transients) n += b;
+        return n;
+    }
 
     // After a reload: the entry it restarts with once its engine has stopped (nullptr: none pending), and
     // whether the current config still names it.
@@ -93,6 +99,8 @@ struct Broker::Waiter {
     bool granted = false;
     std::optional<Error> error;
     std::string decision;  // what admission said when it queued ("loading on cpu …", "waiting for …")
+    RequestNeeds needs;    // its own memory, if any (the pump books it when it grants)
+    std::string transient;  // the ledger holder booked for it at grant
 };
 
 }  // namespace loch::broker

@@ -40,6 +40,10 @@ std::optional<Refusal> Kind::explain_error(const config::ModelConfig&, std::stri
     return std::nullopt;
 }
 
+std::optional<RequestCost> Kind::request_cost(const config::ModelConfig&, const RequestView&) const {
+    return std::nullopt;
+}
+
 bool Kind::serves(std::string_view route) const {
     return route == "/v1/chat/completions" || route == "/v1/completions" || route == "/v1/embeddings";
 }

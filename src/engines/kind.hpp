@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,6 +60,17 @@ struct RequestView {
     std::uint64_t prompt_token_ids = 0;    // token ids given directly
     std::optional<std::uint64_t> max_tokens;
     const config::ModelConfig* model = nullptr;  // the entry it goes to
+};
+
+// What one request needs on its engine's device while it runs, beyond the engine's own reservation (an
+// image's compute buffers for its size). The broker holds it as a request reservation from grant until the
+// engine is done with the request.
+struct RequestCost {
+    std::uint64_t bytes = 0;
+    std::string why;                                    // "compute at 1024x1024: 1.88 GiB (taesd decode)"
+    nlohmann::json details = nlohmann::json::object();  // the numbers per component, for a refusal
+    // What would make it fit in `budget` bytes (a smaller size, tiling, flash attention …), for the refusal.
+    std::function<std::vector<std::string>(std::uint64_t budget)> would_help;
 };
 
 // Why a kind refuses a request (the HTTP layer renders it: status, type, message, details).
@@ -103,6 +115,13 @@ class Kind : public config::KindSchema {
                                                                          const RequestView& request) const;
     // Whether it answers this API path (default: /v1/chat/completions, /v1/completions, /v1/embeddings).
     virtual bool serves(std::string_view route) const;
+    // The request's own memory on the engine's device (default: none — text requests live in the engine's
+    // reserved KV cache).
+    virtual std::optional<RequestCost> request_cost(const config::ModelConfig& model,
+                                                    const RequestView& request) const;
+    // Whether the engine stops a request whose client hung up (its connection closed). An engine that cannot
+    // (sd-server) keeps the request's slot and reservation until it has finished.
+    virtual bool cancels_on_disconnect() const { return true; }
     // Whether its answers carry the configured model name (else the HTTP layer rewrites their "model").
     virtual bool names_model_as_configured() const { return true; }
     // An error answer of the engine that a config change fixes, as the loch.yaml fix (e.g. llama-server's

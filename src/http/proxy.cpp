@@ -308,6 +308,13 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         needs.max_tokens = oreq.max_tokens;
         needs.route = std::string(to_string(oreq.endpoint));
         needs.keep_alive = call.keep_alive;
+        {
+            engines::RequestView view;
+            view.route = to_string(oreq.endpoint);
+            view.body = &oreq.body;
+            view.prompt_bytes = oreq.prompt_bytes;
+            needs.transient = broker_.request_cost(oreq.model, view);  // an image's compute, by its kind
+        }
         // A streaming OpenAI client that has to wait hears from loch while it waits.
         const bool sse_client = oreq.stream && !tr;
         if (auto now = broker_.try_acquire(oreq.model, needs)) {
@@ -341,8 +348,12 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             tr = &*rename;
         }
 
-        watch_client(client.socket(), st);
-        client_watch_started = true;
+        // An engine that stops a request when its connection closes is told so when the client leaves; one
+        // that cannot (sd-server) keeps the request, its slot and its reservation until it has finished.
+        if (lease.kind().cancels_on_disconnect()) {
+            watch_client(client.socket(), st);
+            client_watch_started = true;
+        }
 
         bhttp::request<bhttp::string_body> ureq{bhttp::verb::post, call.upstream_path, 11};
         ureq.set(bhttp::field::host, lease.host() + ":" + std::to_string(lease.port()));

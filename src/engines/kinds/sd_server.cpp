@@ -12,9 +12,11 @@
 // print its buffer sizes; one generation runs at a time (it serializes them itself), so the model has one
 // slot.
 //
-// Memory (a floor until the diffusion planner lands, issue 11): the component files, plus the largest compute
-// phase at `max_size` by sd.cpp's own arithmetic for the architecture it detects — Source::formula. A request
-// above `max_size` is refused before it is sent, with the numbers.
+// Memory: the engine reserves its component files + the process (Source::formula, raised to what sd-server
+// says it loaded); each request reserves its own compute — the largest phase at its W×H by sd.cpp's
+// arithmetic — from grant until sd-server is done with it (it cannot cancel a running generation, so a
+// client that hangs up does not end it). A request that can never fit beside the weights is refused at once
+// with the numbers per component and what would make it fit; one above `max_size` is refused as well.
 #include <cmath>
 #include <filesystem>
 #include <regex>
@@ -24,6 +26,7 @@
 
 #include "core/memory.hpp"
 #include "engines/kind.hpp"
+#include "gguf/reader.hpp"
 
 namespace loch::engines {
 
@@ -35,16 +38,30 @@ struct SdSettings final : config::KindSettings {
     std::map<std::string, std::string> files;  // clip_l, clip_g, t5xxl, llm, vae, taesd → path as written
     bool diffusion_fa = false, vae_tiling = false, vae_conv_direct = false;
     bool clip_on_cpu = false, vae_on_cpu = false, offload_to_cpu = false;
-    std::uint32_t threads = 0;  // 0 = sd.cpp's default (its physical cores)
-    std::uint32_t max_width = 1024, max_height = 1024;
-    std::optional<std::uint32_t> steps;  // model defaults for requests that do not say
+    std::uint32_t threads = 0;                          // 0 = sd.cpp's default (its physical cores)
+    std::uint32_t max_width = 2048, max_height = 2048;  // a cap on what is accepted at all
+    std::optional<std::uint32_t> steps;                 // model defaults for requests that do not say
     std::optional<double> cfg_scale;
     std::optional<std::string> sampler, scheduler;
     std::vector<std::string> extra;
+    // The Flux width read from the diffusion model's GGUF header (txt_in: context → hidden) on first use:
+    // attention scales with the heads (hidden / 128). 0 = not a GGUF, or not Flux: assume Flux.1's 3072.
+    mutable std::optional<std::uint64_t> flux_hidden;
     std::unique_ptr<config::KindSettings> clone() const override {
         return std::make_unique<SdSettings>(*this);
     }
 };
+
+std::uint64_t flux_hidden_of(const fs::path& p) {
+    try {
+        for (const auto& t : gguf::read_model(p).tensors)
+            if ((t.name == "txt_in.weight" || t.name == "model.diffusion_model.txt_in.weight") &&
+                t.dims.size() == 2)
+                return t.dims[1];
+    } catch (const std::exception&) {
+    }
+    return 0;
+}
 
 const SdSettings& sd_settings(const config::ModelConfig& m) {
     return config::settings_as<SdSettings>(m);
@@ -74,14 +91,47 @@ std::uint64_t size_of(const fs::path& p) {
 // text tokens) for 24 heads, linear terms per token; a flash-attention run has no N² term. The decoder: 6656
 // B/px (AutoencoderKL, 2816 with conv-direct, capped at the 256² tile with tiling), 1920 B/px for the tiny
 // decoder.
-std::uint64_t compute_peak(const SdSettings& s, std::uint64_t w, std::uint64_t h) {
-    const double px = double(w) * double(h);
+double diffusion_compute(const SdSettings& s, std::uint64_t w, std::uint64_t h) {
     const double n = double(w / 16) * double(h / 16) + 256;
-    const double attention = s.diffusion_fa ? 0.0 : 95.36 * n * n;
-    const double diffusion = 6.0 * kMiB + 152435.0 * n + attention;
+    const double hidden = double(s.flux_hidden && *s.flux_hidden ? *s.flux_hidden : 3072);
+    const double heads = hidden / 128;
+    // Fits of sd.cpp's buffer lines: 24 heads 95.36 B·N² + 152435 B·N, 2 heads 7.63 B·N² + 15059 B·N.
+    const double attention = s.diffusion_fa ? 0.0 : 4.0 * heads * n * n;
+    return 6.0 * kMiB + 60.0 * hidden * n + attention;
+}
+double decoder_compute(const SdSettings& s, std::uint64_t w, std::uint64_t h) {
+    const double px = double(w) * double(h);
     double decoder = s.files.contains("taesd") ? 1920.25 * px : (s.vae_conv_direct ? 2816.0 : 6656.0) * px;
     if (s.vae_tiling) decoder = std::min(decoder, (s.vae_conv_direct ? 2816.0 : 6656.0) * 256.0 * 256.0);
-    return static_cast<std::uint64_t>(std::ceil(std::max(diffusion, decoder)));
+    return decoder;
+}
+std::uint64_t compute_peak(const SdSettings& s, std::uint64_t w, std::uint64_t h) {
+    return static_cast<std::uint64_t>(
+        std::ceil(std::max(diffusion_compute(s, w, h), decoder_compute(s, w, h))));
+}
+
+// The size sd-server will generate for a request: OpenAI's "WxH" or A1111's width/height (default 512²),
+// rounded up to a multiple of 64 as sd.cpp aligns it for UNet models (DiT models align to less: never under).
+std::pair<std::uint64_t, std::uint64_t> request_size(const nlohmann::json& b) {
+    std::uint64_t w = 512, h = 512;
+    if (b.contains("size") && b["size"].is_string()) {
+        const std::string sz = b["size"];
+        if (const auto x = sz.find('x'); x != std::string::npos) {
+            try {
+                w = std::stoull(sz.substr(0, x));
+                h = std::stoull(sz.substr(x + 1));
+            } catch (const std::exception&) {
+            }
+        }
+    }
+    if (b.contains("width") && b["width"].is_number_unsigned()) w = b["width"].get<std::uint64_t>();
+    if (b.contains("height") && b["height"].is_number_unsigned()) h = b["height"].get<std::uint64_t>();
+    const auto up = [](std::uint64_t v) { return (std::max<std::uint64_t>(v, 1) + 63) / 64 * 64; };
+    return {up(w), up(h)};
+}
+
+std::string phase_of(const SdSettings& s, std::uint64_t w, std::uint64_t h) {
+    return diffusion_compute(s, w, h) > decoder_compute(s, w, h) ? "diffusion step" : "decoder";
 }
 
 class SdServerKind final : public Kind {
@@ -172,6 +222,63 @@ class SdServerKind final : public Kind {
 
     std::uint32_t slots(const config::ModelConfig&) const override { return 1; }
 
+    bool cancels_on_disconnect() const override { return false; }  // a running generation cannot be stopped
+
+    std::optional<RequestCost> request_cost(const config::ModelConfig& m,
+                                            const RequestView& r) const override {
+        if (r.body == nullptr || !r.body->is_object()) return std::nullopt;
+        const auto [w, h] = request_size(*r.body);
+        const auto& settings = sd_settings(m);
+        if (!settings.flux_hidden) settings.flux_hidden = flux_hidden_of(m.path);
+        const SdSettings s = settings;
+        const auto peak = compute_peak(s, w, h);
+        // The weights by component, as the files hold them (what a refusal shows).
+        std::uint64_t te = 0, decoder = 0;
+        for (const auto& [key, written] : s.files)
+            (key == "vae" || key == "taesd" ? decoder : te) += size_of(component(m, written));
+        RequestCost c;
+        c.bytes = peak;
+        c.why = fmt::format("compute at {}x{}: {} ({})", w, h, human_bytes(peak), phase_of(s, w, h));
+        c.details = {{"width", w},
+                     {"height", h},
+                     {"compute_bytes", peak},
+                     {"largest_phase", phase_of(s, w, h)},
+                     {"weights",
+                      {{"text_encoders_bytes", te},
+                       {"diffusion_model_bytes", size_of(m.path)},
+                       {"decoder_bytes", decoder}}}};
+        c.would_help = [s, w, h, te](std::uint64_t budget) {
+            std::vector<std::string> out;
+            // The largest size of the same shape (sides in steps of 64) whose compute fits.
+            for (std::uint64_t f = 64; f > 0; --f) {
+                const std::uint64_t fw = std::max<std::uint64_t>(64, w * f / 64 / 64 * 64),
+                                    fh = std::max<std::uint64_t>(64, h * f / 64 / 64 * 64);
+                if (fw >= w && fh >= h) continue;
+                if (compute_peak(s, fw, fh) <= budget) {
+                    out.push_back(fmt::format("a smaller image: it fits at {}x{} ({})", fw, fh,
+                                              human_bytes(compute_peak(s, fw, fh))));
+                    break;
+                }
+            }
+            SdSettings t = s;
+            t.vae_tiling = true;
+            if (!s.vae_tiling && compute_peak(t, w, h) <= budget)
+                out.push_back(fmt::format("VAE tiling (sd.vae_tiling: true): {} at {}x{}",
+                                          human_bytes(compute_peak(t, w, h)), w, h));
+            SdSettings f = s;
+            f.diffusion_fa = true;
+            if (!s.diffusion_fa && compute_peak(f, w, h) <= budget)
+                out.push_back(fmt::format("flash attention (sd.diffusion_fa: true): {} at {}x{}",
+                                          human_bytes(compute_peak(f, w, h)), w, h));
+            if (te > 0 && !s.clip_on_cpu && compute_peak(s, w, h) <= budget + te)
+                out.push_back(
+                    fmt::format("the text encoders on the CPU (sd.clip_on_cpu: true) free {} on the device",
+                                human_bytes(te)));
+            return out;
+        };
+        return c;
+    }
+
     bool serves(std::string_view route) const override {
         return route == "/v1/images/generations" || route == "/sdapi/v1/txt2img";
     }
@@ -211,13 +318,12 @@ class SdServerKind final : public Kind {
         const auto& s = sd_settings(m);
         std::uint64_t weights = size_of(m.path);
         for (const auto& [key, written] : s.files) weights += size_of(component(m, written));
-        const std::uint64_t compute = compute_peak(s, s.max_width, s.max_height);
+        const std::uint64_t compute = 0;               // per request (request_cost)
         constexpr std::uint64_t kProcess = 64 * kMiB;  // the process and ggml's own allocations
         Footprint fp;
         fp.source = Source::formula;
-        fp.detail = fmt::format("component files {} + the largest compute phase at {}x{} {} + process {}",
-                                human_bytes(weights), s.max_width, s.max_height, human_bytes(compute),
-                                human_bytes(kProcess));
+        fp.detail = fmt::format("component files {} + process {} (each request reserves its compute)",
+                                human_bytes(weights), human_bytes(kProcess));
         for (const auto& d : devices) {
             Need n;
             n.device = d.device;

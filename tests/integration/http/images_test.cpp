@@ -1,7 +1,9 @@
 // Images through loch against the real sd-server (stable-diffusion.cpp, built by scripts/setup.sh) on
 // synthetic Flux-layout models (loch-synth --diffusion: zero weights, real tensor names and shapes), asked by
 // OpenAI's own Python client. Each case ends with loch's health checks (LochServer's destructor).
+#include <csignal>
 #include <fstream>
+#include <future>
 
 #include <gtest/gtest.h>
 
@@ -25,11 +27,27 @@ fs::path python() {
     return p && *p ? fs::path(p) : fs::path("/var/cache/loch/py/bin/python3");
 }
 
-std::string flux_entry(const std::string& more = "") {
+std::string flux_entry(const std::string& more = "", int steps = 2, const std::string& max_size = "512x512") {
     const auto& m = image_models();
     return "  - name: flux\n    engine: sd-server\n    path: " + m.flux.path().string() +
            "\n    sd: {clip_l: " + m.clip.path().string() + ", taesd: " + m.taef1.path().string() +
-           ", steps: 2, threads: 2, max_size: 512x512}\n" + more;
+           ", steps: " + std::to_string(steps) + ", threads: 2, max_size: " + max_size + "}\n" + more;
+}
+
+std::string image(const std::string& size) {
+    return json{
+        {"model", "flux"}, {"prompt", "a lighthouse"}, {"size", size}, {"response_format", "b64_json"}}
+        .dump();
+}
+
+// The request reservations of `model` on the CPU now ("flux#3" holders in the ledger).
+std::vector<json> request_reservations(LochServer& loch, const std::string& model) {
+    std::vector<json> out;
+    const auto st = loch.status();
+    for (const auto& d : st["devices"])
+        for (const auto& r : d["reservations"])
+            if (r["engine"].get<std::string>().rfind(model + "#", 0) == 0) out.push_back(r);
+    return out;
 }
 
 std::pair<int, json> ask(LochServer& loch, const fs::path& dir, const std::string& size) {
@@ -62,7 +80,7 @@ TEST(Images, A128ImageThroughLochWithTheOpenAIClientAndTheEnginesOwnFigures) {
 
 TEST(Images, ASizeAboveMaxSizeIsRefusedBeforeTheEngineSeesItWithTheNumbers) {
     test::TempDir dir{"loch-itest-images"};
-    LochServer loch(dir.path(), config(dir, "2GiB", flux_entry()));
+    LochServer loch(dir.path(), config(dir, "8GiB", flux_entry()));
     const auto [rc, got] = ask(loch, dir.path(), "1024x1024");
     EXPECT_EQ(rc, 3) << got;
     EXPECT_EQ(got["status"], 400) << got;
@@ -74,6 +92,126 @@ TEST(Images, ASizeAboveMaxSizeIsRefusedBeforeTheEngineSeesItWithTheNumbers) {
     const auto r = loch.post("/v1/chat/completions", chat("flux", false, 4));
     EXPECT_EQ(r.status, 400) << r.body;
     EXPECT_NE(r.body.find("does not serve /v1/chat/completions"), std::string::npos) << r.body;
+}
+
+TEST(Images, ASizeThatCanNeverFitBesideTheWeightsIsRefusedAtOnceWithPerComponentNumbersAndAFit) {
+    test::TempDir dir{"loch-itest-images"};
+    LochServer loch(dir.path(), config(dir, "600MiB", flux_entry("", 2, "2048x2048")));
+    ASSERT_EQ(loch.post("/v1/images/generations", image("128x128")).status, 200);  // loaded, warm
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = loch.post("/v1/images/generations", image("1536x1536"));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_LT(took, 100ms);
+    ASSERT_EQ(r.status, 507) << r.body;
+    const auto e = json::parse(r.body)["error"];
+    EXPECT_EQ(e["type"], "insufficient_memory");
+    EXPECT_GT(e["weights"]["text_encoders_bytes"].get<std::uint64_t>(), 0u) << e;
+    EXPECT_GT(e["weights"]["diffusion_model_bytes"].get<std::uint64_t>(), 0u);
+    EXPECT_GT(e["weights"]["decoder_bytes"].get<std::uint64_t>(), 0u);
+    EXPECT_EQ(e["largest_phase"], "decoder");
+    ASSERT_FALSE(e["would_help"].empty()) << e;
+    EXPECT_NE(e["would_help"][0].get<std::string>().find("it fits at"), std::string::npos) << e;
+    EXPECT_NE(e["message"].get<std::string>().find("can ever give"), std::string::npos) << e;
+}
+
+TEST(Images, AnImageThatFitsOnlyAfterEvictingAnIdleChatModelEvictsItAndIsServed) {
+    test::TempDir dir{"loch-itest-images"};
+    LochServer loch(
+        dir.path(),
+        config(dir, "800MiB",
+               model_entry("chat", models().demo.path(), kArgs + "    memory: 300MiB\n") + flux_entry()));
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("chat", false, 4)).status, 200);
+    ASSERT_EQ(loch.post("/v1/images/generations", image("128x128")).status, 200);
+    ASSERT_EQ(loch.engine_status("chat")["state"], "ready");
+    // 512²: the tiny decoder's 480 MiB do not fit beside both models; the idle chat model makes room.
+    const auto r = loch.post("/v1/images/generations", image("512x512"));
+    ASSERT_EQ(r.status, 200) << r.body << loch.log();
+    EXPECT_NE(loch.engine_status("chat")["state"], "ready");
+    bool evicted = false;
+    const auto st = loch.status();  // (a member of a temporary would dangle in the loop)
+    for (const auto& ev : st["events"]) evicted |= ev["kind"] == "evict" && ev["model"] == "chat";
+    EXPECT_TRUE(evicted) << st["events"].dump(1);
+    EXPECT_TRUE(request_reservations(loch, "flux").empty());  // released once the image came back
+}
+
+TEST(Images, TwoImageRequestsQueueNeverConcurrentWhileAChatModelKeepsAnswering) {
+    test::TempDir dir{"loch-itest-images"};
+    LochServer loch(dir.path(), config(dir, "2GiB",
+                                       model_entry("chat", models().demo.path(), kArgs) + flux_entry("", 6)));
+    ASSERT_EQ(loch.post("/v1/images/generations", image("128x128")).status, 200);
+    auto a =
+        std::async(std::launch::async, [&] { return loch.post("/v1/images/generations", image("256x256")); });
+    auto b =
+        std::async(std::launch::async, [&] { return loch.post("/v1/images/generations", image("256x256")); });
+    bool saw_queue = false;
+    int max_active = 0;
+    for (int i = 0; i < 400 && (a.wait_for(0s) != std::future_status::ready ||
+                                b.wait_for(0s) != std::future_status::ready);
+         ++i) {
+        const auto e = loch.engine_status("flux");
+        max_active = std::max(max_active, e["active_requests"].get<int>());
+        const auto st = loch.status();
+        for (const auto& w : st["queue"]["waiting"]) saw_queue |= w["model"] == "flux";
+        if (saw_queue && i % 10 == 0)
+            EXPECT_EQ(loch.post("/v1/chat/completions", chat("chat", false, 2)).status, 200);
+        std::this_thread::sleep_for(25ms);
+    }
+    EXPECT_EQ(a.get().status, 200);
+    EXPECT_EQ(b.get().status, 200);
+    EXPECT_TRUE(saw_queue);
+    EXPECT_EQ(max_active, 1);  // sd-server never had two at once
+}
+
+TEST(Images, SigsegvOfSdServerMidGenerationIsA502WithTheExitClassAndItsLastLines) {
+    test::TempDir dir{"loch-itest-images"};
+    LochServer loch(dir.path(), config(dir, "2GiB", flux_entry("    watchdog: 300s\n", 40)));
+    ASSERT_EQ(loch.post("/v1/images/generations", image("128x128")).status, 200) << loch.log();
+    auto r =
+        std::async(std::launch::async, [&] { return loch.post("/v1/images/generations", image("128x128")); });
+    for (int i = 0; i < 200 && loch.engine_status("flux")["active_requests"] != 1; ++i)
+        std::this_thread::sleep_for(20ms);
+    std::this_thread::sleep_for(500ms);  // inside the generation
+    const auto pid = loch.engine_pid("flux");
+    ASSERT_TRUE(pid);
+    ::kill(*pid, SIGSEGV);
+    const auto got = r.get();
+    ASSERT_EQ(got.status, 502) << got.body;
+    const auto e = json::parse(got.body)["error"];
+    EXPECT_EQ(e["type"], "engine_failed");
+    EXPECT_EQ(e["exit"]["signal_name"], "SIGSEGV") << e;
+    EXPECT_FALSE(e["exit"]["log_tail"].empty());
+    EXPECT_TRUE(request_reservations(loch, "flux").empty());
+}
+
+TEST(Images, AClientThatHangsUpDoesNotReleaseTheRequestReservationBeforeTheEngineIsDone) {
+    test::TempDir dir{"loch-itest-images"};
+    LochServer loch(dir.path(), config(dir, "2GiB", flux_entry("", 30)));
+    ASSERT_EQ(loch.post("/v1/images/generations", image("128x128")).status, 200);
+    {
+        // Sends the whole request and hangs up without reading anything.
+        namespace http = boost::beast::http;
+        boost::asio::io_context ioc;
+        boost::asio::ip::tcp::socket sock(ioc);
+        sock.connect({boost::asio::ip::make_address("127.0.0.1"), loch.port()});
+        http::request<http::string_body> req{http::verb::post, "/v1/images/generations", 11};
+        req.set(http::field::host, "127.0.0.1");
+        req.set(http::field::content_type, "application/json");
+        req.body() = image("128x128");
+        req.prepare_payload();
+        http::write(sock, req);
+        std::this_thread::sleep_for(200ms);
+        sock.close();
+    }
+    // ... the request is on its way; hang up before sd-server is done.
+    std::this_thread::sleep_for(300ms);
+    ASSERT_EQ(request_reservations(loch, "flux").size(), 1u) << loch.status()["devices"].dump(1);
+    EXPECT_EQ(loch.engine_status("flux")["active_requests"], 1);
+    std::this_thread::sleep_for(1500ms);
+    EXPECT_EQ(request_reservations(loch, "flux").size(), 1u);  // sd-server is still generating it
+    for (int i = 0; i < 600 && !request_reservations(loch, "flux").empty(); ++i)
+        std::this_thread::sleep_for(50ms);
+    EXPECT_TRUE(request_reservations(loch, "flux").empty());
+    EXPECT_EQ(loch.engine_status("flux")["active_requests"], 0);
 }
 
 }  // namespace
