@@ -329,7 +329,8 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     throw timeout;
 }
 
-Lease Broker::make_lease(Model& m, std::string decision, Clock::duration waited, std::string transient_holder) {
+Lease Broker::make_lease(Model& m, std::string decision, Clock::duration waited,
+                         std::string transient_holder) {
     Lease l;
     l.transient_ = std::move(transient_holder);
     l.decision_ = std::move(decision);
@@ -391,7 +392,8 @@ bool Broker::exclusive_ok(const Model& m) const {
     return lock == gpu_lock_.end() || lock->second == m.name();
 }
 
-std::optional<engines::RequestCost> Broker::request_cost(const std::string& name, const engines::RequestView& r) {
+std::optional<engines::RequestCost> Broker::request_cost(const std::string& name,
+                                                         const engines::RequestView& r) {
     Model* m = find(name);
     if (!m) return std::nullopt;
     return m->kind->request_cost(*m->cfg, r);
@@ -413,11 +415,12 @@ Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, st
         d["capacity_bytes"] = cap;
         d["would_help"] = help;
         Error e(ErrorKind::insufficient_memory,
-                fmt::format("model '{}': {} does not fit beside its weights on {}: {} ({}) + {} = {} > the {} the "
-                            "device can ever give{}",
-                            m.name(), t.why, m.device, human_bytes(engine.bytes), to_string(engine.source),
-                            human_bytes(t.bytes), human_bytes(engine.bytes + t.bytes), human_bytes(cap),
-                            help.empty() ? "" : fmt::format("; would fit: {}", fmt::join(help, "; "))),
+                fmt::format(
+                    "model '{}': {} does not fit beside its weights on {}: {} ({}) + {} = {} > the {} the "
+                    "device can ever give{}",
+                    m.name(), t.why, m.device, human_bytes(engine.bytes), to_string(engine.source),
+                    human_bytes(t.bytes), human_bytes(engine.bytes + t.bytes), human_bytes(cap),
+                    help.empty() ? "" : fmt::format("; would fit: {}", fmt::join(help, "; "))),
                 std::move(d));
         note("refused", m, e.what(), {{"request_bytes", t.bytes}}, true);
         throw e;
@@ -439,8 +442,10 @@ Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, st
     in.needs = {n};
     const Decision d = decide(in, ledger_);
     if (d.kind == Decision::Kind::evict_then_start) {
-        m.wait_reason = fmt::format("evicting {} for this request's {}: {}", fmt::join(d.victims, ", "), t.why, d.reason);
-        note("admission", m, "request: " + d.reason, {{"decision", "evict_then_start"}, {"victims", d.victims}});
+        m.wait_reason =
+            fmt::format("evicting {} for this request's {}: {}", fmt::join(d.victims, ", "), t.why, d.reason);
+        note("admission", m, "request: " + d.reason,
+             {{"decision", "evict_then_start"}, {"victims", d.victims}});
         for (const auto& v : d.victims)
             if (auto it = models_.find(v); it != models_.end()) {
                 Model& victim = *it->second;

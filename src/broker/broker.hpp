@@ -129,7 +129,8 @@ class Broker {
     nlohmann::json progress(const std::string& model);
     // What `request` needs of its own beside the engine (asks the model's kind); nullopt for most requests
     // and for unknown models.
-    std::optional<engines::RequestCost> request_cost(const std::string& model, const engines::RequestView& request);
+    std::optional<engines::RequestCost> request_cost(const std::string& model,
+                                                     const engines::RequestView& request);
 
     boost::asio::awaitable<nlohmann::json> models();
     // Everything /loch/status, the dashboard, `loch ps` and /metrics show: devices (the ledger), engines,
@@ -173,7 +174,8 @@ class Broker {
     Serve book_transient(Model& m, const engines::RequestCost& t, std::string* holder);
     Lease make_lease(Model& m, std::string decision, std::chrono::steady_clock::duration waited,
                      std::string transient_holder = {});
-    void release(const std::string& model, std::chrono::steady_clock::duration held, const std::string& transient);
+    void release(const std::string& model, std::chrono::steady_clock::duration held,
+                 const std::string& transient);
     void pump();
     void fail_waiters(const Model& m, const Error& e);
 

@@ -98,8 +98,8 @@ struct Broker::Waiter {
     Clock::time_point since = Clock::now();
     bool granted = false;
     std::optional<Error> error;
-    std::string decision;  // what admission said when it queued ("loading on cpu …", "waiting for …")
-    RequestNeeds needs;    // its own memory, if any (the pump books it when it grants)
+    std::string decision;   // what admission said when it queued ("loading on cpu …", "waiting for …")
+    RequestNeeds needs;     // its own memory, if any (the pump books it when it grants)
     std::string transient;  // the ledger holder booked for it at grant
 };
 
