@@ -60,6 +60,8 @@ nlohmann::json Broker::model_status(const Model& m) const {
         if (auto r = ledger_.reservation(m.device, m.name())) j["reservation"] = *r;
     if (m.measured) j["measured"] = *m.measured;
     if (m.engine) j["engine"] = m.engine->status_json();
+    if (m.engine && m.active > 0 && m.kind->reports_progress())
+        if (auto p = m.kind->request_progress(m.engine->log_tail(40))) j["progress"] = *p;
     if (m.last_exit) j["last_exit"] = *m.last_exit;
     if (!m.stop_reason.empty()) j["last_stop_reason"] = m.stop_reason;
     return j;

@@ -44,6 +44,10 @@ std::optional<RequestCost> Kind::request_cost(const config::ModelConfig&, const 
     return std::nullopt;
 }
 
+std::optional<nlohmann::json> Kind::request_progress(const std::vector<std::string>&) const {
+    return std::nullopt;
+}
+
 bool Kind::serves(std::string_view route) const {
     return route == "/v1/chat/completions" || route == "/v1/completions" || route == "/v1/embeddings";
 }

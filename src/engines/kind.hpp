@@ -119,6 +119,10 @@ class Kind : public config::KindSchema {
     // reserved KV cache).
     virtual std::optional<RequestCost> request_cost(const config::ModelConfig& model,
                                                     const RequestView& request) const;
+    // A running request's progress read from the engine's last log lines: {step, steps, seconds_per_step,
+    // eta_s} (sd-server prints its sampling steps). Only asked when reports_progress().
+    virtual bool reports_progress() const { return false; }
+    virtual std::optional<nlohmann::json> request_progress(const std::vector<std::string>& log_tail) const;
     // Whether the engine stops a request whose client hung up (its connection closed). An engine that cannot
     // (sd-server) keeps the request's slot and reservation until it has finished.
     virtual bool cancels_on_disconnect() const { return true; }

@@ -476,6 +476,10 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             }
             if (headers_sent) throw engine_answer_error(status, body, lease.model());
             if (status < 300) take_usage_scan(body, rec);
+            if (status < 300 && lease.kind().reports_progress() && lease.engine())
+                if (auto p = lease.kind().request_progress(lease.engine()->log_tail(40));
+                    p && p->contains("seconds_per_step"))
+                    rec.seconds_per_step = (*p)["seconds_per_step"].get<double>();
             bhttp::response<bhttp::string_body> res{uh.result(), v};
             json_head(res);
             res.body() = tr ? tr->answer(body, status) : std::move(body);

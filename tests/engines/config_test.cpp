@@ -552,3 +552,25 @@ TEST_F(ConfigTest, SdServerEntryLaunchesWithItsComponentsAndRefusesSizesAboveMax
 
 }  // namespace
 }  // namespace loch::config
+
+namespace loch::config {
+namespace {
+
+TEST(SdServerProgress, TheLastStepLineOfTheRunningGenerationIsItsProgress) {
+    const auto& kind = engines::kind_named("sd-server");
+    ASSERT_TRUE(kind.reports_progress());
+    const std::vector<std::string> tail = {
+        "[INFO ] stable-diffusion.cpp:3367 - generate_image 128x128",
+        "\r  |==>    | 1/20 - 2.00s/it\x1b[K\r  |=====>   | 7/20 - 0.50it/s\x1b[K"};
+    const auto p = kind.request_progress(tail);
+    ASSERT_TRUE(p);
+    EXPECT_EQ((*p)["step"], 7);
+    EXPECT_EQ((*p)["steps"], 20);
+    EXPECT_DOUBLE_EQ((*p)["seconds_per_step"].get<double>(), 2.0);
+    EXPECT_DOUBLE_EQ((*p)["eta_s"].get<double>(), 26.0);
+    // Loading progress (MB/s) is not sampling; nothing after generate_image yet is step 0.
+    EXPECT_EQ((*kind.request_progress({"generate_image 64x64", "|===| 52/382 - 47.75MB/s"}))["step"], 0);
+}
+
+}  // namespace
+}  // namespace loch::config

@@ -17,7 +17,9 @@
 // arithmetic — from grant until sd-server is done with it (it cannot cancel a running generation, so a
 // client that hangs up does not end it). A request that can never fit beside the weights is refused at once
 // with the numbers per component and what would make it fit; one above `max_size` is refused as well.
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <regex>
 #include <stdexcept>
@@ -134,6 +136,34 @@ std::string phase_of(const SdSettings& s, std::uint64_t w, std::uint64_t h) {
     return diffusion_compute(s, w, h) > decoder_compute(s, w, h) ? "diffusion step" : "decoder";
 }
 
+// The last "<k>/<N> - <rate>s/it" (or "it/s") on a progress line, read backwards by hand: the line repeats
+// its bar with \r for every step (and the load's for every tensor: tens of KiB), too long for std::regex.
+std::optional<nlohmann::json> last_step(const std::string& l) {
+    const auto s_it = l.rfind("s/it"), it_s = l.rfind("it/s");
+    const bool per_it = s_it != std::string::npos && (it_s == std::string::npos || s_it > it_s);
+    const auto unit = per_it ? s_it : it_s;
+    if (unit == std::string::npos) return std::nullopt;
+    const auto digits_before = [&](std::size_t end, bool dot) {
+        std::size_t b = end;
+        while (b > 0 && (std::isdigit(static_cast<unsigned char>(l[b - 1])) || (dot && l[b - 1] == '.'))) --b;
+        return b;
+    };
+    const auto rb = digits_before(unit, true);
+    if (rb == unit || rb < 3 || l.compare(rb - 3, 3, " - ") != 0) return std::nullopt;
+    const auto ne = rb - 3, nb = digits_before(ne, false);
+    if (nb == ne || nb == 0 || l[nb - 1] != '/') return std::nullopt;
+    const auto ke = nb - 1, kb = digits_before(ke, false);
+    if (kb == ke) return std::nullopt;
+    const double step = std::strtod(l.substr(kb, ke - kb).c_str(), nullptr);
+    const double steps = std::strtod(l.substr(nb, ne - nb).c_str(), nullptr);
+    const double rate = std::strtod(l.substr(rb, unit - rb).c_str(), nullptr);
+    const double spp = per_it ? rate : (rate > 0 ? 1.0 / rate : 0.0);
+    return nlohmann::json{{"step", step},
+                          {"steps", steps},
+                          {"seconds_per_step", spp},
+                          {"eta_s", std::max(0.0, (steps - step) * spp)}};
+}
+
 class SdServerKind final : public Kind {
   public:
     std::string_view name() const override { return "sd-server"; }
@@ -223,6 +253,19 @@ class SdServerKind final : public Kind {
     std::uint32_t slots(const config::ModelConfig&) const override { return 1; }
 
     bool cancels_on_disconnect() const override { return false; }  // a running generation cannot be stopped
+
+    // "  |=======>      | 7/20 - 1.31s/it" (or "it/s"), repeated with \r on one line, after "generate_image".
+    bool reports_progress() const override { return true; }
+    std::optional<nlohmann::json> request_progress(const std::vector<std::string>& tail) const override {
+        for (auto line = tail.rbegin(); line != tail.rend(); ++line) {
+            if (auto p = last_step(*line)) return p;
+            // The start of this generation ("generate_image 512x512"; not its "generate_image completed").
+            if (line->find("generate_image ") != std::string::npos &&
+                line->find("completed") == std::string::npos)
+                return nlohmann::json{{"step", 0}};
+        }
+        return std::nullopt;
+    }
 
     std::optional<RequestCost> request_cost(const config::ModelConfig& m,
                                             const RequestView& r) const override {

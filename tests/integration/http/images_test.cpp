@@ -76,6 +76,10 @@ TEST(Images, A128ImageThroughLochWithTheOpenAIClientAndTheEnginesOwnFigures) {
     ASSERT_TRUE(e.contains("measured")) << e.dump(1);
     EXPECT_EQ(e["measured"]["source"], "measured");
     EXPECT_GE(e["reservation"]["bytes"].get<std::uint64_t>(), e["measured"]["bytes"].get<std::uint64_t>());
+    // Seconds per sampling step, from sd-server's own progress line, in /metrics.
+    const auto m = loch.get("/metrics");
+    EXPECT_NE(m.body.find(R"(loch_image_seconds_per_step_count{model="flux"} 1)"), std::string::npos)
+        << m.body;
 }
 
 TEST(Images, ASizeAboveMaxSizeIsRefusedBeforeTheEngineSeesItWithTheNumbers) {
@@ -206,7 +210,14 @@ TEST(Images, AClientThatHangsUpDoesNotReleaseTheRequestReservationBeforeTheEngin
     std::this_thread::sleep_for(300ms);
     ASSERT_EQ(request_reservations(loch, "flux").size(), 1u) << loch.status()["devices"].dump(1);
     EXPECT_EQ(loch.engine_status("flux")["active_requests"], 1);
-    std::this_thread::sleep_for(1500ms);
+    // Its progress, from sd-server's step lines, while it runs.
+    json progress = json::object();
+    for (int i = 0; i < 100 && progress.value("step", 0.0) < 1; ++i) {
+        std::this_thread::sleep_for(50ms);
+        progress = loch.engine_status("flux").value("progress", json::object());
+    }
+    EXPECT_EQ(progress.value("steps", 0.0), 30) << progress;
+    EXPECT_GT(progress.value("eta_s", 0.0), 0) << progress;
     EXPECT_EQ(request_reservations(loch, "flux").size(), 1u);  // sd-server is still generating it
     for (int i = 0; i < 600 && !request_reservations(loch, "flux").empty(); ++i)
         std::this_thread::sleep_for(50ms);
