@@ -206,6 +206,11 @@ gguf::Model build_model(const Shape& shape, std::string_view quant) {
     }
     detail::assign_types(tl.tensors(), tl.quantizable(), shape, *spec);
     model.tensors = std::move(tl.tensors());
+    lay_out(model);
+    return model;
+}
+
+void lay_out(gguf::Model& model) {
     try {
         // One layout pass (it serializes the header, vocabulary included): offsets and size together.
         const auto layout = gguf::layout(model);
@@ -215,7 +220,6 @@ gguf::Model build_model(const Shape& shape, std::string_view quant) {
     } catch (const std::invalid_argument& e) {
         throw SynthError(fmt::format("cannot lay out the model: {}", e.what()));
     }
-    return model;
 }
 
 }  // namespace loch::synth

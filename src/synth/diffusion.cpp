@@ -179,14 +179,7 @@ gguf::Model build_diffusion(const DiffusionPreset& p, GgmlType weight_type) {
     model.metadata.set("general.name", gguf::Value::str(p.name));
     model.metadata.set("general.description", gguf::Value::str("loch-synth " + p.name + ": zero weights"));
     model.tensors = std::move(t.list());
-    try {
-        const auto layout = gguf::layout(model);
-        for (std::size_t i = 0; i < model.tensors.size(); ++i)
-            model.tensors[i].offset = layout.tensor_offsets[i];
-        model.file_size = layout.file_size;
-    } catch (const std::invalid_argument& e) {
-        throw SynthError(fmt::format("cannot lay out {}: {}", p.name, e.what()));
-    }
+    lay_out(model);
     return model;
 }
 

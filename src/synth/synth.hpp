@@ -88,6 +88,8 @@ bool is_known_quant(std::string_view quant);
 // The model without data (tensor offsets assigned as the writer will lay them out).
 // Throws SynthError for an invalid shape or unknown quant.
 gguf::Model build_model(const Shape& shape, std::string_view quant = "f16");
+// Assigns the tensors' offsets and the file size as the writer lays them out. Throws SynthError.
+void lay_out(gguf::Model& model);
 
 enum class Weights {
     zeros,  // sparse file: only the header costs disk space

@@ -407,23 +407,7 @@ class SdServerKind final : public Kind {
                                                                  const EngineAddress&, const ReadyFacts&,
                                                                  const RequestView& r) const override {
         if (r.body == nullptr || !r.body->is_object()) co_return std::nullopt;
-        std::uint64_t w = 512, h = 512;  // sd-server's default size
-        const auto& b = *r.body;
-        if (b.contains("size") && b["size"].is_string()) {
-            const std::string sz = b["size"];
-            if (const auto x = sz.find('x'); x != std::string::npos) {
-                try {
-                    w = std::stoull(sz.substr(0, x));
-                    h = std::stoull(sz.substr(x + 1));
-                } catch (const std::exception&) {
-                    co_return Refusal{Refusal::Kind::invalid_request,
-                                      "size must be WIDTHxHEIGHT, got '" + sz + "'",
-                                      {{"size", sz}}};
-                }
-            }
-        }
-        if (b.contains("width") && b["width"].is_number_unsigned()) w = b["width"].get<std::uint64_t>();
-        if (b.contains("height") && b["height"].is_number_unsigned()) h = b["height"].get<std::uint64_t>();
+        const auto [w, h] = request_size(*r.body);
         if (r.model == nullptr) co_return std::nullopt;
         const auto& s = sd_settings(*r.model);
         if (w <= s.max_width && h <= s.max_height) co_return std::nullopt;
