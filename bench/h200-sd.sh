@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # On the lent H200 (device tool): builds stable-diffusion.cpp's sd-server with CUDA from the same PyPI sdist
-# the setup script uses (carried in devcarry/), times the build, and records sd.cpp's own buffer lines for
+# the setup script uses (carried in devcarry-sd/ with loch-synth), times the build, and records sd.cpp's own buffer lines for
 # Flux-shaped synthetic models (loch-synth --diffusion, carried) at several sizes: the GPU side of the diffusion
 # planner's figures (docs/engine-build.md, docs/images.md).
 #   bash bench/h200-sd.sh     (results in $OUT, or ./h200-sd-out)
 set -euo pipefail
 R=$(pwd)
+C=${CARRY_DIR:-$R/devcarry-sd}  # the sdist and loch-synth, carried
 OUT=${OUT:-$R/h200-sd-out}
 W=/tmp/sd-h200
 mkdir -p "$OUT" "$W"
-tar xzf "$R/devcarry/stable_diffusion_cpp_python-0.4.7.tar.gz" -C "$W"
+tar xzf "$C/stable_diffusion_cpp_python-0.4.7.tar.gz" -C "$W"
 SRC=$(echo "$W"/stable_diffusion_cpp_python-*/vendor/stable-diffusion.cpp)
 start=$SECONDS
 cmake -S "$SRC" -B "$W/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
@@ -18,7 +19,7 @@ cmake --build "$W/build" -j "$(nproc)" --target sd-server >"$OUT/build.log" 2>&1
 echo "sd-server CUDA build: $((SECONDS - start)) s on $(nproc) cores" | tee "$OUT/build-time.txt"
 M=$W/models
 mkdir -p "$M"
-for p in flux1-1block clip-l taef1; do "$R/devcarry/loch-synth" --diffusion $p --type q8_0 --out "$M/$p.gguf" >/dev/null; done
+for p in flux1-1block clip-l taef1; do "$C/loch-synth" --diffusion $p --type q8_0 --out "$M/$p.gguf" >/dev/null; done
 "$W/build/bin/sd-server" --diffusion-model "$M/flux1-1block.gguf" --clip_l "$M/clip-l.gguf" --taesd "$M/taef1.gguf" \
   --listen-port 18090 -v --steps 1 >"$OUT/sd-server.log" 2>&1 &
 pid=$!
