@@ -103,7 +103,9 @@ double diffusion_compute(const SdSettings& s, std::uint64_t w, std::uint64_t h) 
 }
 double decoder_compute(const SdSettings& s, std::uint64_t w, std::uint64_t h) {
     const double px = double(w) * double(h);
-    double decoder = s.files.contains("taesd") ? 1920.25 * px : (s.vae_conv_direct ? 2816.0 : 6656.0) * px;
+    // (TAESD: exactly 1921 B/px on the H200 at 512²…2048²; the CPU fits gave 1920.25, which was under.)
+    double decoder =
+        s.files.contains("taesd") ? 1921.0 * px + kMiB : (s.vae_conv_direct ? 2816.0 : 6656.0) * px;
     if (s.vae_tiling) decoder = std::min(decoder, (s.vae_conv_direct ? 2816.0 : 6656.0) * 256.0 * 256.0);
     return decoder;
 }
