@@ -392,6 +392,20 @@ bool Broker::exclusive_ok(const Model& m) const {
     return lock == gpu_lock_.end() || lock->second == m.name();
 }
 
+void Broker::evict(const std::vector<std::string>& victims, const Model& for_model, const std::string& why) {
+    for (const auto& v : victims)
+        if (auto it = models_.find(v); it != models_.end()) {
+            Model& victim = *it->second;
+            const auto held = ledger_.reservation(victim.device, victim.name());
+            ++victim.evictions;
+            note("evict", victim, why,
+                 {{"for", for_model.name()},
+                  {"device", victim.device},
+                  {"freed_bytes", held ? held->bytes : 0}});
+            begin_stop(victim, why);
+        }
+}
+
 std::optional<engines::RequestCost> Broker::request_cost(const std::string& name,
                                                          const engines::RequestView& r) {
     Model* m = find(name);
@@ -446,15 +460,7 @@ Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, st
             fmt::format("evicting {} for this request's {}: {}", fmt::join(d.victims, ", "), t.why, d.reason);
         note("admission", m, "request: " + d.reason,
              {{"decision", "evict_then_start"}, {"victims", d.victims}});
-        for (const auto& v : d.victims)
-            if (auto it = models_.find(v); it != models_.end()) {
-                Model& victim = *it->second;
-                const auto held = ledger_.reservation(victim.device, victim.name());
-                ++victim.evictions;
-                note("evict", victim, "evicted to make room for a request to '" + m.name() + "'",
-                     {{"for", m.name()}, {"device", victim.device}, {"freed_bytes", held ? held->bytes : 0}});
-                begin_stop(victim, "evicted to make room for a request to '" + m.name() + "'");
-            }
+        evict(d.victims, m, "evicted to make room for a request to '" + m.name() + "'");
     } else {
         m.wait_reason = "this request's " + t.why + ": " + d.reason;
     }
@@ -521,17 +527,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
             m.wait_reason =
                 fmt::format("evicting {} to start on {}: {}", fmt::join(d.victims, ", "), d.device, d.reason);
             note("admission", m, d.reason, {{"decision", "evict_then_start"}, {"victims", d.victims}});
-            for (const auto& v : d.victims)
-                if (auto it = models_.find(v); it != models_.end()) {
-                    Model& victim = *it->second;
-                    const auto held = ledger_.reservation(victim.device, victim.name());
-                    ++victim.evictions;
-                    note("evict", victim, "evicted to make room for '" + m.name() + "'",
-                         {{"for", m.name()},
-                          {"device", victim.device},
-                          {"freed_bytes", held ? held->bytes : 0}});
-                    begin_stop(victim, "evicted to make room for '" + m.name() + "'");
-                }
+            evict(d.victims, m, "evicted to make room for '" + m.name() + "'");
             return Serve::wait;
         }
         case Decision::Kind::refuse: {

@@ -187,6 +187,8 @@ class Broker {
     void begin_load(Model& m, const std::string& device);
     boost::asio::awaitable<void> load(Model& m, std::shared_ptr<engines::EngineRun> engine);
     void begin_stop(Model& m, std::string why);
+    // Stops each victim that admission chose for `for_model`, counting and logging the eviction.
+    void evict(const std::vector<std::string>& victims, const Model& for_model, const std::string& why);
     void on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine, const engines::ExitReport& r);
     boost::asio::awaitable<void> ensure_footprint(Model& m);
     boost::asio::awaitable<void> tick_loop();

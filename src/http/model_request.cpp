@@ -14,6 +14,11 @@ namespace bhttp = boost::beast::http;
 using broker::Error;
 using broker::ErrorKind;
 
+std::string Server::request_id(const Request& req) {
+    return observe::checked_request_id(req["X-Request-Id"])
+        .value_or(fmt::format("{:06x}-{}", run_id_, next_request_++));
+}
+
 void Server::finish(observe::RequestRecord& rec, std::chrono::steady_clock::time_point started) {
     rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     metrics_.record(rec);
@@ -23,8 +28,7 @@ void Server::finish(observe::RequestRecord& rec, std::chrono::steady_clock::time
 asio::awaitable<bool> Server::model_request(boost::beast::tcp_stream& stream, Request& req, const Route& r) {
     const auto started = std::chrono::steady_clock::now();
     observe::RequestRecord rec;
-    rec.id = observe::checked_request_id(req["X-Request-Id"])
-                 .value_or(fmt::format("{:06x}-{}", run_id_, next_request_++));
+    rec.id = request_id(req);
     const std::string_view target = req.target();
     rec.route = std::string(target.substr(0, target.find('?')));
     bool keep = false;

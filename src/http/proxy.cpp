@@ -47,6 +47,18 @@ asio::awaitable<bool> write_raw(beast::tcp_stream& client, std::string_view byte
     co_return static_cast<bool>(ec);
 }
 
+// Part of a streamed body: a chunk, or (HTTP/1.0, no chunked encoding) the bytes as they are.
+asio::awaitable<boost::system::error_code> write_body_bytes(beast::tcp_stream& client, std::string_view bytes,
+                                                            bool chunked) {
+    boost::system::error_code ec;
+    std::size_t n = 0;
+    if (chunked)
+        std::tie(ec, n) = co_await asio::async_write(client, bhttp::make_chunk(asio::buffer(bytes)), tok);
+    else
+        std::tie(ec, n) = co_await asio::async_write(client, asio::buffer(bytes), tok);
+    co_return ec;
+}
+
 // Ends the relay on every path: marks it done and closes the upstream socket now (not when the client watch
 // lets go of the state).
 struct RelayGuard {
@@ -259,13 +271,7 @@ asio::awaitable<std::optional<broker::Lease>> Server::acquire_with_heartbeat(
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
             out += "event: loch.progress\ndata: " + dump(ev) + "\n\n";
         }
-        boost::system::error_code ec;
-        std::size_t n = 0;
-        if (chunked)
-            std::tie(ec, n) = co_await asio::async_write(client, bhttp::make_chunk(asio::buffer(out)), tok);
-        else
-            std::tie(ec, n) = co_await asio::async_write(client, asio::buffer(out), tok);
-        if (ec) co_return std::nullopt;
+        if (co_await write_body_bytes(client, out, chunked)) co_return std::nullopt;
     }
     if (p->error) std::rethrow_exception(p->error);
     co_return std::move(p->lease);
@@ -286,15 +292,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
     Translation* tr = call.translation;
     std::optional<ModelRename> rename;
     auto client_watch_started = false;
-    const auto write_body = [&](std::string_view bytes) -> asio::awaitable<boost::system::error_code> {
-        boost::system::error_code ec;
-        std::size_t n = 0;
-        if (chunked)
-            std::tie(ec, n) = co_await asio::async_write(client, bhttp::make_chunk(asio::buffer(bytes)), tok);
-        else
-            std::tie(ec, n) = co_await asio::async_write(client, asio::buffer(bytes), tok);
-        co_return ec;
-    };
+    const auto write_body = [&](std::string_view bytes) { return write_body_bytes(client, bytes, chunked); };
     const auto gone = [&] {
         rec.client_gone = true;
         rec.status = 499;  // nginx's "client closed request"

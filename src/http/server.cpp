@@ -349,8 +349,7 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {
                             r.kind == K::dashboard || (r.kind == K::engine_log && r.follow);
     if (!model && !monitoring) {
         observe::RequestRecord rec;
-        rec.id = observe::checked_request_id(req["X-Request-Id"])
-                     .value_or(fmt::format("{:06x}-{}", run_id_, next_request_++));
+        rec.id = request_id(req);
         const std::string_view target = req.target();
         rec.route = std::string(req.method_string()) + " " + std::string(target.substr(0, target.find('?')));
         rec.model = r.engine;

@@ -131,6 +131,8 @@ class Server {
                                             const Route& r);
     void finish(observe::RequestRecord& rec, std::chrono::steady_clock::time_point started);
     void log_unread(const broker::Error& e);
+    // The client's X-Request-Id when it is safe to log and echo, else loch's own (run prefix + counter).
+    std::string request_id(const Request& req);
     boost::asio::awaitable<void> check_request(const broker::Lease& lease, const OpenAIRequest& r);
     void close_idle();
 
