@@ -119,11 +119,15 @@ void Broker::refresh_devices() {
             if (dc.budget)
                 l.cap = MemoryFigure{*dc.budget, Source::configured, "devices." + d.id + ".budget"};
             if (d.driver_reserved) l.driver_reserved = *d.driver_reserved;
+            if (dc.backend == "vulkan" && d.vulkan_heap)
+                l.backend_bound = MemoryFigure{d.vulkan_heap->bytes, Source::measured,
+                                               "the Vulkan DEVICE_LOCAL heap (devices." + d.id +
+                                                   ".backend: vulkan): all a Vulkan engine can allocate"};
             ledger_.set_device(std::move(l));
         }
         if (d.used) ledger_.observe_used(d.id, d.used->bytes);
-        if (d.backend != "cpu" || d.id == "cpu")
-            placements_[d.id] = {d.id, d.backend, d.ordinal, d.total.bytes};
+        const std::string backend = cfg_->device(d.id).backend.value_or(d.backend);
+        if (backend != "cpu" || d.id == "cpu") placements_[d.id] = {d.id, backend, d.ordinal, d.total.bytes};
     }
     observe_engines(snap);
 }
@@ -410,7 +414,13 @@ std::optional<engines::RequestCost> Broker::request_cost(const std::string& name
                                                          const engines::RequestView& r) {
     Model* m = find(name);
     if (!m) return std::nullopt;
-    return m->kind->request_cost(*m->cfg, r);
+    // Costed for the device it runs on (the first it may use while cold): placement flags (clip_on_cpu …)
+    // change what a GPU holds; on the CPU everything counts.
+    engines::RequestView placed = r;
+    const auto devices = allowed_devices(*m);
+    const std::string device = !m->device.empty() ? m->device : devices.empty() ? "cpu" : devices.front();
+    if (auto it = placements_.find(device); it != placements_.end()) placed.where = &it->second;
+    return m->kind->request_cost(*m->cfg, placed);
 }
 
 Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, std::string* holder) {
@@ -420,6 +430,15 @@ Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, st
         // Never: the weights and this request's compute together exceed what the device can ever give.
         const std::uint64_t budget = cap > engine.bytes ? cap - engine.bytes : 0;
         auto help = t.would_help ? t.would_help(budget) : std::vector<std::string>{};
+        if (const auto* lim = ledger_.limits(m.device); lim && lim->backend_bound) {
+            // The Vulkan trap: the heap bounds it, the GTT pool would not.
+            const auto gtt = ledger_.capacity_without_backend_bound(m.device);
+            help.push_back(fmt::format(
+                "the ROCm build of the engine (devices.{}.backend: rocm): it allocates from GTT, {} here{}, "
+                "not from the {} Vulkan heap",
+                m.device, human_bytes(gtt), engine.bytes + t.bytes <= gtt ? " — enough for this request" : "",
+                human_bytes(lim->backend_bound->bytes)));
+        }
         nlohmann::json d = t.details;
         d["model"] = m.name();
         d["device"] = m.device;
@@ -546,9 +565,19 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                     details["need_source"] = to_string(n.source);
                     details["need_detail"] = n.why;
                 }
+            std::string vulkan;
+            if (const auto* lim = ledger_.limits(d.refusal.device); lim && lim->backend_bound) {
+                vulkan = fmt::format(
+                    "; the Vulkan heap ({}) bounds it: the ROCm build (devices.{}.backend: rocm) allocates "
+                    "from "
+                    "GTT, {} here",
+                    human_bytes(lim->backend_bound->bytes), d.refusal.device,
+                    human_bytes(ledger_.capacity_without_backend_bound(d.refusal.device)));
+                details["would_help"].push_back(vulkan.substr(2));
+            }
             Error refusal(ErrorKind::insufficient_memory,
-                          fmt::format("model '{}' does not fit: {} (largest free now {})", m.name(), d.reason,
-                                      human_bytes(d.refusal.largest_free)),
+                          fmt::format("model '{}' does not fit: {} (largest free now {}){}", m.name(),
+                                      d.reason, human_bytes(d.refusal.largest_free), vulkan),
                           details);
             note("refused", m, refusal.what(), {{"need_bytes", d.refusal.need}, {"device", d.refusal.device}},
                  true);

@@ -26,6 +26,9 @@ struct DeviceSnapshot {
     std::string name;
     std::string backend = "cpu";  // how engines reach it: "cpu" | "cuda" | "rocm"
     std::optional<int> ordinal;   // devices::Device::ordinal
+    // The largest Vulkan DEVICE_LOCAL heap (RADV on an APU: ~4 GiB, whatever GTT holds); what a Vulkan
+    // engine can allocate at most.
+    std::optional<MemoryFigure> vulkan_heap;
 };
 
 // The snapshot of one probed device (its allocation pool: VRAM, GTT on an APU, RAM for the CPU); nullopt

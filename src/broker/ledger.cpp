@@ -82,6 +82,7 @@ std::uint64_t Ledger::empty_capacity(const std::string& device) const {
     const auto& l = it->second.limits;
     std::uint64_t c = sub_floor(sub_floor(l.total.bytes, l.driver_reserved.bytes), l.reserve.bytes);
     if (l.cap) c = std::min(c, l.cap->bytes);
+    if (l.backend_bound) c = std::min(c, l.backend_bound->bytes);
     return c;
 }
 
@@ -95,7 +96,20 @@ std::uint64_t Ledger::capacity(const std::string& device) const {
         it->second.probed ? sub_floor(it->second.probe_used, own(device)) : std::uint64_t{0};
     const std::uint64_t physical =
         sub_floor(sub_floor(sub_floor(l.total.bytes, l.driver_reserved.bytes), l.reserve.bytes), others);
-    return l.cap ? std::min(physical, l.cap->bytes) : physical;
+    std::uint64_t c = l.cap ? std::min(physical, l.cap->bytes) : physical;
+    if (l.backend_bound) c = std::min(c, l.backend_bound->bytes);
+    return c;
+}
+
+std::uint64_t Ledger::capacity_without_backend_bound(const std::string& device) const {
+    auto it = devices_.find(device);
+    if (it == devices_.end()) return 0;
+    Ledger copy;
+    DeviceLimits l = it->second.limits;
+    l.backend_bound.reset();
+    copy.devices_[device] = it->second;
+    copy.devices_[device].limits = l;
+    return copy.capacity(device);
 }
 
 std::uint64_t Ledger::own(const std::string& device) const {
@@ -129,6 +143,7 @@ std::uint64_t Ledger::free(const std::string& device) const {
     std::uint64_t physical = sub_floor(
         sub_floor(sub_floor(l.total.bytes, l.driver_reserved.bytes), l.reserve.bytes), outside(device));
     std::uint64_t limit = l.cap ? std::min(physical, l.cap->bytes) : physical;
+    if (l.backend_bound) limit = std::min(limit, l.backend_bound->bytes);
     return sub_floor(limit, own(device));
 }
 
@@ -156,6 +171,10 @@ nlohmann::json Ledger::to_json() const {
         j["driver_reserved"] = d.limits.driver_reserved;
         j["empty_capacity_bytes"] = empty_capacity(id);
         j["capacity_bytes"] = capacity(id);
+        if (d.limits.backend_bound) {
+            j["backend_bound_bytes"] = d.limits.backend_bound->bytes;
+            j["backend_bound"] = d.limits.backend_bound->detail;
+        }
         j["outside_bytes"] = outside(id);
         j["own_bytes"] = own(id);
         j["free_bytes"] = free(id);

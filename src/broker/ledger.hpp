@@ -26,6 +26,9 @@ struct DeviceLimits {
     MemoryFigure reserve;             // kept free for the system (configured)
     std::optional<MemoryFigure> cap;  // configured budget for loch on this device
     MemoryFigure driver_reserved;     // never free: the driver's own (NVML v2 `reserved`); 0 if unknown
+    // The engine build's own ceiling on this device (a Vulkan build on an APU: its DEVICE_LOCAL heap, far
+    // below the GTT pool the ROCm build can use).
+    std::optional<MemoryFigure> backend_bound;
 };
 
 struct Reservation {
@@ -56,6 +59,8 @@ class Ledger {
     // What can ever be free for loch with the other programs' use as it is now:
     // min(cap, total − driver_reserved − reserve − outside). A model larger than this is refused at once.
     std::uint64_t capacity(const std::string& device) const;
+    // The same without the engine build's ceiling (what another build could use: GTT for ROCm on an APU).
+    std::uint64_t capacity_without_backend_bound(const std::string& device) const;
     std::uint64_t own(const std::string& device) const;      // Σ reservations
     std::uint64_t outside(const std::string& device) const;  // others' use, from the last probe
     // What a new engine may take now: min(cap, total − reserve − outside) − own, floored at 0.

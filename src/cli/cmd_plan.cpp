@@ -1,5 +1,6 @@
 // `loch plan MODEL.gguf | --preset NAME [--quant Q] [settings] [--json] [--fit BYTES] [--dry-run]`:
-// what the model takes on each device with these settings, every figure with its source.
+// what the model takes on each device with these settings, every figure with its source. With --width /
+// --height it plans one image generation instead (cli/plan_image.hpp).
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/plan_image.hpp"
 #include "gguf/reader.hpp"
 #include "plan/dry_run.hpp"
 #include "plan/plan.hpp"
@@ -30,6 +32,7 @@ struct PlanOptions {
     std::vector<float> tensor_split;
     std::vector<std::string> override_tensor;
     double overhead_mib = 600, margin_pct = 0;
+    ImagePlanOptions image;  // --width/--height: an image model (cmd_plan_image.cpp)
 };
 
 std::string dump(const nlohmann::json& j) {
@@ -306,7 +309,13 @@ void add_plan_command(CLI::App& app) {
     cmd->add_option("--fit-params-bin", o->fit_params_bin,
                     "llama-fit-params binary (default: next to loch, then PATH)");
     cmd->add_flag("--json", o->json, "machine-readable output");
-    cmd->callback([o] { run_plan(*o); });
+    add_image_plan_options(*cmd, o->image);
+    cmd->callback([o] {
+        if (is_image_plan(o->image))
+            run_image_plan(o->image, o->file, o->device, o->fit, o->json);
+        else
+            run_plan(*o);
+    });
 }
 
 }  // namespace loch::cli

@@ -112,6 +112,9 @@ struct DeviceConfig {
     std::optional<std::uint64_t> budget;  // cap on what loch's engines may use on this device
     std::uint64_t margin = 0;             // added to every engine's planned footprint on this device
     int line = 0;
+    // The engine build that runs here when it is not the vendor's own (a Vulkan llama.cpp / sd.cpp on an
+    // AMD APU): Vulkan allocates from the DEVICE_LOCAL heap, which bounds what it can hold.
+    std::optional<std::string> backend;
 };
 
 // ---------------------------------------------------------------------------------------------------------

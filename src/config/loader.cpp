@@ -327,6 +327,18 @@ class Loader : public Walker {
                   [&](auto&, auto& v, auto& k) {
                       if (auto b = size(v, k)) d.margin = *b;
                   }},
+                 {"backend",
+                  [&](auto&, auto& v, auto& k) {
+                      auto s = str(v, k);
+                      if (!s) return;
+                      if (*s != "cuda" && *s != "rocm" && *s != "vulkan") {
+                          error(v, k,
+                                "expected cuda, rocm or vulkan (the engine build that runs here), got '" +
+                                    *s + "'");
+                          return;
+                      }
+                      d.backend = *s;
+                  }},
              });
     }
 

@@ -60,6 +60,7 @@ struct RequestView {
     std::uint64_t prompt_token_ids = 0;    // token ids given directly
     std::optional<std::uint64_t> max_tokens;
     const config::ModelConfig* model = nullptr;  // the entry it goes to
+    const Placement* where = nullptr;            // the device it runs on, once the broker knows it
 };
 
 // What one request needs on its engine's device while it runs, beyond the engine's own reservation (an

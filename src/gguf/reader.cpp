@@ -95,7 +95,8 @@ class Cursor {
 
 class Parser {
   public:
-    Parser(std::span<const std::byte> bytes, std::string_view name) : c_(bytes, name), name_(name) {}
+    Parser(std::span<const std::byte> bytes, std::string_view name, ReadLimits limits)
+        : c_(bytes, name), name_(name), limits_(limits) {}
 
     Model run() {
         Model m;
@@ -238,9 +239,9 @@ class Parser {
             const std::uint64_t at = c_.pos();
             TensorInfo t;
             t.name = c_.read_string(fmt::format("name of tensor {}", i));
-            if (t.name.size() > kMaxTensorNameBytes) {
-                c_.fail(at, fmt::format("tensor {} name has {} bytes, llama.cpp allows at most {}", i,
-                                        t.name.size(), kMaxTensorNameBytes));
+            if (t.name.size() > limits_.max_tensor_name) {
+                c_.fail(at, fmt::format("tensor {} name has {} bytes, the engine allows at most {}", i,
+                                        t.name.size(), limits_.max_tensor_name));
             }
             if (!seen.insert(t.name).second) c_.fail(at, fmt::format("duplicate tensor name '{}'", t.name));
             const std::uint64_t dims_at = c_.pos();
@@ -335,6 +336,7 @@ class Parser {
 
     Cursor c_;
     std::string_view name_;
+    ReadLimits limits_;
     std::uint64_t values_ = 0;
     std::vector<std::uint64_t> offset_at_;  // file offset of each tensor's offset field, for errors
 };
@@ -416,8 +418,8 @@ void MappedFile::release() noexcept {
     size_ = 0;
 }
 
-Model parse(std::span<const std::byte> bytes, std::string_view name) {
-    return Parser(bytes, name).run();
+Model parse(std::span<const std::byte> bytes, std::string_view name, ReadLimits limits) {
+    return Parser(bytes, name, limits).run();
 }
 
 std::span<const std::byte> GgufFile::tensor_data(const TensorInfo& t) const {
@@ -426,10 +428,10 @@ std::span<const std::byte> GgufFile::tensor_data(const TensorInfo& t) const {
     return bytes.subspan(model.data_offsets.at(t.file_index) + t.offset, t.n_bytes());
 }
 
-GgufFile open_file(const std::filesystem::path& path) {
+GgufFile open_file(const std::filesystem::path& path, ReadLimits limits) {
     GgufFile f;
     f.maps.emplace_back(path);
-    Model first = parse(f.maps.back().bytes(), path.string());
+    Model first = parse(f.maps.back().bytes(), path.string(), limits);
     const Value* count_v = first.metadata.find("split.count");
     const std::uint64_t count = count_v ? count_v->as_uint().value_or(0) : 1;
     if (count_v && count == 0)
@@ -457,7 +459,7 @@ GgufFile open_file(const std::filesystem::path& path) {
                               fmt::format("part {} of {} of split model {} is missing: {}", i + 1, count,
                                           path.string(), e.what()));
         }
-        parts.push_back(parse(f.maps.back().bytes(), p));
+        parts.push_back(parse(f.maps.back().bytes(), p, limits));
         const Model& part = parts.back();
         const auto no = part.metadata.get_uint("split.no");
         const auto cnt = part.metadata.get_uint("split.count");
@@ -496,8 +498,8 @@ GgufFile open_file(const std::filesystem::path& path) {
     return f;
 }
 
-Model read_model(const std::filesystem::path& path) {
-    return open_file(path).model;
+Model read_model(const std::filesystem::path& path, ReadLimits limits) {
+    return open_file(path, limits).model;
 }
 
 }  // namespace loch::gguf

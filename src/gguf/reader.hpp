@@ -38,6 +38,13 @@ inline constexpr std::uint32_t kMaxArrayDepth = 8;                           // 
 inline constexpr std::uint64_t kMaxMetadataValues = std::uint64_t{1} << 24;  // all array items of a file
 inline constexpr std::uint64_t kMaxTensorNameBytes = 63;                     // GGML_MAX_NAME - 1
 inline constexpr std::uint32_t kMaxDims = 4;                                 // GGML_MAX_DIMS
+// stable-diffusion.cpp builds ggml with GGML_MAX_NAME 128: its checkpoints carry longer tensor names
+// ("model.diffusion_model.output_blocks.11.1.transformer_blocks.0.attn1.to_out.0.weight").
+inline constexpr std::uint64_t kMaxSdCppTensorNameBytes = 127;
+
+struct ReadLimits {
+    std::uint64_t max_tensor_name = kMaxTensorNameBytes;  // the engine's GGML_MAX_NAME - 1
+};
 
 // A read-only memory mapping of a whole file, unmapped on destruction. Throws std::system_error.
 class MappedFile {
@@ -62,7 +69,7 @@ class MappedFile {
 
 // Parses one complete GGUF file held in memory; `name` is used in error messages and Model::files.
 // Split keys are kept as metadata but other parts are not looked for. This is the fuzzer's entry point.
-Model parse(std::span<const std::byte> bytes, std::string_view name = "<memory>");
+Model parse(std::span<const std::byte> bytes, std::string_view name = "<memory>", ReadLimits limits = {});
 
 // A model together with the mappings of its files, for access to tensor data.
 struct GgufFile {
@@ -75,7 +82,7 @@ struct GgufFile {
 // Opens a file; when it is one part of a split model (`NAME-0000K-of-0000N.gguf` with split.count = N),
 // every part is opened and checked (split.no, split.count, split.tensors.count, no duplicate tensors), and
 // the result is one model: metadata from the first part, tensors from all, file_size summed.
-GgufFile open_file(const std::filesystem::path& path);
-Model read_model(const std::filesystem::path& path);
+GgufFile open_file(const std::filesystem::path& path, ReadLimits limits = {});
+Model read_model(const std::filesystem::path& path, ReadLimits limits = {});
 
 }  // namespace loch::gguf

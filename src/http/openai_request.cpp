@@ -3,6 +3,8 @@
 #include <charconv>
 
 #include "broker/error.hpp"
+#include "http/image_size.hpp"
+#include "http/multipart.hpp"
 
 namespace loch::http {
 
@@ -19,6 +21,8 @@ std::string_view to_string(Endpoint e) {
             return "/v1/embeddings";
         case Endpoint::image_generations:
             return "/v1/images/generations";
+        case Endpoint::image_edits:
+            return "/v1/images/edits";
         case Endpoint::sdapi_txt2img:
             return "/sdapi/v1/txt2img";
     }
@@ -82,10 +86,47 @@ void count_message_content(const nlohmann::json& content, OpenAIRequest& r) {
 
 }  // namespace
 
-OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body) {
+// A form's fields as a JSON object: text as strings (all digits: a number), files as their sizes.
+nlohmann::json form_as_json(std::string_view body, std::string_view content_type) {
+    const auto boundary = form_boundary(content_type);
+    if (!boundary)
+        bad("this route takes multipart/form-data with a boundary (an image upload), got Content-Type '" +
+            std::string(content_type.substr(0, 100)) + "'");
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& p : read_form(body, *boundary)) {
+        if (p.filename) {
+            j[p.name] = {{"file_bytes", p.value.size()}, {"filename", *p.filename}};
+            if (const auto wh = image_size(p.value)) {
+                j[p.name]["width"] = wh->first;
+                j[p.name]["height"] = wh->second;
+            }
+            continue;
+        }
+        std::uint64_t n = 0;
+        const auto [end, ec] = std::from_chars(p.value.data(), p.value.data() + p.value.size(), n);
+        if (ec == std::errc() && end == p.value.data() + p.value.size() && !p.value.empty())
+            j[p.name] = n;
+        else
+            j[p.name] = std::string(p.value);
+    }
+    return j;
+}
+
+OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std::string_view content_type) {
     OpenAIRequest r;
     r.endpoint = endpoint;
-    r.body = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (endpoint == Endpoint::image_edits) {
+        r.body = form_as_json(body, content_type);
+        const auto image =
+            r.body.find("image") != r.body.end() ? r.body.find("image") : r.body.find("image[]");
+        if (image == r.body.end() || !image->is_object()) bad("'image' (a file part) is required");
+        // No size: sd-server generates at the image's own size (read from its header, for the cost).
+        if (!r.body.contains("size") && image->contains("width"))
+            r.body["size"] = std::to_string((*image)["width"].get<std::uint32_t>()) + "x" +
+                             std::to_string((*image)["height"].get<std::uint32_t>());
+    } else {
+        r.body = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    }
     if (r.body.is_discarded()) bad("the request body is not valid JSON", {{"body_bytes", body.size()}});
     if (!r.body.is_object()) bad("the request body must be a JSON object");
 
@@ -141,6 +182,7 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body) {
             break;
         }
         case Endpoint::image_generations:
+        case Endpoint::image_edits:
         case Endpoint::sdapi_txt2img: {
             auto p = r.body.find("prompt");
             if (p == r.body.end() || !p->is_string()) bad("'prompt' must be a string");

@@ -13,12 +13,21 @@
 
 namespace loch::http {
 
-enum class Endpoint { chat_completions, completions, embeddings, image_generations, sdapi_txt2img };
+enum class Endpoint {
+    chat_completions,
+    completions,
+    embeddings,
+    image_generations,
+    image_edits,
+    sdapi_txt2img
+};
 std::string_view to_string(Endpoint e);  // its path: "/v1/chat/completions" (http/routes.hpp has the table)
 
 struct OpenAIRequest {
     Endpoint endpoint = Endpoint::chat_completions;
-    nlohmann::json body;  // the parsed object, forwarded as-is
+    // The parsed object, forwarded as-is; for a multipart body (image edits), its text fields as strings
+    // (numbers as numbers) and each file as {"file_bytes": n} — the body forwarded is the client's.
+    nlohmann::json body;
     std::string model;
     bool stream = false;
     std::optional<std::uint64_t> max_tokens;  // max_tokens | max_completion_tokens | n_predict (≥ 0)
@@ -26,7 +35,8 @@ struct OpenAIRequest {
     std::uint64_t prompt_token_ids = 0;  // prompts already given as token ids count exactly
 };
 
-// Throws broker::Error(invalid_request).
-OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body);
+// Throws broker::Error(invalid_request). `content_type` matters for the multipart routes.
+OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body,
+                                   std::string_view content_type = "application/json");
 
 }  // namespace loch::http

@@ -299,7 +299,10 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         return false;
     };
     try {
-        const OpenAIRequest oreq = parse_openai_request(call.endpoint, req.body());
+        std::string_view content_type = "application/json";
+        if (const auto ct = req.find(bhttp::field::content_type); ct != req.end())
+            content_type = std::string_view(ct->value().data(), ct->value().size());
+        const OpenAIRequest oreq = parse_openai_request(call.endpoint, req.body(), content_type);
         rec.model = oreq.model;
         rec.stream = oreq.stream;
         broker::RequestNeeds needs;

@@ -11,6 +11,7 @@ constexpr std::array kRoutes{
     ModelRoute{"/v1/completions", "POST", BodyKind::json, "model", Endpoint::completions},
     ModelRoute{"/v1/embeddings", "POST", BodyKind::json, "model", Endpoint::embeddings},
     ModelRoute{"/v1/images/generations", "POST", BodyKind::json, "model", Endpoint::image_generations},
+    ModelRoute{"/v1/images/edits", "POST", BodyKind::multipart, "model", Endpoint::image_edits},
     ModelRoute{"/sdapi/v1/txt2img", "POST", BodyKind::json, "model", Endpoint::sdapi_txt2img},
 };
 

@@ -27,7 +27,7 @@ class Tensors {
         add(name + ".weight", {k, k, in, out}, GgmlType::F16);  // sd.cpp keeps convolutions in f16
         if (bias) add(name + ".bias", {out}, GgmlType::F32);
     }
-    void norm(const std::string& name, std::uint64_t n) {  // LayerNorm with weight and bias
+    void norm(const std::string& name, std::uint64_t n) {  // LayerNorm / GroupNorm: weight and bias
         add(name + ".weight", {n}, GgmlType::F32);
         add(name + ".bias", {n}, GgmlType::F32);
     }
@@ -88,12 +88,12 @@ void flux(Tensors& t, const FluxShape& s) {
 
 // clip.hpp: OpenAI CLIP ViT-L/14's text model, fixed in sd.cpp: 12 layers, width 768, 12 heads, MLP 3072,
 // 77 positions, vocabulary 49408. Names as Hugging Face writes them (sd.cpp adds its prefix).
-void clip_l(Tensors& t) {
+void clip_l(Tensors& t, const std::string& prefix = "") {
     constexpr std::uint64_t d = 768, ff = 3072;
-    t.add("text_model.embeddings.token_embedding.weight", {d, 49408}, GgmlType::F16);
-    t.add("text_model.embeddings.position_embedding.weight", {d, 77}, GgmlType::F32);
+    t.add(prefix + "text_model.embeddings.token_embedding.weight", {d, 49408}, GgmlType::F16);
+    t.add(prefix + "text_model.embeddings.position_embedding.weight", {d, 77}, GgmlType::F32);
     for (int i = 0; i < 12; ++i) {
-        const auto p = fmt::format("text_model.encoder.layers.{}.", i);
+        const auto p = fmt::format("{}text_model.encoder.layers.{}.", prefix, i);
         for (const char* proj : {"q_proj", "k_proj", "v_proj", "out_proj"})
             t.linear(p + "self_attn." + proj, d, d);
         t.norm(p + "layer_norm1", d);
@@ -101,7 +101,122 @@ void clip_l(Tensors& t) {
         t.linear(p + "mlp.fc1", d, ff);
         t.linear(p + "mlp.fc2", ff, d);
     }
-    t.norm("text_model.final_layer_norm", d);
+    t.norm(prefix + "text_model.final_layer_norm", d);
+}
+
+// auto_encoder_kl.hpp: AutoencoderKL (ch 128, multipliers 1 2 4 4, 2 resnet blocks per level down and 3 up,
+// one attention block in the middle, 1x1-conv attention); z = 4 with quant convs (SD1/SDXL) or 16 without
+// (Flux's ae). sd-server loads the encoder too.
+void autoencoder_kl(Tensors& t, const std::string& prefix, std::uint64_t z, bool quant_conv) {
+    constexpr std::uint64_t ch = 128;
+    constexpr std::uint64_t mult[] = {1, 2, 4, 4};
+    const auto resnet = [&](const std::string& p, std::uint64_t in, std::uint64_t out) {
+        t.norm(p + ".norm1", in);
+        t.conv(p + ".conv1", in, out, 3);
+        t.norm(p + ".norm2", out);
+        t.conv(p + ".conv2", out, out, 3);
+        if (in != out) t.conv(p + ".nin_shortcut", in, out, 1);
+    };
+    const auto middle = [&](const std::string& p, std::uint64_t c) {
+        resnet(p + ".mid.block_1", c, c);
+        t.norm(p + ".mid.attn_1.norm", c);
+        for (const char* x : {"q", "k", "v", "proj_out"}) t.conv(p + ".mid.attn_1." + x, c, c, 1);
+        resnet(p + ".mid.block_2", c, c);
+    };
+    const auto enc = prefix + "encoder", dec = prefix + "decoder";
+    t.conv(enc + ".conv_in", 3, ch, 3);
+    std::uint64_t in = ch;
+    for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 2; ++j) {
+            resnet(fmt::format("{}.down.{}.block.{}", enc, i, j), in, ch * mult[i]);
+            in = ch * mult[i];
+        }
+        if (i != 3) t.conv(fmt::format("{}.down.{}.downsample.conv", enc, i), in, in, 3);
+    }
+    middle(enc, in);
+    t.norm(enc + ".norm_out", in);
+    t.conv(enc + ".conv_out", in, 2 * z, 3);
+    if (quant_conv) {
+        t.conv(prefix + "quant_conv", 2 * z, 2 * z, 1);
+        t.conv(prefix + "post_quant_conv", z, z, 1);
+    }
+    in = ch * mult[3];
+    t.conv(dec + ".conv_in", z, in, 3);
+    middle(dec, in);
+    for (int i = 3; i >= 0; --i) {
+        for (int j = 0; j < 3; ++j) {
+            resnet(fmt::format("{}.up.{}.block.{}", dec, i, j), in, ch * mult[i]);
+            in = ch * mult[i];
+        }
+        if (i != 0) t.conv(fmt::format("{}.up.{}.upsample.conv", dec, i), in, in, 3);
+    }
+    t.norm(dec + ".norm_out", in);
+    t.conv(dec + ".conv_out", in, 3, 3);
+}
+
+// unet.hpp: SD1.x's UNet, fixed in sd.cpp: 320 channels × (1 2 4 4), 2 res blocks per level, attention at
+// the first three levels (8 heads, context 768, 1x1-conv projections), time embedding 1280.
+void sd1_unet(Tensors& t, const std::string& p) {
+    constexpr std::uint64_t mc = 320, temb = 1280, context = 768;
+    constexpr std::uint64_t mult[] = {1, 2, 4, 4};
+    const auto res = [&](const std::string& n, std::uint64_t in, std::uint64_t out) {
+        t.norm(n + ".in_layers.0", in);
+        t.conv(n + ".in_layers.2", in, out, 3);
+        t.linear(n + ".emb_layers.1", temb, out);
+        t.norm(n + ".out_layers.0", out);
+        t.conv(n + ".out_layers.3", out, out, 3);
+        if (in != out) t.conv(n + ".skip_connection", in, out, 1);
+    };
+    const auto attention = [&](const std::string& n, std::uint64_t c) {
+        t.norm(n + ".norm", c);
+        t.conv(n + ".proj_in", c, c, 1);
+        const auto b = n + ".transformer_blocks.0.";
+        for (const char* a : {"attn1", "attn2"}) {
+            const std::uint64_t kv = std::string(a) == "attn1" ? c : context;
+            t.linear(b + a + ".to_q", c, c, false);
+            t.linear(b + a + ".to_k", kv, c, false);
+            t.linear(b + a + ".to_v", kv, c, false);
+            t.linear(b + a + ".to_out.0", c, c);
+        }
+        t.linear(b + "ff.net.0.proj", c, 8 * c);  // GEGLU: 2 × 4c
+        t.linear(b + "ff.net.2", 4 * c, c);
+        for (const char* nn : {"norm1", "norm2", "norm3"}) t.norm(b + nn, c);
+        t.conv(n + ".proj_out", c, c, 1);
+    };
+    t.linear(p + "time_embed.0", mc, temb);
+    t.linear(p + "time_embed.2", temb, temb);
+    t.conv(p + "input_blocks.0.0", 4, mc, 3);
+    std::vector<std::uint64_t> skips = {mc};
+    std::uint64_t ch = mc;
+    int idx = 1;
+    for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 2; ++j, ++idx) {
+            res(fmt::format("{}input_blocks.{}.0", p, idx), ch, mult[i] * mc);
+            ch = mult[i] * mc;
+            if (i < 3) attention(fmt::format("{}input_blocks.{}.1", p, idx), ch);
+            skips.push_back(ch);
+        }
+        if (i < 3) {
+            t.conv(fmt::format("{}input_blocks.{}.0.op", p, idx++), ch, ch, 3);
+            skips.push_back(ch);
+        }
+    }
+    res(p + "middle_block.0", ch, ch);
+    attention(p + "middle_block.1", ch);
+    res(p + "middle_block.2", ch, ch);
+    idx = 0;
+    for (int i = 3; i >= 0; --i)
+        for (int j = 0; j < 3; ++j, ++idx) {
+            const std::uint64_t skip = skips.back();
+            skips.pop_back();
+            res(fmt::format("{}output_blocks.{}.0", p, idx), ch + skip, mult[i] * mc);
+            ch = mult[i] * mc;
+            int up = 1;
+            if (i < 3) attention(fmt::format("{}output_blocks.{}.{}", p, idx, up++), ch);
+            if (i > 0 && j == 2) t.conv(fmt::format("{}output_blocks.{}.{}.conv", p, idx, up), ch, ch, 3);
+        }
+    t.norm(p + "out.0", ch);
+    t.conv(p + "out.2", ch, 4, 3);
 }
 
 // tae.hpp: the tiny autoencoder (64 channels, 3 blocks per stage); z = 4 (TAESD, SD1/SDXL) or 16 (TAEF1,
@@ -149,6 +264,14 @@ const std::vector<DiffusionPreset>& diffusion_presets() {
          {}},
         {"taef1", "TAEF1: the tiny decoder for Flux latents (16 channels)", DiffusionPart::taef1, {}},
         {"taesd", "TAESD: the tiny decoder for SD1/SDXL latents (4 channels)", DiffusionPart::taesd, {}},
+        {"flux-vae",
+         "Flux's AutoencoderKL (ae: 16 latent channels), the full decoder",
+         DiffusionPart::flux_vae,
+         {}},
+        {"sd1.5",
+         "Stable Diffusion 1.5 as one checkpoint: UNet + CLIP-L + VAE (1.07 B params), as sd.cpp detects it",
+         DiffusionPart::sd1,
+         {}},
     };
     return presets;
 }
@@ -173,6 +296,14 @@ gguf::Model build_diffusion(const DiffusionPreset& p, GgmlType weight_type) {
             break;
         case DiffusionPart::taesd:
             tae(t, 4);
+            break;
+        case DiffusionPart::flux_vae:
+            autoencoder_kl(t, "", 16, false);
+            break;
+        case DiffusionPart::sd1:
+            sd1_unet(t, "model.diffusion_model.");
+            clip_l(t, "cond_stage_model.transformer.");
+            autoencoder_kl(t, "first_stage_model.", 4, true);
             break;
     }
     gguf::Model model;

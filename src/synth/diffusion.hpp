@@ -21,11 +21,11 @@ struct FluxShape {
 };
 
 // The parts of a diffusion model sd-server loads from separate files (--diffusion-model, --clip_l, --taesd,
-// --vae), and one-file SD1.x checkpoints are not here yet.
-enum class DiffusionPart { flux, clip_l, taef1, taesd };
+// --vae), and one-file SD1.x checkpoints (-m: UNet + CLIP-L + VAE under the LDM prefixes).
+enum class DiffusionPart { flux, clip_l, taef1, taesd, flux_vae, sd1 };
 
 struct DiffusionPreset {
-    std::string name;  // "flux-tiny", "clip-l", "taef1", "taesd"
+    std::string name;  // "flux-tiny", "clip-l", "taef1", "taesd", "flux-vae", "sd1.5"
     std::string description;
     DiffusionPart part;
     FluxShape flux;  // part == flux

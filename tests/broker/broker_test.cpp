@@ -11,6 +11,8 @@
 #include "broker/broker.hpp"
 #include "broker/device_source.hpp"
 #include "broker/footprint.hpp"
+#include "devices/probe.hpp"
+#include "devices/sysroot_fixture.hpp"
 #include "engines/kinds/command.hpp"
 #include "fake_launcher.hpp"
 
@@ -50,6 +52,10 @@ class BrokerTest : public ::testing::Test {
         gpu.backend = "cuda";
         gpu.ordinal = 0;
         gpu.process_bytes = std::move(process_bytes);
+        start_on({gpu}, o, std::move(groups));
+    }
+    void start_on(std::vector<DeviceSnapshot> snapshot, BrokerOptions o = {},
+                  std::map<int, std::vector<int>> groups = {}) {
         // FixedDevices with process groups: a test double of the /proc scan.
         struct Devices : FixedDevices {
             Devices(std::vector<DeviceSnapshot> d, std::map<int, std::vector<int>> g)
@@ -60,11 +66,10 @@ class BrokerTest : public ::testing::Test {
             }
             std::map<int, std::vector<int>> groups;
         };
-        broker = std::make_unique<Broker>(
-            ioc.get_executor(), cfg,
-            std::make_unique<Devices>(std::vector<DeviceSnapshot>{gpu}, std::move(groups)),
-            std::make_unique<KindFootprint>(ioc.get_executor()), std::make_unique<test::FakeLauncher>(fake),
-            o);
+        broker = std::make_unique<Broker>(ioc.get_executor(), cfg,
+                                          std::make_unique<Devices>(std::move(snapshot), std::move(groups)),
+                                          std::make_unique<KindFootprint>(ioc.get_executor()),
+                                          std::make_unique<test::FakeLauncher>(fake), o);
         broker->start();
     }
 
@@ -418,6 +423,60 @@ TEST_F(BrokerTest, AReloadAddsRemovesAndRestartsAChangedModelOnceItsRequestEnds)
     auto b = acquire("b");
     ASSERT_TRUE(settle(b));
     EXPECT_TRUE(b.get().valid());
+}
+
+// The Vulkan trap on an APU (the Strix Halo fixture tree through the device model): a Vulkan engine
+// allocates from the DEVICE_LOCAL heap (~4 GiB on RADV), not from the GTT pool the ROCm build uses. With
+// `devices.<id>.backend: vulkan` the heap bounds the device, and a request or model above it is refused at
+// once with the heap, the GTT figure and the fix.
+TEST_F(BrokerTest, OnAVulkanApuTheHeapBoundsRequestsAndTheRefusalNamesTheRocmBuild) {
+    auto report = devices::probe([] {
+        devices::ProbeOptions o;
+        o.sysroot = loch::testing::sysroot_fixture("strix-halo-tuned");
+        return o;
+    }());
+    std::vector<DeviceSnapshot> snap;
+    std::string apu;
+    for (auto& d : report.devices) {
+        if (d.kind == devices::DeviceKind::integrated) {
+            d.vulkan_device_local_heap =
+                devices::ProbedFigure::known({4 * kGiB, Source::measured, "fixture heap"}, "fixture heap");
+            apu = d.id;
+        }
+        if (auto s = snapshot_of(d)) snap.push_back(*s);
+    }
+    ASSERT_FALSE(apu.empty());
+    config::DeviceConfig dc;
+    dc.id = apu;
+    dc.backend = "vulkan";
+    cfg.devices[apu] = dc;
+    add_model("images", 3 * kGiB);
+    add_model("big", 6 * kGiB);
+    for (auto& m : cfg.models) m.devices = {apu};
+    start_on(snap, fast());
+    auto lease = acquire("images");
+    ASSERT_TRUE(settle(lease));
+    lease.get();  // 3 GiB of weights fit the heap
+    RequestNeeds needs;
+    engines::RequestCost cost;
+    cost.bytes = 2 * kGiB;
+    cost.why = "compute at 1024x1024: 2.00 GiB (decoder)";
+    needs.transient = cost;
+    auto image = asio::co_spawn(ioc, broker->acquire("images", needs), asio::use_future);
+    ASSERT_TRUE(settle(image, 2s));
+    const auto e = error_of(image);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->kind(), ErrorKind::insufficient_memory);
+    EXPECT_NE(std::string(e->what()).find("devices." + apu + ".backend: rocm"), std::string::npos)
+        << e->what();
+    EXPECT_NE(std::string(e->what()).find("Vulkan heap"), std::string::npos) << e->what();
+    EXPECT_LE(e->details()["capacity_bytes"].get<std::uint64_t>(), 4 * kGiB);
+    // A model larger than the heap (but far below the 100+ GiB GTT pool) is refused the same way.
+    auto big = acquire("big");
+    ASSERT_TRUE(settle(big, 2s));
+    const auto eb = error_of(big);
+    ASSERT_TRUE(eb);
+    EXPECT_NE(std::string(eb->what()).find("ROCm build"), std::string::npos) << eb->what();
 }
 
 }  // namespace

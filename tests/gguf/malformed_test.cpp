@@ -207,7 +207,7 @@ TEST(GgufMalformed, DuplicatesNamesAndNesting) {
     expect_error(dt.b, dat, "duplicate tensor name 't'");
     Raw longname(1, 0);
     longname.tensor(std::string(64, 'x'), {8}, 0, 0).pad(32).zeros(32);
-    expect_error(longname.b, 24, "64 bytes, llama.cpp allows at most 63");
+    expect_error(longname.b, 24, "64 bytes, the engine allows at most 63");
     Raw deep(0, 1);
     deep.str("k").u32(9);
     for (int i = 0; i < 9; ++i) deep.u32(9).u64(1);

@@ -43,3 +43,36 @@ TEST(Diffusion, AFluxWidthThatIsNotAMultipleOf128IsRefused) {
     p.flux.hidden = 200;
     EXPECT_THROW(build_diffusion(p), SynthError);
 }
+
+TEST(Diffusion, Sd15IsOneCheckpointWithTheRealParameterCountsUnderTheLdmPrefixes) {
+    const auto m = build_diffusion(*find_diffusion_preset("sd1.5"));
+    std::uint64_t unet = 0, clip = 0, vae = 0;
+    for (const auto& t : m.tensors) {
+        std::uint64_t n = 1;
+        for (auto d : t.dims) n *= d;
+        (t.name.rfind("model.diffusion_model.", 0) == 0          ? unet
+         : t.name.rfind("cond_stage_model.transformer.", 0) == 0 ? clip
+         : t.name.rfind("first_stage_model.", 0) == 0            ? vae
+                                                                 : (ADD_FAILURE() << t.name, unet)) += n;
+    }
+    // runwayml/stable-diffusion-v1-5: UNet 859.52 M, CLIP ViT-L/14 text 123.06 M, AutoencoderKL 83.65 M.
+    EXPECT_NEAR(double(unet) / 1e6, 859.52, 0.1);
+    EXPECT_NEAR(double(clip) / 1e6, 123.06, 0.1);
+    EXPECT_NEAR(double(vae) / 1e6, 83.65, 0.1);
+    // What sd.cpp's version detection reads: a UNet with a middle attention block and output_blocks.7.1.
+    EXPECT_TRUE(has(m, "model.diffusion_model.middle_block.1.proj_in.weight"));
+    EXPECT_TRUE(has(m, "model.diffusion_model.output_blocks.7.1.transformer_blocks.0.attn1.to_k.weight"));
+    EXPECT_TRUE(has(m, "model.diffusion_model.output_blocks.8.2.conv.weight"));
+    EXPECT_TRUE(has(m, "cond_stage_model.transformer.text_model.embeddings.token_embedding.weight"));
+    EXPECT_TRUE(has(m, "first_stage_model.post_quant_conv.weight"));
+    EXPECT_TRUE(has(m, "first_stage_model.decoder.up.3.upsample.conv.weight"));
+}
+
+TEST(Diffusion, FluxsAutoencoderHas16LatentChannelsAndNoQuantConvs) {
+    const auto m = build_diffusion(*find_diffusion_preset("flux-vae"));
+    EXPECT_TRUE(has(m, "decoder.conv_in.weight"));
+    EXPECT_FALSE(has(m, "quant_conv.weight"));
+    for (const auto& t : m.tensors)
+        if (t.name == "decoder.conv_in.weight") EXPECT_EQ(t.dims[2], 16u);
+    EXPECT_NEAR(double(m.parameter_count()) / 1e6, 83.8, 0.5);
+}

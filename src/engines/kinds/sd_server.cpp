@@ -28,7 +28,7 @@
 
 #include "core/memory.hpp"
 #include "engines/kind.hpp"
-#include "gguf/reader.hpp"
+#include "plan/diffusion.hpp"
 
 namespace loch::engines {
 
@@ -46,24 +46,12 @@ struct SdSettings final : config::KindSettings {
     std::optional<double> cfg_scale;
     std::optional<std::string> sampler, scheduler;
     std::vector<std::string> extra;
-    // The Flux width read from the diffusion model's GGUF header (txt_in: context → hidden) on first use:
-    // attention scales with the heads (hidden / 128). 0 = not a GGUF, or not Flux: assume Flux.1's 3072.
-    mutable std::optional<std::uint64_t> flux_hidden;
+    // What the files hold (architecture, Flux's width, weights per component), read on first use.
+    mutable std::optional<plan::DiffusionFiles> read;
     std::unique_ptr<config::KindSettings> clone() const override {
         return std::make_unique<SdSettings>(*this);
     }
 };
-
-std::uint64_t flux_hidden_of(const fs::path& p) {
-    try {
-        for (const auto& t : gguf::read_model(p).tensors)
-            if ((t.name == "txt_in.weight" || t.name == "model.diffusion_model.txt_in.weight") &&
-                t.dims.size() == 2)
-                return t.dims[1];
-    } catch (const std::exception&) {
-    }
-    return 0;
-}
 
 const SdSettings& sd_settings(const config::ModelConfig& m) {
     return config::settings_as<SdSettings>(m);
@@ -87,35 +75,29 @@ std::uint64_t size_of(const fs::path& p) {
     return ec ? 0 : n;
 }
 
-// The largest compute buffer of one generation at W×H (MiB figures measured from sd.cpp's own buffer lines on
-// synthetic models, docs/images.md): the diffusion step or the decoder, whichever is larger (phases run one
-// after another and free their buffers). Flux: 96 B per head-free score element × N² (N = W/16·H/16 + 256
-// text tokens) for 24 heads, linear terms per token; a flash-attention run has no N² term. The decoder: 6656
-// B/px (AutoencoderKL, 2816 with conv-direct, capped at the 256² tile with tiling), 1920 B/px for the tiny
-// decoder.
-double diffusion_compute(const SdSettings& s, std::uint64_t w, std::uint64_t h) {
-    const double n = double(w / 16) * double(h / 16) + 256;
-    const double hidden = double(s.flux_hidden && *s.flux_hidden ? *s.flux_hidden : 3072);
-    const double heads = hidden / 128;
-    // Fits of sd.cpp's buffer lines: 24 heads 95.36 B·N² + 152435 B·N, 2 heads 7.63 B·N² + 15059 B·N.
-    const double attention = s.diffusion_fa ? 0.0 : 4.0 * heads * n * n;
-    return 6.0 * kMiB + 60.0 * hidden * n + attention;
-}
-double decoder_compute(const SdSettings& s, std::uint64_t w, std::uint64_t h) {
-    const double px = double(w) * double(h);
-    // (TAESD: exactly 1921 B/px on the H200 at 512²…2048²; the CPU fits gave 1920.25, which was under.)
-    double decoder =
-        s.files.contains("taesd") ? 1921.0 * px + kMiB : (s.vae_conv_direct ? 2816.0 : 6656.0) * px;
-    if (s.vae_tiling) decoder = std::min(decoder, (s.vae_conv_direct ? 2816.0 : 6656.0) * 256.0 * 256.0);
-    return decoder;
-}
-std::uint64_t compute_peak(const SdSettings& s, std::uint64_t w, std::uint64_t h) {
-    return static_cast<std::uint64_t>(
-        std::ceil(std::max(diffusion_compute(s, w, h), decoder_compute(s, w, h))));
+const plan::DiffusionFiles& files_of(const config::ModelConfig& m) {
+    const auto& s = sd_settings(m);
+    if (!s.read) {
+        std::vector<std::pair<std::string, fs::path>> parts;
+        for (const auto& [key, written] : s.files) parts.emplace_back(key, component(m, written));
+        s.read = plan::read_diffusion_files(m.path, parts);
+    }
+    return *s.read;
 }
 
-// The size sd-server will generate for a request: OpenAI's "WxH" or A1111's width/height (default 512²),
-// rounded up to a multiple of 64 as sd.cpp aligns it for UNet models (DiT models align to less: never under).
+plan::DiffusionOptions options_of(const SdSettings& s, bool gpu) {
+    plan::DiffusionOptions o;
+    o.flash_attention = s.diffusion_fa;
+    o.vae_tiling = s.vae_tiling;
+    o.vae_conv_direct = s.vae_conv_direct;
+    o.clip_on_cpu = s.clip_on_cpu;
+    o.vae_on_cpu = s.vae_on_cpu;
+    o.offload_to_cpu = s.offload_to_cpu;
+    o.gpu = gpu;
+    return o;
+}
+
+// The size a request asks for: OpenAI's "WxH" or A1111's width/height (default 512²).
 std::pair<std::uint64_t, std::uint64_t> request_size(const nlohmann::json& b) {
     std::uint64_t w = 512, h = 512;
     if (b.contains("size") && b["size"].is_string()) {
@@ -130,12 +112,14 @@ std::pair<std::uint64_t, std::uint64_t> request_size(const nlohmann::json& b) {
     }
     if (b.contains("width") && b["width"].is_number_unsigned()) w = b["width"].get<std::uint64_t>();
     if (b.contains("height") && b["height"].is_number_unsigned()) h = b["height"].get<std::uint64_t>();
-    const auto up = [](std::uint64_t v) { return (std::max<std::uint64_t>(v, 1) + 63) / 64 * 64; };
-    return {up(w), up(h)};
+    return {w, h};
 }
 
-std::string phase_of(const SdSettings& s, std::uint64_t w, std::uint64_t h) {
-    return diffusion_compute(s, w, h) > decoder_compute(s, w, h) ? "diffusion step" : "decoder";
+// An edit without a size whose image's size could not be read generates at that unknown size: costed at
+// the largest the model accepts (never under).
+bool size_unknown(const nlohmann::json& b) {
+    return !b.contains("size") && b.contains("image") && b["image"].is_object() &&
+           !b["image"].contains("width");
 }
 
 // The last "<k>/<N> - <rate>s/it" (or "it/s") on a progress line, read backwards by hand: the line repeats
@@ -272,60 +256,56 @@ class SdServerKind final : public Kind {
     std::optional<RequestCost> request_cost(const config::ModelConfig& m,
                                             const RequestView& r) const override {
         if (r.body == nullptr || !r.body->is_object()) return std::nullopt;
-        const auto [w, h] = request_size(*r.body);
-        const auto& settings = sd_settings(m);
-        if (!settings.flux_hidden) settings.flux_hidden = flux_hidden_of(m.path);
-        const SdSettings s = settings;
-        const auto peak = compute_peak(s, w, h);
-        // The weights by component, as the files hold them (what a refusal shows).
-        std::uint64_t te = 0, decoder = 0;
-        for (const auto& [key, written] : s.files)
-            (key == "vae" || key == "taesd" ? decoder : te) += size_of(component(m, written));
+        auto [asked_w, asked_h] = request_size(*r.body);
+        if (size_unknown(*r.body)) asked_w = sd_settings(m).max_width, asked_h = sd_settings(m).max_height;
+        const auto files = files_of(m);
+        const bool gpu = r.where != nullptr && r.where->backend != "cpu";
+        const auto opts = options_of(sd_settings(m), gpu);
+        const auto p = plan::plan_diffusion(files, opts, asked_w, asked_h);
         RequestCost c;
-        c.bytes = peak;
-        c.why = fmt::format("compute at {}x{}: {} ({})", w, h, human_bytes(peak), phase_of(s, w, h));
-        c.details = {{"width", w},
-                     {"height", h},
-                     {"compute_bytes", peak},
-                     {"largest_phase", phase_of(s, w, h)},
+        c.bytes = p.device_compute;
+        c.why = fmt::format("compute at {}x{}: {} ({})", p.width, p.height, human_bytes(p.device_compute),
+                            p.largest_phase);
+        nlohmann::json phases = nlohmann::json::array();
+        for (const auto& ph : p.phases)
+            phases.push_back({{"phase", ph.name},
+                              {"bytes", ph.bytes},
+                              {"formula", ph.formula},
+                              {"on", ph.on_device ? "device" : "cpu"}});
+        c.details = {{"width", p.width},
+                     {"height", p.height},
+                     {"architecture", plan::to_string(files.arch)},
+                     {"compute_bytes", p.device_compute},
+                     {"largest_phase", p.largest_phase},
+                     {"phases", phases},
                      {"weights",
-                      {{"text_encoders_bytes", te},
-                       {"diffusion_model_bytes", size_of(m.path)},
-                       {"decoder_bytes", decoder}}}};
-        c.would_help = [s, w, h, te](std::uint64_t budget) {
+                      {{"text_encoders_bytes", files.text_encoder_bytes},
+                       {"diffusion_model_bytes", files.diffusion_bytes},
+                       {"decoder_bytes", files.vae_bytes},
+                       {"on_device_bytes", p.device_weights},
+                       {"on_cpu_bytes", p.host_weights}}}};
+        const auto w = p.width, h = p.height;
+        c.would_help = [files, opts, w, h, gpu](std::uint64_t budget) {
             std::vector<std::string> out;
-            // The largest size of the same shape (sides in steps of 64) whose compute fits.
-            for (std::uint64_t f = 64; f > 0; --f) {
-                const std::uint64_t fw = std::max<std::uint64_t>(64, w * f / 64 / 64 * 64),
-                                    fh = std::max<std::uint64_t>(64, h * f / 64 / 64 * 64);
-                if (fw >= w && fh >= h) continue;
-                if (compute_peak(s, fw, fh) <= budget) {
-                    out.push_back(fmt::format("a smaller image: it fits at {}x{} ({})", fw, fh,
-                                              human_bytes(compute_peak(s, fw, fh))));
-                    break;
-                }
-            }
-            SdSettings t = s;
-            t.vae_tiling = true;
-            if (!s.vae_tiling && compute_peak(t, w, h) <= budget)
-                out.push_back(fmt::format("VAE tiling (sd.vae_tiling: true): {} at {}x{}",
-                                          human_bytes(compute_peak(t, w, h)), w, h));
-            SdSettings f = s;
-            f.diffusion_fa = true;
-            if (!s.diffusion_fa && compute_peak(f, w, h) <= budget)
-                out.push_back(fmt::format("flash attention (sd.diffusion_fa: true): {} at {}x{}",
-                                          human_bytes(compute_peak(f, w, h)), w, h));
-            if (te > 0 && !s.clip_on_cpu && compute_peak(s, w, h) <= budget + te)
+            if (const auto fit = plan::largest_fitting(files, opts, w, h, budget);
+                fit && fit->first <= w && fit->second <= h && *fit != std::pair{w, h})
+                out.push_back(fmt::format(
+                    "a smaller image: it fits at {}x{} ({})", fit->first, fit->second,
+                    human_bytes(plan::plan_diffusion(files, opts, fit->first, fit->second).device_compute)));
+            for (auto& o : plan::options_that_fit(files, opts, w, h, budget)) out.push_back(std::move(o));
+            if (gpu && files.text_encoder_bytes > 0 && !opts.clip_on_cpu &&
+                plan::plan_diffusion(files, opts, w, h).device_compute <= budget + files.text_encoder_bytes)
                 out.push_back(
                     fmt::format("the text encoders on the CPU (sd.clip_on_cpu: true) free {} on the device",
-                                human_bytes(te)));
+                                human_bytes(files.text_encoder_bytes)));
             return out;
         };
         return c;
     }
 
     bool serves(std::string_view route) const override {
-        return route == "/v1/images/generations" || route == "/sdapi/v1/txt2img";
+        return route == "/v1/images/generations" || route == "/v1/images/edits" ||
+               route == "/sdapi/v1/txt2img";
     }
 
     EngineSpec launch(const config::Config& cfg, const config::ModelConfig& m, const Placement& where,
@@ -361,15 +341,22 @@ class SdServerKind final : public Kind {
     Footprint formula(const config::Config& cfg, const config::ModelConfig& m,
                       const std::vector<Placement>& devices) const override {
         const auto& s = sd_settings(m);
-        std::uint64_t weights = size_of(m.path);
-        for (const auto& [key, written] : s.files) weights += size_of(component(m, written));
-        const std::uint64_t compute = 0;               // per request (request_cost)
-        constexpr std::uint64_t kProcess = 64 * kMiB;  // the process and ggml's own allocations
+        std::uint64_t files = size_of(m.path);
+        for (const auto& [key, written] : s.files) files += size_of(component(m, written));
+        const std::uint64_t compute = 0;  // per request (request_cost)
         Footprint fp;
         fp.source = Source::formula;
-        fp.detail = fmt::format("component files {} + process {} (each request reserves its compute)",
-                                human_bytes(weights), human_bytes(kProcess));
         for (const auto& d : devices) {
+            // On a GPU the placement flags keep components in RAM, and the CUDA/HIP context comes on top.
+            const bool gpu = d.backend != "cpu";
+            const auto placed = plan::plan_diffusion(files_of(m), options_of(s, gpu), 64, 64);
+            const std::uint64_t weights =
+                gpu ? placed.device_weights : std::max(files, placed.device_weights);
+            const std::uint64_t kProcess =
+                gpu ? plan::kDiffusionGpuContextBytes : plan::kDiffusionProcessBytes;
+            fp.detail = fmt::format("{} {} + {} {} (each request reserves its compute)",
+                                    gpu ? "weights on the device" : "component files", human_bytes(weights),
+                                    gpu ? "GPU context" : "process", human_bytes(kProcess));
             Need n;
             n.device = d.device;
             n.weights_bytes = weights;
@@ -409,22 +396,27 @@ class SdServerKind final : public Kind {
                                                                  const EngineAddress&, const ReadyFacts&,
                                                                  const RequestView& r) const override {
         if (r.body == nullptr || !r.body->is_object()) co_return std::nullopt;
-        const auto [w, h] = request_size(*r.body);
         if (r.model == nullptr) co_return std::nullopt;
         const auto& s = sd_settings(*r.model);
+        const auto files = files_of(*r.model);
+        const auto [w, h] =
+            plan::aligned_size(files.arch, request_size(*r.body).first, request_size(*r.body).second);
         if (w <= s.max_width && h <= s.max_height) co_return std::nullopt;
+        const auto compute = [&](std::uint64_t x, std::uint64_t y) {
+            return plan::plan_diffusion(files, options_of(s, false), x, y).device_compute;
+        };
         // Above what the reservation was made for: refused before sd-server starts it (it would not say no).
         co_return Refusal{
             Refusal::Kind::invalid_request,
             fmt::format("{}x{} is larger than the model's max_size {}x{}: its compute at {}x{} would need {} "
                         "(at {}x{}: {}); ask for a smaller size, or raise sd.max_size in loch.yaml",
-                        w, h, s.max_width, s.max_height, w, h, human_bytes(compute_peak(s, w, h)),
-                        s.max_width, s.max_height, human_bytes(compute_peak(s, s.max_width, s.max_height))),
+                        w, h, s.max_width, s.max_height, w, h, human_bytes(compute(w, h)), s.max_width,
+                        s.max_height, human_bytes(compute(s.max_width, s.max_height))),
             {{"width", w},
              {"height", h},
              {"max_width", s.max_width},
              {"max_height", s.max_height},
-             {"compute_bytes", compute_peak(s, w, h)}}};
+             {"compute_bytes", compute(w, h)}}};
     }
 };
 

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <fstream>
 #include <future>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -50,12 +51,13 @@ std::vector<json> request_reservations(LochServer& loch, const std::string& mode
     return out;
 }
 
-std::pair<int, json> ask(LochServer& loch, const fs::path& dir, const std::string& size) {
-    const fs::path log = dir / ("openai-image-" + size + ".log");
+std::pair<int, json> ask(LochServer& loch, const fs::path& dir, const std::string& size,
+                         const std::string& model = "flux", const std::string& mode = "generate") {
+    const fs::path log = dir / ("openai-image-" + mode + "-" + size + ".log");
     const int rc =
         test::run_to_completion(python(),
                                 {(fs::path(LOCH_SOURCE_DIR) / "tests/peers/openai_image.py").string(),
-                                 std::to_string(loch.port()), "flux", size},
+                                 std::to_string(loch.port()), model, size, mode},
                                 log, 300s);
     std::ifstream in(log);
     std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -223,6 +225,98 @@ TEST(Images, AClientThatHangsUpDoesNotReleaseTheRequestReservationBeforeTheEngin
         std::this_thread::sleep_for(50ms);
     EXPECT_TRUE(request_reservations(loch, "flux").empty());
     EXPECT_EQ(loch.engine_status("flux")["active_requests"], 0);
+}
+
+// sd.cpp's own "<name> compute buffer size: X MB(RAM)" lines of a run, the largest per planner phase.
+std::map<std::string, double> engine_buffers_mib(LochServer& loch, const std::string& model) {
+    const auto r = loch.get("/loch/engines/" + model + "/log?lines=500");
+    std::map<std::string, double> out;
+    const auto answer = json::parse(r.body, nullptr, false);
+    if (!answer.is_object() || !answer.contains("lines")) return out;
+    for (const auto& l : answer["lines"]) {
+        const std::string line = l.is_string() ? l.get<std::string>() : l.value("line", "");
+        const auto at = line.find(" compute buffer size: ");
+        if (at == std::string::npos) continue;
+        const auto name_start = line.rfind(' ', at - 1) + 1;
+        const std::string name = line.substr(name_start, at - name_start);
+        const std::string phase = name == "clip" || name == "t5"     ? "text encoder"
+                                  : name == "taesd" || name == "vae" ? "decoder"
+                                                                     : "diffusion step";
+        const double mib = std::stod(line.substr(at + 22));
+        out[phase] = std::max(out[phase], mib);
+    }
+    return out;
+}
+
+// `loch plan` for the same files and size: its phases in MiB.
+std::map<std::string, double> planned_mib(const fs::path& dir, const std::vector<std::string>& args) {
+    const fs::path out = dir / "plan.json";
+    std::vector<std::string> argv = {"plan"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--json");
+    EXPECT_EQ(test::run_to_completion(fs::path(LOCH_BIN_DIR) / "loch", argv, out, 60s), 0);
+    std::ifstream in(out);
+    const auto j = json::parse(in, nullptr, false);
+    std::map<std::string, double> m;
+    if (!j.is_object()) return m;
+    for (const auto& p : j["phases"]) m[p["phase"]] = p["bytes"].get<double>() / (1024.0 * 1024.0);
+    return m;
+}
+
+struct Sd15 {
+    test::SynthModel checkpoint{{"--diffusion", "sd1.5"}, "sd15.gguf"};
+    test::SynthModel taesd{{"--diffusion", "taesd"}, "taesd.gguf"};
+};
+Sd15& sd15() {
+    static Sd15 m;
+    return m;
+}
+
+// SD1.5 as one checkpoint (UNet + CLIP-L + VAE in one file, as sd.cpp detects it) with the tiny decoder:
+// drawn through loch, and sd.cpp's own buffer lines are never above what the planner reserved for them.
+TEST(Images, AnSd15CheckpointDrawsThroughLochAndItsBuffersAreNeverAboveThePlan) {
+    test::TempDir dir{"loch-itest-images"};
+    const auto& m = sd15();
+    LochServer loch(dir.path(),
+                    config(dir, "6GiB",
+                           "  - name: sd15\n    engine: sd-server\n    path: " +
+                               m.checkpoint.path().string() + "\n    sd: {taesd: " + m.taesd.path().string() +
+                               ", steps: 1, threads: 2, max_size: 512x512}\n"));
+    for (const char* size : {"128x128", "256x256"}) {
+        const auto [rc, got] = ask(loch, dir.path(), size, "sd15");
+        ASSERT_EQ(rc, 0) << got << loch.log();
+        EXPECT_EQ(std::to_string(got["width"].get<int>()) + "x" + std::to_string(got["height"].get<int>()),
+                  size);
+    }
+    const auto measured = engine_buffers_mib(loch, "sd15");
+    ASSERT_TRUE(measured.contains("diffusion step")) << loch.get("/loch/engines/sd15/log?lines=80").body;
+    ASSERT_TRUE(measured.contains("decoder"));
+    const auto planned =
+        planned_mib(dir.path(), {m.checkpoint.path().string(), "--taesd", m.taesd.path().string(), "--width",
+                                 "256", "--height", "256"});
+    for (const auto& [phase, mib] : measured) {
+        ASSERT_TRUE(planned.contains(phase)) << phase;
+        EXPECT_GE(planned.at(phase), mib) << phase;
+    }
+    // The engine's reservation holds at least what sd-server says it loaded (UNet + CLIP + VAE params).
+    const auto e = loch.engine_status("sd15");
+    EXPECT_GE(e["reservation"]["bytes"].get<std::uint64_t>(), e["measured"]["bytes"].get<std::uint64_t>());
+    EXPECT_GT(e["measured"]["bytes"].get<std::uint64_t>(), 1'500'000'000u);
+}
+
+// An edit: OpenAI's client uploads a PNG (multipart), names no size; loch routes it by its form's model
+// field, costs it at the image's own size (read from the PNG header) and forwards the body untouched.
+TEST(Images, AnEditUploadedByTheOpenAIClientIsRoutedByItsFormAndDrawnAtTheImagesSize) {
+    test::TempDir dir{"loch-itest-images"};
+    LochServer loch(dir.path(), config(dir, "2GiB", flux_entry()));
+    const auto [rc, got] = ask(loch, dir.path(), "192x128", "flux", "edit");
+    ASSERT_EQ(rc, 0) << got << loch.log();
+    EXPECT_EQ(got["width"], 192);
+    EXPECT_EQ(got["height"], 128);
+    // A form that is not one is refused by loch with the reason, before anything starts.
+    const auto r = loch.post("/v1/images/edits", "{\"model\":\"flux\"}");
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(r.body.find("multipart/form-data"), std::string::npos) << r.body;
 }
 
 }  // namespace

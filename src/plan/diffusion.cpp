@@ -1,0 +1,259 @@
+#include "plan/diffusion.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "core/memory.hpp"
+#include "gguf/reader.hpp"
+
+namespace loch::plan {
+
+namespace fs = std::filesystem;
+
+std::string_view to_string(DiffusionArch a) {
+    switch (a) {
+        case DiffusionArch::flux:
+            return "flux";
+        case DiffusionArch::sd1:
+            return "sd1";
+        case DiffusionArch::unknown:
+            break;
+    }
+    return "unknown";
+}
+
+namespace {
+
+std::uint64_t file_size_or_zero(const fs::path& p) {
+    std::error_code ec;
+    const auto n = fs::file_size(p, ec);
+    return ec ? 0 : n;
+}
+
+bool starts_with(const std::string& s, std::string_view prefix) {
+    return s.rfind(prefix, 0) == 0;
+}
+
+// The diffusion model's file: a Flux model (its width from txt_in) or a one-file SD1 checkpoint (UNet +
+// CLIP + VAE under the LDM prefixes, split by them).
+void read_model_file(const fs::path& p, DiffusionFiles& f) {
+    gguf::Model m;
+    try {
+        m = gguf::read_model(p, {gguf::kMaxSdCppTensorNameBytes});
+    } catch (const std::exception&) {
+        f.diffusion_bytes += file_size_or_zero(p);  // safetensors or unreadable: by size, arch unknown
+        return;
+    }
+    for (const auto& t : m.tensors) {
+        std::string name = t.name;
+        const bool unet = starts_with(name, "model.diffusion_model.");
+        if (unet) name = name.substr(std::string_view("model.diffusion_model.").size());
+        if ((name == "txt_in.weight") && t.dims.size() == 2) {
+            f.arch = DiffusionArch::flux;
+            f.flux_hidden = t.dims[1];
+        }
+        if (starts_with(name, "input_blocks.")) f.arch = DiffusionArch::sd1;
+        const auto bytes = t.n_bytes();
+        if (starts_with(t.name, "cond_stage_model.") || starts_with(t.name, "text_encoders.") ||
+            starts_with(t.name, "conditioner."))
+            f.text_encoder_bytes += bytes;
+        else if (starts_with(t.name, "first_stage_model.") || starts_with(t.name, "vae."))
+            f.embedded_vae_bytes += bytes;
+        else
+            f.diffusion_bytes += bytes;
+    }
+}
+
+std::uint64_t component_bytes(const fs::path& p) {
+    try {
+        return gguf::read_model(p, {gguf::kMaxSdCppTensorNameBytes}).tensor_bytes();
+    } catch (const std::exception&) {
+        return file_size_or_zero(p);
+    }
+}
+
+constexpr double kMiBd = double(kMiB);
+
+Phase text_encoder_phase(const DiffusionFiles& f, const DiffusionOptions& o) {
+    // An allowance, not a fit: CLIP's 77 tokens take a few MiB; T5-XXL / an LLM over 256–512 tokens more.
+    Phase p{"text encoder", (f.large_text_encoder ? 256 : 16) * kMiB,
+            f.large_text_encoder ? "allowance for a large text encoder (T5-XXL / LLM, ≤ 512 tokens)"
+                                 : "allowance for CLIP (77 tokens)",
+            !(o.gpu && (o.clip_on_cpu))};
+    return p;
+}
+
+Phase diffusion_phase(const DiffusionFiles& f, const DiffusionOptions& o, std::uint64_t w, std::uint64_t h) {
+    Phase p{"diffusion step", 0, "", true};
+    if (f.arch == DiffusionArch::sd1) {
+        const double l = double(w / 8) * double(h / 8);
+        if (o.flash_attention) {
+            const double padded = std::ceil(l / 256.0) * 256.0;
+            const double mask = (std::fmod(l, 256.0) != 0.0) ? 4.0 * l * padded : 0.0;
+            p.bytes = static_cast<std::uint64_t>(std::ceil(31.5 * 1024 * l + 0.5 * kMiBd + mask));
+            p.formula = fmt::format("SD1 UNet, flash attention: 31.5 KB x L{} (L = {})",
+                                    mask > 0 ? " + padded mask 4 B x L x 256-aligned L" : "", l);
+        } else {
+            p.bytes = static_cast<std::uint64_t>(std::ceil(32.0 * l * l + 10.4 * 1024 * l + 12 * kMiBd));
+            p.formula = fmt::format("SD1 UNet attention: 32 B x L^2 + 10.4 KB x L (L = {})", l);
+        }
+        return p;
+    }
+    // Flux (and an unknown DiT: Flux.1's width, the largest known).
+    const double n = double(w / 16) * double(h / 16) + 256;
+    const double hidden = double(f.flux_hidden ? f.flux_hidden : 3072);
+    const double heads = hidden / 128;
+    const double attention = o.flash_attention ? 0.0 : 4.0 * heads * n * n;
+    // Flash attention: 61 B (the H200's 2949 MiB at 2048² is 60.6 B · width · N).
+    p.bytes = static_cast<std::uint64_t>(
+        std::ceil(6.0 * kMiBd + (o.flash_attention ? 61.0 : 60.0) * hidden * n + attention));
+    p.formula =
+        o.flash_attention
+            ? fmt::format("Flux, flash attention: 61 B x width {} x N (N = {})", hidden, n)
+            : fmt::format("Flux attention: 4 B x {} heads x N^2 + 60 B x width x N (N = {})", heads, n);
+    return p;
+}
+
+Phase decoder_phase(const DiffusionFiles& f, const DiffusionOptions& o, std::uint64_t w, std::uint64_t h) {
+    const double px = double(w) * double(h);
+    Phase p{"decoder", 0, "", !(o.gpu && o.vae_on_cpu)};
+    if (f.tiny_decoder) {
+        p.bytes = static_cast<std::uint64_t>(std::ceil(1921.0 * px + kMiBd));
+        p.formula = "tiny decoder: 1921 B/px";
+        return p;
+    }
+    // 6656 B/px in sd.cpp's line at 512², +1 MiB per 4 Mpx more at larger sizes (the H200's 26628 MiB at
+    // 2048²): 6657 B/px + 1 MiB holds everywhere.
+    const double per_px = o.vae_conv_direct ? 2817.0 : 6657.0;
+    double bytes = per_px * px + kMiBd;
+    p.formula = fmt::format("VAE decode: {} B/px{}", per_px, o.vae_conv_direct ? " (conv-direct)" : "");
+    if (o.vae_tiling && bytes > per_px * 256.0 * 256.0 + kMiBd) {
+        bytes = per_px * 256.0 * 256.0 + kMiBd;
+        p.formula += ", tiled: the 256x256 tile";
+    }
+    p.bytes = static_cast<std::uint64_t>(std::ceil(bytes));
+    return p;
+}
+
+}  // namespace
+
+DiffusionFiles read_diffusion_files(const fs::path& model,
+                                    const std::vector<std::pair<std::string, fs::path>>& components) {
+    DiffusionFiles f;
+    read_model_file(model, f);
+    bool own_decoder = false;
+    for (const auto& [role, path] : components) {
+        own_decoder = own_decoder || role == "vae" || role == "taesd";
+        const auto bytes = component_bytes(path);
+        if (role == "vae" || role == "taesd") {
+            f.vae_bytes += bytes;
+            if (role == "taesd") f.tiny_decoder = true;
+        } else {
+            f.text_encoder_bytes += bytes;
+            if (role == "t5xxl" || role == "llm") f.large_text_encoder = true;
+        }
+    }
+    // A checkpoint's own VAE is not loaded when a decoder file is given (sd.cpp's `vae` line says so).
+    if (!own_decoder) f.vae_bytes += f.embedded_vae_bytes;
+    return f;
+}
+
+std::pair<std::uint64_t, std::uint64_t> aligned_size(DiffusionArch arch, std::uint64_t w, std::uint64_t h) {
+    // sd.cpp aligns to the VAE scale × the model's patch (64 for a UNet); a DiT needs 16. Unknown: 64.
+    const std::uint64_t a = arch == DiffusionArch::flux ? 16 : 64;
+    const auto up = [a](std::uint64_t v) { return (std::max<std::uint64_t>(v, 1) + a - 1) / a * a; };
+    return {up(w), up(h)};
+}
+
+DiffusionPlan plan_diffusion(const DiffusionFiles& f, const DiffusionOptions& o, std::uint64_t w,
+                             std::uint64_t h) {
+    DiffusionPlan p;
+    std::tie(p.width, p.height) = aligned_size(f.arch, w, h);
+    p.phases = {text_encoder_phase(f, o), diffusion_phase(f, o, p.width, p.height),
+                decoder_phase(f, o, p.width, p.height)};
+    if (o.gpu)
+        for (auto& ph : p.phases) {
+            if (!ph.on_device) continue;
+            // Measured on the H200 (nvidia-smi per process): ggml-cuda's memory pool beside each graph's
+            // buffer (im2col, dequantized weights, cuBLAS) adds up to 7.7 % of the buffer (the VAE decode).
+            ph.bytes = static_cast<std::uint64_t>(std::ceil(double(ph.bytes) * kGpuPoolFactor));
+            ph.formula += ", x1.08 for the CUDA pool";
+        }
+    // In host memory, beside the last phase: the image itself (f32 and 8-bit pixels, the PNG, its base64 and
+    // the JSON answer) — RSS at 768² on the CPU measured it; 32 B/px keeps it never under.
+    if (!o.gpu) {
+        auto& dec = p.phases.back();
+        dec.bytes += 32 * p.width * p.height;
+        dec.formula += " + 32 B/px for the output image";
+    }
+    std::uint64_t best = 0;
+    for (const auto& ph : p.phases) {
+        auto& side = ph.on_device ? p.device_compute : p.host_compute;
+        side = std::max(side, ph.bytes);
+        if (ph.on_device && ph.bytes >= best) best = ph.bytes, p.largest_phase = ph.name;
+    }
+    if (!o.gpu) {
+        p.device_weights = f.diffusion_bytes + f.text_encoder_bytes + f.vae_bytes;
+        return p;
+    }
+    const std::uint64_t te_dev = o.clip_on_cpu ? 0 : f.text_encoder_bytes;
+    const std::uint64_t vae_dev = o.vae_on_cpu ? 0 : f.vae_bytes;
+    if (o.offload_to_cpu) {
+        // Weights live in RAM and move to the device one component at a time: the largest is what it holds.
+        p.device_weights = std::max({f.diffusion_bytes, te_dev, vae_dev});
+        p.host_weights = f.diffusion_bytes + f.text_encoder_bytes + f.vae_bytes;
+    } else {
+        p.device_weights = f.diffusion_bytes + te_dev + vae_dev;
+        p.host_weights = (f.text_encoder_bytes - te_dev) + (f.vae_bytes - vae_dev);
+    }
+    return p;
+}
+
+std::optional<std::pair<std::uint64_t, std::uint64_t>> largest_fitting(const DiffusionFiles& f,
+                                                                       const DiffusionOptions& o,
+                                                                       std::uint64_t w, std::uint64_t h,
+                                                                       std::uint64_t budget) {
+    const std::uint64_t side = std::max<std::uint64_t>({w, h, 64});
+    // Scale both sides by k/64 of the larger side, largest first; sides in steps of 64, at least 64.
+    for (std::uint64_t k = side / 64; k > 0; --k) {
+        const std::uint64_t fw = std::max<std::uint64_t>(64, w * k * 64 / side / 64 * 64),
+                            fh = std::max<std::uint64_t>(64, h * k * 64 / side / 64 * 64);
+        if (plan_diffusion(f, o, fw, fh).device_compute <= budget) return std::pair{fw, fh};
+    }
+    return std::nullopt;
+}
+
+std::vector<std::string> options_that_fit(const DiffusionFiles& f, const DiffusionOptions& o, std::uint64_t w,
+                                          std::uint64_t h, std::uint64_t budget) {
+    std::vector<std::string> out;
+    const auto try_one = [&](bool DiffusionOptions::*flag, const char* what) {
+        if (o.*flag) return;
+        DiffusionOptions t = o;
+        t.*flag = true;
+        const auto p = plan_diffusion(f, t, w, h);
+        if (p.device_compute <= budget)
+            out.push_back(
+                fmt::format("{}: {} at {}x{}", what, human_bytes(p.device_compute), p.width, p.height));
+    };
+    try_one(&DiffusionOptions::vae_tiling, "VAE tiling (sd.vae_tiling: true)");
+    try_one(&DiffusionOptions::flash_attention, "flash attention (sd.diffusion_fa: true)");
+    if (!f.tiny_decoder)
+        try_one(&DiffusionOptions::vae_conv_direct, "direct VAE convolutions (sd.vae_conv_direct: true)");
+    // No single change is enough: the two that shrink the two phases, together.
+    if (out.empty() && !o.vae_tiling && !o.flash_attention) {
+        DiffusionOptions both = o;
+        both.vae_tiling = both.flash_attention = true;
+        const auto p = plan_diffusion(f, both, w, h);
+        if (p.device_compute <= budget)
+            out.push_back(
+                fmt::format("flash attention and VAE tiling together (sd.diffusion_fa, sd.vae_tiling): "
+                            "{} at {}x{}",
+                            human_bytes(p.device_compute), p.width, p.height));
+    }
+    return out;
+}
+
+}  // namespace loch::plan

@@ -1,0 +1,93 @@
+// plan/diffusion — what one stable-diffusion.cpp generation needs: the weights per component per device
+// (from the files and the placement flags) and the compute per phase at W×H (sd.cpp's arithmetic, fitted to
+// its own "compute buffer size" lines on synthetic models; docs/images.md). Pure: no engine, no config.
+//
+// Phases run one after another and free their buffers (text encoder → diffusion step → decoder), so the
+// request's transient peak is the largest phase; `n` images and CFG add time, not memory. The weights stay
+// resident while the engine is loaded, on the device unless a flag puts a component on the CPU.
+//
+//   SD1 UNet attention      32 B · L²  (8 heads × f32 scores, L = W/8 · H/8), + 10.4 KB · L + 12 MiB
+//   SD1 UNet flash attention 31.5 KB · L + 0.5 MiB, + a padded f32 mask 4 · L · ⌈L⌉₂₅₆ when L % 256 ≠ 0
+//   Flux attention          4 B · heads · N² (N = W/16 · H/16 + 256 text tokens), + 60 B · width · N
+//   Flux flash attention    61 B · width · N
+//   on a GPU                every phase × 1.08 (ggml-cuda's pool), + a 700 MiB context
+//   VAE decode              6657 B/px + 1 MiB (2817 with conv-direct; tiling caps it at the 256² tile)
+//   TAESD / TAEF1 decode    1921 B/px + 1 MiB
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loch::plan {
+
+enum class DiffusionArch { flux, sd1, unknown };
+
+// The process outside ggml's buffers (binary, HTTP server, tokenizers, image encode): measured ~40 MiB RSS
+// on the CPU beyond params + the largest phase; 64 MiB keeps it never under.
+inline constexpr std::uint64_t kDiffusionProcessBytes = 64ull << 20;
+// On a GPU: the CUDA context and cuBLAS workspace in the process's device memory (nvidia-smi per process),
+// beside the params and the compute buffers.
+inline constexpr std::uint64_t kDiffusionGpuContextBytes = 700ull << 20;
+// …and ggml-cuda's pool beside each phase's buffer: up to 7.7 % of it (the VAE decode, measured).
+inline constexpr double kGpuPoolFactor = 1.08;
+std::string_view to_string(DiffusionArch a);
+
+// What the files say: the architecture, Flux's width, and the weights by component.
+struct DiffusionFiles {
+    DiffusionArch arch = DiffusionArch::unknown;
+    std::uint64_t flux_hidden = 0;  // Flux's width (txt_in's output); heads = width / 128
+    std::uint64_t diffusion_bytes = 0, text_encoder_bytes = 0, vae_bytes = 0;
+    std::uint64_t embedded_vae_bytes = 0;  // a one-file checkpoint's own VAE (unused beside --vae/--taesd)
+    bool tiny_decoder = false;             // --taesd instead of a full VAE
+    bool large_text_encoder = false;       // T5-XXL or an LLM (hundreds of tokens), not CLIP alone
+};
+// Reads the GGUF headers (a one-file checkpoint is split by its tensors' prefixes); a file that is not GGUF
+// counts by its size and its role. `components` maps sd-server's flags (clip_l, t5xxl, llm, vae, taesd) to
+// paths.
+DiffusionFiles read_diffusion_files(
+    const std::filesystem::path& model,
+    const std::vector<std::pair<std::string, std::filesystem::path>>& components);
+
+struct DiffusionOptions {
+    bool flash_attention = false, vae_tiling = false, vae_conv_direct = false;
+    // Placement flags; they matter only when the engine runs on a GPU (on the CPU everything is host RAM).
+    bool clip_on_cpu = false, vae_on_cpu = false, offload_to_cpu = false;
+    bool gpu = false;
+};
+
+struct Phase {
+    std::string name;  // "text encoder", "diffusion step", "decoder"
+    std::uint64_t bytes = 0;
+    std::string formula;    // how the figure was obtained, in the terms above
+    bool on_device = true;  // false: it runs on the CPU (vae_on_cpu, clip_on_cpu)
+};
+
+struct DiffusionPlan {
+    std::uint64_t width = 0, height = 0;  // as sd.cpp will generate (aligned up)
+    std::vector<Phase> phases;
+    std::uint64_t device_compute = 0, host_compute = 0;  // the largest phase on each side
+    std::string largest_phase;
+    // Resident weights: on the engine's device, and in host RAM (components the flags keep on the CPU).
+    std::uint64_t device_weights = 0, host_weights = 0;
+};
+
+// The size sd.cpp generates for a request of w×h: aligned up to 64 px (UNet) or 16 px (DiT).
+std::pair<std::uint64_t, std::uint64_t> aligned_size(DiffusionArch arch, std::uint64_t w, std::uint64_t h);
+
+DiffusionPlan plan_diffusion(const DiffusionFiles& f, const DiffusionOptions& o, std::uint64_t w,
+                             std::uint64_t h);
+
+// Inverse questions against a budget for one generation's device compute (the device's room beside the
+// weights): the largest image of the same aspect (sides in steps of 64) whose compute fits, and the single
+// option changes that make w×h itself fit ("VAE tiling (sd.vae_tiling: true): 1.2 GiB").
+std::optional<std::pair<std::uint64_t, std::uint64_t>> largest_fitting(const DiffusionFiles& f,
+                                                                       const DiffusionOptions& o,
+                                                                       std::uint64_t w, std::uint64_t h,
+                                                                       std::uint64_t budget);
+std::vector<std::string> options_that_fit(const DiffusionFiles& f, const DiffusionOptions& o, std::uint64_t w,
+                                          std::uint64_t h, std::uint64_t budget);
+
+}  // namespace loch::plan

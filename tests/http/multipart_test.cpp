@@ -1,0 +1,114 @@
+// The multipart/form-data reader, the image-header reader and the image-edit request built on them: what
+// loch routes and costs an upload by, and the clear errors for a body that is not a form.
+#include <gtest/gtest.h>
+
+#include "broker/error.hpp"
+#include "http/image_size.hpp"
+#include "http/multipart.hpp"
+#include "http/openai_request.hpp"
+
+using namespace loch::http;
+
+namespace {
+
+std::string png(std::uint32_t w, std::uint32_t h) {
+    std::string s("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR", 16);
+    for (auto v : {w, h})
+        for (int i = 3; i >= 0; --i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+    return s + std::string("\x08\x02\0\0\0", 5);
+}
+std::string jpeg(std::uint16_t w, std::uint16_t h) {
+    std::string s("\xFF\xD8\xFF\xE0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00", 20);
+    s += std::string("\xFF\xC0\x00\x11\x08", 5);
+    s.push_back(char(h >> 8)), s.push_back(char(h & 0xFF)), s.push_back(char(w >> 8)),
+        s.push_back(char(w & 0xFF));
+    return s + std::string("\x03\x01\x22\x00", 4);
+}
+std::string form(const std::vector<std::pair<std::string, std::string>>& fields, const std::string& image) {
+    std::string b;
+    for (const auto& [k, v] : fields)
+        b += "--XyZ\r\nContent-Disposition: form-data; name=\"" + k + "\"\r\n\r\n" + v + "\r\n";
+    if (!image.empty())
+        b += "--XyZ\r\nContent-Disposition: form-data; name=\"image\"; filename=\"in.png\"\r\n"
+             "Content-Type: image/png\r\n\r\n" +
+             image + "\r\n";
+    return b + "--XyZ--\r\n";
+}
+constexpr const char* kType = "multipart/form-data; boundary=XyZ";
+
+}  // namespace
+
+TEST(Multipart, TheBoundaryComesFromTheContentTypeQuotedOrNot) {
+    EXPECT_EQ(form_boundary("multipart/form-data; boundary=XyZ"), "XyZ");
+    EXPECT_EQ(form_boundary("Multipart/Form-Data;boundary=\"a b;c\""), "a b;c");
+    EXPECT_EQ(form_boundary("application/json"), std::nullopt);
+    EXPECT_EQ(form_boundary("multipart/form-data"), std::nullopt);
+    EXPECT_EQ(form_boundary("multipart/form-data; boundary=" + std::string(71, 'x')), std::nullopt);
+}
+
+TEST(Multipart, PartsKeepTheirNamesFilenamesTypesAndExactBytes) {
+    const std::string binary("a\r\n--XyY almost the boundary\0\xff", 29);
+    const auto body = form({{"model", "images"}, {"prompt", "two\r\nlines"}}, binary);
+    const auto parts = read_form(body, "XyZ");
+    ASSERT_EQ(parts.size(), 3u);
+    EXPECT_EQ(parts[0].name, "model");
+    EXPECT_EQ(parts[0].value, "images");
+    EXPECT_EQ(parts[1].value, "two\r\nlines");
+    EXPECT_EQ(parts[2].filename, "in.png");
+    EXPECT_EQ(parts[2].content_type, "image/png");
+    EXPECT_EQ(parts[2].value, binary);
+}
+
+TEST(Multipart, AMalformedBodyIsAClearError) {
+    for (const std::string& bad :
+         {std::string(""), std::string("--XyZ\r\nContent-Disposition: form-data\r\n\r\nx"),
+          std::string("--XyZ\r\nno colon here\r\n\r\nx\r\n--XyZ--"),
+          std::string("--XyZ\r\nContent-Disposition: attachment; name=a\r\n\r\nx\r\n--XyZ--"),
+          std::string("--XyZ\r\nContent-Disposition: form-data; name=a\r\n\r\nnever ends")}) {
+        try {
+            read_form(bad, "XyZ");
+            ADD_FAILURE() << "accepted: " << bad;
+        } catch (const loch::broker::Error& e) {
+            EXPECT_NE(std::string(e.what()).find("multipart/form-data body"), std::string::npos);
+        }
+    }
+}
+
+TEST(ImageSize, PngAndJpegHeadersGiveTheSizeAndAnythingElseNothing) {
+    EXPECT_EQ(image_size(png(640, 480)), (std::pair<std::uint32_t, std::uint32_t>{640, 480}));
+    EXPECT_EQ(image_size(jpeg(1024, 768)), (std::pair<std::uint32_t, std::uint32_t>{1024, 768}));
+    EXPECT_EQ(image_size(png(640, 480).substr(0, 20)), std::nullopt);
+    EXPECT_EQ(image_size(jpeg(1024, 768).substr(0, 28)), std::nullopt);
+    EXPECT_EQ(image_size("GIF89a"), std::nullopt);
+    EXPECT_EQ(image_size(png(0, 480)), std::nullopt);
+}
+
+TEST(ImageEdits, TheFormIsReadForTheModelAndTheSizeComesFromTheImageWhenNotGiven) {
+    const auto r = parse_openai_request(
+        Endpoint::image_edits, form({{"model", "images"}, {"prompt", "a cat"}, {"n", "2"}}, png(768, 512)),
+        kType);
+    EXPECT_EQ(r.model, "images");
+    EXPECT_EQ(r.body["n"], 2);
+    EXPECT_EQ(r.body["size"], "768x512");
+    EXPECT_EQ(r.body["image"]["file_bytes"], png(768, 512).size());
+    const auto sized = parse_openai_request(
+        Endpoint::image_edits,
+        form({{"model", "images"}, {"prompt", "a cat"}, {"size", "256x256"}}, png(768, 512)), kType);
+    EXPECT_EQ(sized.body["size"], "256x256");
+}
+
+TEST(ImageEdits, MissingPartsAndWrongBodiesAreRefusedBeforeAnythingStarts) {
+    const auto refused = [](const std::string& body, const std::string& type, const std::string& says) {
+        try {
+            parse_openai_request(Endpoint::image_edits, body, type);
+            ADD_FAILURE() << "accepted";
+        } catch (const loch::broker::Error& e) {
+            EXPECT_EQ(e.kind(), loch::broker::ErrorKind::invalid_request);
+            EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+        }
+    };
+    refused(form({{"model", "images"}, {"prompt", "a cat"}}, ""), kType, "'image'");
+    refused(form({{"prompt", "a cat"}}, png(64, 64)), kType, "'model'");
+    refused(form({{"model", "images"}, {"prompt", "a cat"}, {"size", "huge"}}, png(64, 64)), kType, "'size'");
+    refused("{\"model\":\"images\"}", "application/json", "multipart/form-data");
+}

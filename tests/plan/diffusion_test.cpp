@@ -1,0 +1,171 @@
+// The diffusion planner against sd.cpp's own buffer lines (issue 11's table, measured on synthetic models;
+// bench/results/h200-2026-12-01-sd-buffers.txt for Flux on the H200): never under, and close (within 10 %
+// where the quadratic term dominates), and its inverse questions.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/memory.hpp"
+#include "gguf/writer.hpp"
+#include "plan/diffusion.hpp"
+#include "synth/diffusion.hpp"
+
+using namespace loch;
+using namespace loch::plan;
+
+namespace {
+
+DiffusionFiles sd1() {
+    DiffusionFiles f;
+    f.arch = DiffusionArch::sd1;
+    f.diffusion_bytes = 1640 * kMiB;
+    f.text_encoder_bytes = 235 * kMiB;
+    f.vae_bytes = 160 * kMiB;
+    return f;
+}
+DiffusionFiles flux(std::uint64_t hidden) {
+    DiffusionFiles f;
+    f.arch = DiffusionArch::flux;
+    f.flux_hidden = hidden;
+    f.diffusion_bytes = 12068 * kMiB;
+    f.text_encoder_bytes = 235 * kMiB;
+    f.vae_bytes = 160 * kMiB;
+    return f;
+}
+double phase_mib(const DiffusionPlan& p, std::string_view name) {
+    for (const auto& ph : p.phases)
+        if (ph.name == name) return double(ph.bytes) / double(kMiB);
+    ADD_FAILURE() << "no phase " << name;
+    return 0;
+}
+void expect_close_above(double planned, double measured, double tolerance) {
+    EXPECT_GE(planned, measured);
+    EXPECT_LE(planned, measured * (1 + tolerance) + 8)
+        << "planned " << planned << " MiB, measured " << measured;
+}
+
+}  // namespace
+
+TEST(DiffusionPlan, Sd1UnetComputeMatchesSdCppsBufferLines) {
+    const std::pair<std::uint64_t, double> measured[] = {
+        {128, 14.1}, {256, 49.6}, {512, 559.9}, {768, 2690.3}, {1024, 8360.9}};
+    for (const auto& [side, mib] : measured)
+        expect_close_above(phase_mib(plan_diffusion(sd1(), {}, side, side), "diffusion step"), mib, 0.10);
+}
+
+TEST(DiffusionPlan, Sd1FlashAttentionIsLinearOnlyWhenTheTokensAreWhole256Blocks) {
+    DiffusionOptions fa;
+    fa.flash_attention = true;
+    const std::pair<std::uint64_t, double> measured[] = {
+        {128, 7.9}, {256, 30.9}, {512, 123.1}, {768, 276.6}, {1024, 491.6}};
+    for (const auto& [side, mib] : measured)
+        expect_close_above(phase_mib(plan_diffusion(sd1(), fa, side, side), "diffusion step"), mib, 0.10);
+    // 576²: L = 5184 is not a multiple of 256 — padded with a mask, 257 MiB instead of the linear 155.
+    expect_close_above(phase_mib(plan_diffusion(sd1(), fa, 576, 576), "diffusion step"), 257.0, 0.10);
+}
+
+TEST(DiffusionPlan, FluxAttentionGrowsWithTheSquareOfTheImageTokens) {
+    const std::pair<std::uint64_t, double> measured[] = {{512, 341.5}, {768, 973.1}, {1024, 2361.3}};
+    for (const auto& [side, mib] : measured)
+        expect_close_above(phase_mib(plan_diffusion(flux(3072), {}, side, side), "diffusion step"), mib,
+                           0.15);
+    const auto at1k = plan_diffusion(flux(3072), {}, 1024, 1024),
+               at2k = plan_diffusion(flux(3072), {}, 2048, 2048);
+    EXPECT_GT(phase_mib(at2k, "diffusion step"), 10 * phase_mib(at1k, "diffusion step"));
+    DiffusionOptions fa;
+    fa.flash_attention = true;
+    EXPECT_LT(phase_mib(plan_diffusion(flux(3072), fa, 2048, 2048), "diffusion step"),
+              phase_mib(at2k, "diffusion step") / 9);
+}
+
+TEST(DiffusionPlan, DecodersPerPixelTilingAndTheTinyDecoder) {
+    const std::pair<std::uint64_t, double> vae[] = {{128, 104.0}, {256, 416.0}, {512, 1664.1}, {768, 3744.1}};
+    for (const auto& [side, mib] : vae)
+        expect_close_above(phase_mib(plan_diffusion(sd1(), {}, side, side), "decoder"), mib, 0.02);
+    DiffusionOptions tiled;
+    tiled.vae_tiling = true;
+    // The 256² tile, + the output image in host memory (32 B/px on the CPU device).
+    EXPECT_NEAR(phase_mib(plan_diffusion(sd1(), tiled, 2048, 2048), "decoder") - 32.0 * 4, 417.1, 0.1);
+    auto tiny = sd1();
+    tiny.tiny_decoder = true;
+    const std::pair<std::uint64_t, double> tae[] = {{128, 30.0}, {512, 480.1}, {1024, 1920.3}};
+    for (const auto& [side, mib] : tae)
+        expect_close_above(phase_mib(plan_diffusion(tiny, {}, side, side), "decoder"), mib, 0.02);
+    // The request's reservation is the largest phase: at 1024² the SD1 UNet's attention, not the decoder.
+    const auto p = plan_diffusion(sd1(), {}, 1024, 1024);
+    EXPECT_EQ(p.largest_phase, "diffusion step");
+    EXPECT_EQ(p.device_compute, std::uint64_t(phase_mib(p, "diffusion step") * double(kMiB)));
+}
+
+TEST(DiffusionPlan, SizesAreAlignedAsSdCppAlignsThem) {
+    EXPECT_EQ(aligned_size(DiffusionArch::sd1, 500, 300),
+              (std::pair<std::uint64_t, std::uint64_t>{512, 320}));
+    EXPECT_EQ(aligned_size(DiffusionArch::flux, 500, 300),
+              (std::pair<std::uint64_t, std::uint64_t>{512, 304}));
+    EXPECT_EQ(plan_diffusion(sd1(), {}, 1000, 1000).width, 1024u);
+}
+
+TEST(DiffusionPlan, PlacementFlagsMoveComponentsOffAGpuAndNotOffTheCpu) {
+    DiffusionOptions o;
+    o.clip_on_cpu = o.vae_on_cpu = true;
+    const auto cpu = plan_diffusion(sd1(), o, 512, 512);
+    EXPECT_EQ(cpu.device_weights, (1640 + 235 + 160) * kMiB);  // the CPU device holds everything anyway
+    EXPECT_EQ(cpu.host_weights, 0u);
+    o.gpu = true;
+    const auto gpu = plan_diffusion(sd1(), o, 512, 512);
+    EXPECT_EQ(gpu.device_weights, 1640 * kMiB);
+    EXPECT_EQ(gpu.host_weights, (235 + 160) * kMiB);
+    // The decoder runs on the CPU: its 1.6 GiB is host compute, the device's largest phase is the UNet's.
+    EXPECT_EQ(gpu.largest_phase, "diffusion step");
+    EXPECT_GE(gpu.host_compute, 1664 * kMiB);
+    DiffusionOptions off;
+    off.gpu = off.offload_to_cpu = true;
+    EXPECT_EQ(plan_diffusion(sd1(), off, 512, 512).device_weights, 1640 * kMiB);  // one component at a time
+}
+
+TEST(DiffusionPlan, InverseQuestionsFindTheLargestSizeAndTheOptionsThatFit) {
+    const auto f = sd1();
+    const std::uint64_t budget = 3 * kGiB;
+    const auto fit = largest_fitting(f, {}, 1024, 1024, budget);
+    ASSERT_TRUE(fit);
+    EXPECT_LE(plan_diffusion(f, {}, fit->first, fit->second).device_compute, budget);
+    EXPECT_GT(plan_diffusion(f, {}, fit->first + 64, fit->second + 64).device_compute, budget);
+    EXPECT_EQ(fit->first, fit->second);  // the same shape
+    const auto wide = largest_fitting(f, {}, 2048, 1024, budget);
+    ASSERT_TRUE(wide);
+    EXPECT_NEAR(double(wide->first) / double(wide->second), 2.0, 0.25);
+    // 1024²: 8.2 GiB of attention. Flash attention fits it in 3 GiB (the decoder's 6.5 GiB then does not,
+    // so only flash attention + tiling would): neither alone, both together.
+    const auto alone = options_that_fit(f, {}, 1024, 1024, budget);
+    ASSERT_EQ(alone.size(), 1u);
+    EXPECT_NE(alone[0].find("together"), std::string::npos) << alone[0];
+    DiffusionOptions tiled;
+    tiled.vae_tiling = true;
+    const auto helps = options_that_fit(f, tiled, 1024, 1024, budget);
+    ASSERT_EQ(helps.size(), 1u);
+    EXPECT_NE(helps[0].find("flash attention"), std::string::npos);
+    EXPECT_FALSE(largest_fitting(f, {}, 1024, 1024, 1 * kMiB));
+}
+
+TEST(DiffusionPlan, TheFilesGiveTheArchitectureAndTheWeightsPerComponent) {
+    const auto dir = std::filesystem::temp_directory_path() / "loch-diffusion-plan-test";
+    std::filesystem::create_directories(dir);
+    const auto write = [&](const char* preset, const char* file) {
+        gguf::write_file(dir / file, synth::build_diffusion(*synth::find_diffusion_preset(preset)));
+        return dir / file;
+    };
+    const auto one = read_diffusion_files(write("sd1.5", "sd15.gguf"), {});
+    EXPECT_EQ(one.arch, DiffusionArch::sd1);
+    // UNet 859.5 M, CLIP-L 123 M, VAE 83.7 M parameters, mostly f16.
+    EXPECT_NEAR(double(one.diffusion_bytes) / 1e9, 1.72, 0.05);
+    EXPECT_NEAR(double(one.text_encoder_bytes) / 1e9, 0.24, 0.03);
+    EXPECT_NEAR(double(one.vae_bytes) / 1e9, 0.17, 0.03);
+    const auto split = read_diffusion_files(
+        write("flux-tiny", "flux.gguf"),
+        {{"clip_l", write("clip-l", "clip.gguf")}, {"taesd", write("taef1", "taef1.gguf")}});
+    EXPECT_EQ(split.arch, DiffusionArch::flux);
+    EXPECT_EQ(split.flux_hidden, 256u);
+    EXPECT_TRUE(split.tiny_decoder);
+    EXPECT_GT(split.text_encoder_bytes, 200'000'000u);
+    std::filesystem::remove_all(dir);
+}
