@@ -38,9 +38,8 @@ namespace fs = std::filesystem;
 
 struct SdSettings final : config::KindSettings {
     std::map<std::string, std::string> files;  // clip_l, clip_g, t5xxl, llm, vae, taesd → path as written
-    bool diffusion_fa = false, vae_tiling = false, vae_conv_direct = false;
-    bool clip_on_cpu = false, vae_on_cpu = false, offload_to_cpu = false;
-    std::uint32_t threads = 0;                          // 0 = sd.cpp's default (its physical cores)
+    plan::DiffusionOptions opts;  // diffusion_fa, vae_tiling, …: the planner's terms (gpu set per placement)
+    std::uint32_t threads = 0;    // 0 = sd.cpp's default (its physical cores)
     std::uint32_t max_width = 2048, max_height = 2048;  // a cap on what is accepted at all
     std::optional<std::uint32_t> steps;                 // model defaults for requests that do not say
     std::optional<double> cfg_scale;
@@ -86,13 +85,7 @@ const plan::DiffusionFiles& files_of(const config::ModelConfig& m) {
 }
 
 plan::DiffusionOptions options_of(const SdSettings& s, bool gpu) {
-    plan::DiffusionOptions o;
-    o.flash_attention = s.diffusion_fa;
-    o.vae_tiling = s.vae_tiling;
-    o.vae_conv_direct = s.vae_conv_direct;
-    o.clip_on_cpu = s.clip_on_cpu;
-    o.vae_on_cpu = s.vae_on_cpu;
-    o.offload_to_cpu = s.offload_to_cpu;
+    plan::DiffusionOptions o = s.opts;
     o.gpu = gpu;
     return o;
 }
@@ -173,12 +166,12 @@ class SdServerKind final : public Kind {
                          if (auto b = w.boolean(v, key)) into_ = *b;
                      };
                  };
-                 k.push_back({"diffusion_fa", flag(s.diffusion_fa)});
-                 k.push_back({"vae_tiling", flag(s.vae_tiling)});
-                 k.push_back({"vae_conv_direct", flag(s.vae_conv_direct)});
-                 k.push_back({"clip_on_cpu", flag(s.clip_on_cpu)});
-                 k.push_back({"vae_on_cpu", flag(s.vae_on_cpu)});
-                 k.push_back({"offload_to_cpu", flag(s.offload_to_cpu)});
+                 k.push_back({"diffusion_fa", flag(s.opts.flash_attention)});
+                 k.push_back({"vae_tiling", flag(s.opts.vae_tiling)});
+                 k.push_back({"vae_conv_direct", flag(s.opts.vae_conv_direct)});
+                 k.push_back({"clip_on_cpu", flag(s.opts.clip_on_cpu)});
+                 k.push_back({"vae_on_cpu", flag(s.opts.vae_on_cpu)});
+                 k.push_back({"offload_to_cpu", flag(s.opts.offload_to_cpu)});
                  k.push_back({"threads", w.integer_into(s.threads, 1, 1024)});
                  k.push_back({"max_size", [&w, &s](auto&, auto& v, auto& key) {
                                   auto t = w.str(v, key);
@@ -323,9 +316,9 @@ class SdServerKind final : public Kind {
                          {"--listen-ip", "127.0.0.1", "--listen-port", std::to_string(port), "-v"});
         if (s.threads) spec.argv.insert(spec.argv.end(), {"-t", std::to_string(s.threads)});
         const std::pair<bool, const char*> flags[] = {
-            {s.diffusion_fa, "--diffusion-fa"},       {s.vae_tiling, "--vae-tiling"},
-            {s.vae_conv_direct, "--vae-conv-direct"}, {s.clip_on_cpu, "--clip-on-cpu"},
-            {s.vae_on_cpu, "--vae-on-cpu"},           {s.offload_to_cpu, "--offload-to-cpu"}};
+            {s.opts.flash_attention, "--diffusion-fa"},    {s.opts.vae_tiling, "--vae-tiling"},
+            {s.opts.vae_conv_direct, "--vae-conv-direct"}, {s.opts.clip_on_cpu, "--clip-on-cpu"},
+            {s.opts.vae_on_cpu, "--vae-on-cpu"},           {s.opts.offload_to_cpu, "--offload-to-cpu"}};
         for (const auto& [on, f] : flags)
             if (on) spec.argv.push_back(f);
         if (s.steps) spec.argv.insert(spec.argv.end(), {"--steps", std::to_string(*s.steps)});
