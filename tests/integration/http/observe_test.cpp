@@ -7,6 +7,8 @@
 #include <regex>
 #include <set>
 
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "fixtures.hpp"
@@ -37,11 +39,19 @@ json last_json_line(const std::string& out) {
     return json::parse(out.substr(start == std::string::npos ? 0 : start + 1, end + 1), nullptr, false);
 }
 
-std::size_t lines_in(const fs::path& f) {
+std::size_t count_lines(const fs::path& f) {
     std::ifstream in(f);
     std::size_t n = 0;
     for (std::string l; std::getline(in, l);) n += !l.empty();
     return n;
+}
+// The log's lines once `expected` are there (or 5 s passed): a request's line is written when it has
+// finished, which may be just after its client read the last byte.
+std::size_t lines_in(const fs::path& f, std::size_t expected) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (count_lines(f) < expected && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return count_lines(f);
 }
 
 class Observe : public ::testing::Test {
@@ -116,7 +126,7 @@ TEST_F(Observe, MetricsParseWithPrometheusParserAndMoveWithTheTrafficAndEveryReq
     EXPECT_TRUE(reservation) << after["loch_reservation_bytes"];
 
     // One line per model request (the /metrics scrapes are not model requests), with its figures.
-    ASSERT_EQ(lines_in(request_log()), 4u);
+    ASSERT_EQ(lines_in(request_log(), 4), 4u);
     std::ifstream in(request_log());
     std::vector<json> lines;
     for (std::string l; std::getline(in, l);) lines.push_back(json::parse(l));
@@ -140,7 +150,7 @@ TEST_F(Observe, MetricsParseWithPrometheusParserAndMoveWithTheTrafficAndEveryReq
     // Other requests have their line too (the monitoring reads, /metrics here, do not).
     EXPECT_EQ(loch.get("/v1/models").status, 200);
     EXPECT_EQ(loch.get("/no/such/path").status, 404);
-    ASSERT_EQ(lines_in(request_log()), 7u);  // + the GET of `loch logs`
+    ASSERT_EQ(lines_in(request_log(), 7), 7u);  // + the GET of `loch logs`
     std::ifstream again(request_log());
     std::vector<json> all;
     for (std::string l; std::getline(again, l);) all.push_back(json::parse(l));
@@ -213,7 +223,7 @@ TEST_F(Observe, AColdLoadStreamsKeepAliveCommentsAndProgressAndAnswersWithTheCon
     const auto warm = loch.post("/v1/chat/completions", chat("slow", false, 4));
     ASSERT_EQ(warm.status, 200) << warm.body;
     EXPECT_EQ(json::parse(warm.body)["model"], "slow");
-    EXPECT_EQ(lines_in(request_log()), 2u);
+    EXPECT_EQ(lines_in(request_log(), 2), 2u);
 }
 
 // What the page shows for each model / device / waiter, read from Chromium's DOM after its scripts ran.
