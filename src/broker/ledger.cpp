@@ -87,6 +87,14 @@ std::uint64_t Ledger::empty_capacity(const std::string& device) const {
 }
 
 std::uint64_t Ledger::capacity(const std::string& device) const {
+    return capacity_bounded(device, true);
+}
+
+std::uint64_t Ledger::capacity_without_backend_bound(const std::string& device) const {
+    return capacity_bounded(device, false);
+}
+
+std::uint64_t Ledger::capacity_bounded(const std::string& device, bool by_backend) const {
     auto it = devices_.find(device);
     if (it == devices_.end()) return 0;
     const auto& l = it->second.limits;
@@ -97,19 +105,8 @@ std::uint64_t Ledger::capacity(const std::string& device) const {
     const std::uint64_t physical =
         sub_floor(sub_floor(sub_floor(l.total.bytes, l.driver_reserved.bytes), l.reserve.bytes), others);
     std::uint64_t c = l.cap ? std::min(physical, l.cap->bytes) : physical;
-    if (l.backend_bound) c = std::min(c, l.backend_bound->bytes);
+    if (by_backend && l.backend_bound) c = std::min(c, l.backend_bound->bytes);
     return c;
-}
-
-std::uint64_t Ledger::capacity_without_backend_bound(const std::string& device) const {
-    auto it = devices_.find(device);
-    if (it == devices_.end()) return 0;
-    Ledger copy;
-    DeviceLimits l = it->second.limits;
-    l.backend_bound.reset();
-    copy.devices_[device] = it->second;
-    copy.devices_[device].limits = l;
-    return copy.capacity(device);
 }
 
 std::uint64_t Ledger::own(const std::string& device) const {

@@ -71,6 +71,7 @@ class Ledger {
     nlohmann::json to_json() const;
 
   private:
+    std::uint64_t capacity_bounded(const std::string& device, bool by_backend) const;
     struct Device {
         DeviceLimits limits;
         std::uint64_t probe_used = 0;

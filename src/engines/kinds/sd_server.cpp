@@ -392,8 +392,8 @@ class SdServerKind final : public Kind {
         if (r.model == nullptr) co_return std::nullopt;
         const auto& s = sd_settings(*r.model);
         const auto files = files_of(*r.model);
-        const auto [w, h] =
-            plan::aligned_size(files.arch, request_size(*r.body).first, request_size(*r.body).second);
+        const auto asked = request_size(*r.body);
+        const auto [w, h] = plan::aligned_size(files.arch, asked.first, asked.second);
         if (w <= s.max_width && h <= s.max_height) co_return std::nullopt;
         const auto compute = [&](std::uint64_t x, std::uint64_t y) {
             return plan::plan_diffusion(files, options_of(s, false), x, y).device_compute;
