@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything loch needs on a fresh Debian 12 machine (run as root) and is safe to run again:
 #   1. Debian packages for the build, tests, fuzzing and benchmarks;
-#   2. the pinned llama.cpp engine (source from npm node-llama-cpp@3.22.1), built once and cached by commit;
+#   2. the pinned engines, built once and cached by version: llama.cpp (source from npm node-llama-cpp@3.22.1),
+#      sd-server (PyPI stable-diffusion-cpp-python), whisper-server (PyPI pywhispercpp);
 #   3. loch itself (build/bin/loch, build/bin/loch-synth) with the engine binaries copied beside it, compiled
 #      by clang++-19 (g++ 12 miscompiles Asio coroutine lambdas: docs/toolchain.md);
 #   4. a generated demo model (models/demo.gguf) for `loch serve`'s embedded default.
@@ -107,7 +108,34 @@ else
   echo "    built in $((SECONDS - start)) s"
 fi
 
-# ---------------------------------------------------------------- 2b. Python test peers
+# ---------------------------------------------------------------- 2b. speech engine
+# whisper.cpp's whisper-server, from the source the PyPI sdist pywhispercpp vendors (download only), built once
+# for the CPU and cached by version like sd-server: static, no OpenMP, only the server target.
+WHISPER_PYPI=pywhispercpp==1.5.1
+WHISPER_ENGINE=$CACHE/whisper-server-${WHISPER_PYPI#*==}
+step "Pinned speech engine: whisper.cpp whisper-server from PyPI $WHISPER_PYPI"
+if [[ -x $WHISPER_ENGINE/bin/whisper-server ]]; then
+  skip "whisper-server cached at $WHISPER_ENGINE"
+else
+  tmp=$(mktemp -d)
+  /usr/bin/python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary pywhispercpp \
+    "$WHISPER_PYPI" -d "$tmp"
+  tar xzf "$tmp"/pywhispercpp-*.tar.gz -C "$tmp"
+  whisper_src=$(echo "$tmp"/pywhispercpp-*/whisper.cpp)
+  start=$SECONDS
+  cmake -S "$whisper_src" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+    -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DWHISPER_BUILD_TESTS=OFF -DWHISPER_BUILD_EXAMPLES=ON \
+    -DWHISPER_BUILD_SERVER=ON -DWHISPER_SDL2=OFF -DWHISPER_CURL=OFF -DCMAKE_EXE_LINKER_FLAGS=-static >/dev/null
+  cmake --build "$tmp/build" -j "$JOBS" --target whisper-server >/dev/null
+  mkdir -p "$WHISPER_ENGINE/bin.tmp"
+  cp "$tmp/build/bin/whisper-server" "$WHISPER_ENGINE/bin.tmp/"
+  rm -rf "$WHISPER_ENGINE/bin" && mv "$WHISPER_ENGINE/bin.tmp" "$WHISPER_ENGINE/bin"
+  echo "$WHISPER_PYPI" >"$WHISPER_ENGINE/SOURCE"
+  rm -rf "$tmp"
+  echo "    built in $((SECONDS - start)) s"
+fi
+
+# ---------------------------------------------------------------- 2c. Python test peers
 # Real clients in the tests: Ollama's Python client and Prometheus' own text-format parser, pinned, in a venv
 # from PyPI (cached; rebuilt only when the pins change).
 PY_PINS="ollama==0.6.1 prometheus_client==0.23.1 openai==1.109.1"
@@ -131,7 +159,8 @@ export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
   -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLOCH_WERROR=ON >/dev/null
 cmake --build "$BUILD" -j "$JOBS"
-cp -f "$ENGINE/bin/llama-server" "$ENGINE/bin/llama-fit-params" "$SD_ENGINE/bin/sd-server" "$BUILD/bin/"
+cp -f "$ENGINE/bin/llama-server" "$ENGINE/bin/llama-fit-params" "$SD_ENGINE/bin/sd-server" \
+  "$WHISPER_ENGINE/bin/whisper-server" "$BUILD/bin/"
 echo "    $BUILD/bin: $(ls "$BUILD/bin" | tr '\n' ' ')"
 
 # ---------------------------------------------------------------- 4. demo model

@@ -410,6 +410,15 @@ void Broker::evict(const std::vector<std::string>& victims, const Model& for_mod
         }
 }
 
+std::optional<engines::Refusal> Broker::check_before_start(const std::string& name,
+                                                           const engines::RequestView& r) {
+    Model* m = find(name);
+    if (!m) return std::nullopt;
+    engines::RequestView view = r;
+    view.model = m->cfg;
+    return m->kind->check_before_start(*m->cfg, view);
+}
+
 std::optional<engines::RequestCost> Broker::request_cost(const std::string& name,
                                                          const engines::RequestView& r) {
     Model* m = find(name);

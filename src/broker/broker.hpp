@@ -129,6 +129,9 @@ class Broker {
     nlohmann::json progress(const std::string& model);
     // What `request` needs of its own beside the engine (asks the model's kind); nullopt for most requests
     // and for unknown models.
+    // The model's kind refuses a request from its config alone (engines/kind.hpp), before anything starts.
+    std::optional<engines::Refusal> check_before_start(const std::string& model,
+                                                       const engines::RequestView& r);
     std::optional<engines::RequestCost> request_cost(const std::string& model,
                                                      const engines::RequestView& request);
 

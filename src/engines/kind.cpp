@@ -35,6 +35,10 @@ asio::awaitable<std::optional<Refusal>> Kind::check_request(asio::any_io_executo
     co_return std::nullopt;
 }
 
+std::optional<Refusal> Kind::check_before_start(const config::ModelConfig&, const RequestView&) const {
+    return std::nullopt;
+}
+
 std::optional<Refusal> Kind::explain_error(const config::ModelConfig&, std::string_view, unsigned,
                                            std::string_view) const {
     return std::nullopt;
@@ -46,6 +50,10 @@ std::optional<RequestCost> Kind::request_cost(const config::ModelConfig&, const 
 
 std::optional<nlohmann::json> Kind::request_progress(const std::vector<std::string>&) const {
     return std::nullopt;
+}
+
+std::string Kind::upstream(std::string_view route, std::string_view, std::string&) const {
+    return std::string(route);
 }
 
 bool Kind::serves(std::string_view route) const {

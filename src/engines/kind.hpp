@@ -10,9 +10,13 @@
 //   estimate    — a better figure that may run something (the engine's dry run);   default: formula()
 //   measure     — what the engine really allocated, read from its startup log;     default: nothing
 //   after_ready — what the running engine says about itself (slot context …);      default: nothing
+//   check_before_start — refuse a request from the config alone, before any engine starts (an upload over
+//                 the model's limits);                                               default: nothing
 //   check_request — refuse a request before it is sent (prompt tokens vs slot context; next: image size,
 //                 audio length);                                                     default: nothing
 //   serves      — which API routes it answers.                         default: the OpenAI text routes
+//   upstream    — the engine's own path for a route, and what its body needs   default: the route, as sent
+//                 (whisper-server answers both audio routes on one path, translation as a form field)
 // For every optional hook, doing nothing is correct: loch then relies on the formula, the per-process
 // measurement of the broker and the engine's own error answers.
 //
@@ -76,7 +80,7 @@ struct RequestCost {
 
 // Why a kind refuses a request (the HTTP layer renders it: status, type, message, details).
 struct Refusal {
-    enum class Kind { context_length_exceeded, invalid_request } kind = Kind::invalid_request;
+    enum class Kind { context_length_exceeded, invalid_request, too_large } kind = Kind::invalid_request;
     std::string message;
     nlohmann::json details = nlohmann::json::object();
 };
@@ -110,12 +114,17 @@ class Kind : public config::KindSchema {
     // least 1).
     virtual std::uint32_t slots(const config::ModelConfig& model) const;
 
+    virtual std::optional<Refusal> check_before_start(const config::ModelConfig& model,
+                                                      const RequestView& request) const;
     virtual boost::asio::awaitable<std::optional<Refusal>> check_request(boost::asio::any_io_executor ex,
                                                                          const EngineAddress& engine,
                                                                          const ReadyFacts& facts,
                                                                          const RequestView& request) const;
     // Whether it answers this API path (default: /v1/chat/completions, /v1/completions, /v1/embeddings).
     virtual bool serves(std::string_view route) const;
+    // The engine's path for an API route; `body` (the client's, with its Content-Type) may be changed for it.
+    virtual std::string upstream(std::string_view route, std::string_view content_type,
+                                 std::string& body) const;
     // The request's own memory on the engine's device (default: none — text requests live in the engine's
     // reserved KV cache).
     virtual std::optional<RequestCost> request_cost(const config::ModelConfig& model,

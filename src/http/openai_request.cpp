@@ -1,8 +1,10 @@
 #include "http/openai_request.hpp"
 
 #include <charconv>
+#include <cstdlib>
 
 #include "broker/error.hpp"
+#include "http/audio_length.hpp"
 #include "http/image_size.hpp"
 #include "http/multipart.hpp"
 
@@ -25,6 +27,10 @@ std::string_view to_string(Endpoint e) {
             return "/v1/images/edits";
         case Endpoint::sdapi_txt2img:
             return "/sdapi/v1/txt2img";
+        case Endpoint::audio_transcriptions:
+            return "/v1/audio/transcriptions";
+        case Endpoint::audio_translations:
+            return "/v1/audio/translations";
     }
     return "?";
 }
@@ -90,7 +96,7 @@ void count_message_content(const nlohmann::json& content, OpenAIRequest& r) {
 nlohmann::json form_as_json(std::string_view body, std::string_view content_type) {
     const auto boundary = form_boundary(content_type);
     if (!boundary)
-        bad("this route takes multipart/form-data with a boundary (an image upload), got Content-Type '" +
+        bad("this route takes multipart/form-data with a boundary (a file upload), got Content-Type '" +
             std::string(content_type.substr(0, 100)) + "'");
     nlohmann::json j = nlohmann::json::object();
     for (const auto& p : read_form(body, *boundary)) {
@@ -99,6 +105,8 @@ nlohmann::json form_as_json(std::string_view body, std::string_view content_type
             if (const auto wh = image_size(p.value)) {
                 j[p.name]["width"] = wh->first;
                 j[p.name]["height"] = wh->second;
+            } else if (const auto s = audio_seconds(p.value)) {
+                j[p.name]["seconds"] = *s;
             }
             continue;
         }
@@ -115,7 +123,12 @@ nlohmann::json form_as_json(std::string_view body, std::string_view content_type
 OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std::string_view content_type) {
     OpenAIRequest r;
     r.endpoint = endpoint;
-    if (endpoint == Endpoint::image_edits) {
+    const bool audio = endpoint == Endpoint::audio_transcriptions || endpoint == Endpoint::audio_translations;
+    if (audio) {
+        r.body = form_as_json(body, content_type);
+        const auto file = r.body.find("file");
+        if (file == r.body.end() || !file->is_object()) bad("'file' (the audio, a file part) is required");
+    } else if (endpoint == Endpoint::image_edits) {
         r.body = form_as_json(body, content_type);
         const auto image =
             r.body.find("image") != r.body.end() ? r.body.find("image") : r.body.find("image[]");
@@ -211,6 +224,25 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
                     if (!v->is_number_unsigned() || v->get<std::uint64_t>() < 1 ||
                         v->get<std::uint64_t>() > 16)
                         bad(std::string("'") + key + "' must be an integer 1-16");
+            break;
+        }
+        case Endpoint::audio_transcriptions:
+        case Endpoint::audio_translations: {
+            r.stream = false;  // a transcript comes whole
+            if (auto f = r.body.find("response_format"); f != r.body.end()) {
+                const std::string v = f->is_string() ? f->get<std::string>() : std::string();
+                if (v != "json" && v != "text" && v != "srt" && v != "verbose_json" && v != "vtt")
+                    bad("'response_format' must be one of json, text, srt, verbose_json, vtt");
+            }
+            if (auto t = r.body.find("temperature"); t != r.body.end()) {
+                const std::string v = t->is_string() ? t->get<std::string>() : t->dump();
+                char* end = nullptr;
+                const double x = std::strtod(v.c_str(), &end);
+                if (v.empty() || end != v.c_str() + v.size() || !(x >= 0 && x <= 1))
+                    bad("'temperature' must be a number 0-1");
+            }
+            if (auto p = r.body.find("prompt"); p != r.body.end() && p->is_string())
+                r.prompt_bytes = p->get_ref<const std::string&>().size();
             break;
         }
     }

@@ -19,14 +19,17 @@ enum class Endpoint {
     embeddings,
     image_generations,
     image_edits,
-    sdapi_txt2img
+    sdapi_txt2img,
+    audio_transcriptions,
+    audio_translations
 };
 std::string_view to_string(Endpoint e);  // its path: "/v1/chat/completions" (http/routes.hpp has the table)
 
 struct OpenAIRequest {
     Endpoint endpoint = Endpoint::chat_completions;
-    // The parsed object, forwarded as-is; for a multipart body (image edits), its text fields as strings
-    // (numbers as numbers) and each file as {"file_bytes": n} — the body forwarded is the client's.
+    // The parsed object, forwarded as-is; for a multipart body (image edits, audio), its text fields as
+    // strings (numbers as numbers) and each file as {"file_bytes": n, "filename", and what its header says:
+    // "width"/"height" of an image, "seconds" of a WAV} — the body forwarded is the client's.
     nlohmann::json body;
     std::string model;
     bool stream = false;

@@ -133,6 +133,19 @@ void RelayState::finish() {
     close_upstream();
 }
 
+namespace {
+
+Error refusal_error(const std::string& model, engines::Refusal no) {
+    no.details["model"] = model;
+    const auto kind = no.kind == engines::Refusal::Kind::context_length_exceeded
+                          ? ErrorKind::context_length_exceeded
+                      : no.kind == engines::Refusal::Kind::too_large ? ErrorKind::request_too_large
+                                                                     : ErrorKind::invalid_request;
+    return Error(kind, fmt::format("model '{}': {}", model, no.message), std::move(no.details));
+}
+
+}  // namespace
+
 // The model's kind may refuse the request before it is sent (llama-server: prompt tokens vs slot context).
 asio::awaitable<void> Server::check_request(const broker::Lease& lease, const OpenAIRequest& r) {
     engines::RequestView view;
@@ -143,12 +156,7 @@ asio::awaitable<void> Server::check_request(const broker::Lease& lease, const Op
     view.max_tokens = r.max_tokens;
     view.model = lease.config();
     auto no = co_await lease.kind().check_request(ex_, lease.address(), lease.facts(), view);
-    if (!no) co_return;
-    no->details["model"] = lease.model();
-    throw Error(no->kind == engines::Refusal::Kind::context_length_exceeded
-                    ? ErrorKind::context_length_exceeded
-                    : ErrorKind::invalid_request,
-                fmt::format("model '{}': {}", lease.model(), no->message), std::move(no->details));
+    if (no) throw refusal_error(lease.model(), std::move(*no));
 }
 
 namespace {
@@ -314,6 +322,9 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             view.route = to_string(oreq.endpoint);
             view.body = &oreq.body;
             view.prompt_bytes = oreq.prompt_bytes;
+            // Refused from the config alone (an upload over the model's limits): nothing starts for it.
+            if (auto no = broker_.check_before_start(oreq.model, view))
+                throw refusal_error(oreq.model, std::move(*no));
             needs.transient = broker_.request_cost(oreq.model, view);  // an image's compute, by its kind
         }
         // A streaming OpenAI client that has to wait hears from loch while it waits.
@@ -356,6 +367,13 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             client_watch_started = true;
         }
 
+        // The engine's own path for this route (and its body, where the kind must change it).
+        if (!call.translation) {
+            const auto ct = req.find(bhttp::field::content_type);
+            call.upstream_path = lease.kind().upstream(
+                call.upstream_path, ct == req.end() ? std::string_view() : std::string_view(ct->value()),
+                req.body());
+        }
         bhttp::request<bhttp::string_body> ureq{bhttp::verb::post, call.upstream_path, 11};
         ureq.set(bhttp::field::host, lease.host() + ":" + std::to_string(lease.port()));
         // The client's body kind goes upstream as it came (JSON today; multipart for images and audio).

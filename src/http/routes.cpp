@@ -13,6 +13,9 @@ constexpr std::array kRoutes{
     ModelRoute{"/v1/images/generations", "POST", BodyKind::json, "model", Endpoint::image_generations},
     ModelRoute{"/v1/images/edits", "POST", BodyKind::multipart, "model", Endpoint::image_edits},
     ModelRoute{"/sdapi/v1/txt2img", "POST", BodyKind::json, "model", Endpoint::sdapi_txt2img},
+    ModelRoute{"/v1/audio/transcriptions", "POST", BodyKind::multipart, "model",
+               Endpoint::audio_transcriptions},
+    ModelRoute{"/v1/audio/translations", "POST", BodyKind::multipart, "model", Endpoint::audio_translations},
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 //   loch-synth --arch qwen3 --layers 4 --embd 512 --heads 8 --kv-heads 2 --ff 1024 --vocab 1000 --ctx 4096
 //              [--type q8_0] --out FILE
 //   loch-synth --diffusion flux-tiny|clip-l|taef1|taesd [--type q8_0] --out FILE     (sd-server's files)
+//   loch-synth --whisper whisper-base [--type q8_0] [--no-tensors] --out FILE  (whisper.cpp's format)
 // With --preset, any dimension option overrides the preset's value.
 #include <cstdio>
 #include <optional>
@@ -15,6 +16,7 @@
 
 #include "synth/diffusion.hpp"
 #include "synth/synth.hpp"
+#include "synth/whisper.hpp"
 
 namespace {
 
@@ -44,6 +46,10 @@ int list_presets() {
         fmt::print("{:<18} {:>8.3f}B {:>8}  {}\n", p.name, static_cast<double>(model.parameter_count()) / 1e9,
                    "f16", p.description);
     }
+    fmt::print("\n{:<24} {:>9}  {}\n", "WHISPER", "PARAMS", "DESCRIPTION (--whisper NAME)");
+    for (const auto& p : loch::synth::whisper_presets())
+        fmt::print("{:<24} {:>8.3f}B  {}\n", p.name,
+                   static_cast<double>(loch::synth::whisper_parameters(p.hp)) / 1e9, p.description);
     fmt::print("\nquantizations: ");
     bool first = true;
     for (const auto& q : loch::synth::quant_names()) {
@@ -71,7 +77,11 @@ int main(int argc, char** argv) {
     bool tied = false, attn_bias = false;
 
     app.add_flag("--list-presets", list, "List presets and quantizations, then exit");
-    std::string diffusion;
+    std::string diffusion, whisper;
+    bool no_tensors = false;
+    app.add_option("--whisper", whisper, "Write a whisper.cpp model of a preset shape (see --list-presets)");
+    app.add_flag("--no-tensors", no_tensors,
+                 "--whisper: write no tensors (whisper.cpp allocates the weights without reading them)");
     app.add_option("--diffusion", diffusion,
                    "An sd-server model file: flux-tiny, flux1-1block, flux1-dev, clip-l, taef1, taesd");
     app.add_option("--preset", preset, "Start from a preset (see --list-presets)");
@@ -112,6 +122,23 @@ int main(int argc, char** argv) {
         if (list) return list_presets();
         if (out.empty()) throw loch::synth::SynthError("--out FILE is required");
 
+        if (!whisper.empty()) {
+            const auto* p = loch::synth::find_whisper_preset(whisper);
+            if (!p)
+                throw loch::synth::SynthError(
+                    fmt::format("unknown whisper preset '{}' (see --list-presets)", whisper));
+            auto hp = p->hp;
+            const auto type = loch::gguf::type_from_name(quant.empty() ? "f16" : quant);
+            const auto ftype = type ? loch::gguf::whisper_ftype_of(*type) : std::nullopt;
+            if (!ftype)
+                throw loch::synth::SynthError(fmt::format("whisper.cpp has no ftype for '{}'", quant));
+            hp.ftype = *ftype;
+            const auto size = loch::gguf::write_whisper(out, hp, !no_tensors);
+            fmt::print("{}: {}, {:.3f} B params, {} ({} bytes), {}\n", out, p->name,
+                       static_cast<double>(loch::synth::whisper_parameters(hp)) / 1e9, human_bytes(size),
+                       size, no_tensors ? "no tensors" : "zero weights");
+            return 0;
+        }
         if (!diffusion.empty()) {
             const auto* p = loch::synth::find_diffusion_preset(diffusion);
             if (!p)

@@ -9,15 +9,16 @@ namespace loch::engines {
 
 // Each kind is stateless: one const instance, for the life of the program, made by its file. The first is
 // the default kind (a model entry without `engine:`, the embedded default's models).
-const Kind& llama_server_kind();  // kinds/llama_server.cpp
-const Kind& command_kind();       // kinds/command.cpp
-const Kind& vllm_kind();          // kinds/vllm.cpp
-const Kind& sd_server_kind();     // kinds/sd_server.cpp
+const Kind& llama_server_kind();    // kinds/llama_server.cpp
+const Kind& command_kind();         // kinds/command.cpp
+const Kind& vllm_kind();            // kinds/vllm.cpp
+const Kind& sd_server_kind();       // kinds/sd_server.cpp
+const Kind& whisper_server_kind();  // kinds/whisper_server.cpp
 
 namespace {
 
-const std::array<const Kind*, 4> kKinds{&llama_server_kind(), &command_kind(), &vllm_kind(),
-                                        &sd_server_kind()};
+const std::array<const Kind*, 5> kKinds{&llama_server_kind(), &command_kind(), &vllm_kind(),
+                                        &sd_server_kind(), &whisper_server_kind()};
 
 }  // namespace
 
