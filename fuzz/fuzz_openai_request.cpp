@@ -1,28 +1,32 @@
 // Fuzzes the OpenAI request reader (http/openai_request) and the SSE framer with arbitrary bytes: they read
-// outside input on every request. The first byte picks the endpoint (image edits read the rest as a
-// multipart/form-data body with boundary "XyZ", and the image-header reader sees it raw); any outcome but a
-// crash, a leak or an exception other than broker::Error is a finding.
-// fuzz-sources: http/openai_request.cpp http/multipart.cpp http/image_size.cpp http/sse.cpp broker/error.cpp
+// outside input on every request. The first byte picks the endpoint (image edits and audio read the rest as
+// a multipart/form-data body with boundary "XyZ"; the image-header and WAV readers see it raw); any outcome
+// but a crash, a leak or an exception other than broker::Error is a finding. fuzz-sources:
+// http/openai_request.cpp http/multipart.cpp http/image_size.cpp http/audio_length.cpp http/sse.cpp
+// broker/error.cpp
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "broker/error.hpp"
+#include "http/audio_length.hpp"
 #include "http/image_size.hpp"
 #include "http/openai_request.hpp"
 #include "http/sse.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
-    const auto endpoint = static_cast<loch::http::Endpoint>(data[0] % 6);
+    const auto endpoint = static_cast<loch::http::Endpoint>(data[0] % 8);
     const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
     if (const auto wh = loch::http::image_size(body); wh && (wh->first == 0 || wh->second == 0))
         __builtin_trap();
+    if (const auto s = loch::http::audio_seconds(body); s && !(*s >= 0)) __builtin_trap();
+    const bool form = endpoint == loch::http::Endpoint::image_edits ||
+                      endpoint == loch::http::Endpoint::audio_transcriptions ||
+                      endpoint == loch::http::Endpoint::audio_translations;
     try {
-        auto r = loch::http::parse_openai_request(endpoint, body,
-                                                  endpoint == loch::http::Endpoint::image_edits
-                                                      ? "multipart/form-data; boundary=\"XyZ\""
-                                                      : "application/json");
+        auto r = loch::http::parse_openai_request(
+            endpoint, body, form ? "multipart/form-data; boundary=\"XyZ\"" : "application/json");
         if (r.model.empty()) __builtin_trap();  // accepted requests always name a model
     } catch (const loch::broker::Error&) {
     }

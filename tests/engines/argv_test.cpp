@@ -11,6 +11,7 @@
 #include "engines/kinds/command.hpp"
 #include "engines/kinds/llama_server.hpp"
 #include "engines/spec.hpp"
+#include "gguf/whisper_file.hpp"
 #include "support/temp_dir.hpp"
 
 namespace loch::engines {
@@ -272,6 +273,81 @@ TEST(EngineSpec, BuiltFromConfigWithAFreePortAndASafeLogName) {
     EXPECT_EQ(s.log_file, std::filesystem::path("/var/log/loch/org_m_1.log"));
     EXPECT_EQ(log_file_stem(".."), "model..");
     EXPECT_EQ(log_file_stem("a/../b"), "a_.._b");
+}
+
+}  // namespace
+}  // namespace loch::engines
+
+namespace loch::engines {
+namespace {
+
+TEST(WhisperServerKind, ArgvRoutesTheTranslationAndTheFootprintPlansTheWorstDecoders) {
+    test::TempDir dir("loch-whisper-kind");
+    gguf::WhisperHparams tiny;
+    gguf::write_whisper(dir.path() / "ggml-tiny.bin", tiny, false);
+    config::LoadContext ctx;
+    ctx.cwd = dir.path();
+    ctx.kinds = kind_schemas();
+    ctx.check_files = false;
+    auto c = config::parse_config("models:\n  - name: w\n    engine: whisper-server\n    path: " +
+                                      (dir.path() / "ggml-tiny.bin").string() +
+                                      "\n"
+                                      "    whisper: {threads: 3, flash_attention: false, language: auto}\n",
+                                  dir / "loch.yaml", ctx);
+    c.programs["whisper-server"] = "/opt/bin/whisper-server";
+    const auto& m = c.models.at(0);
+    const auto& k = kind_of(m);
+    const auto cpu = make_engine_spec(c, m, Placement{}, 5555).argv;
+    EXPECT_EQ(after(cpu, "-m"), (dir.path() / "ggml-tiny.bin").string());
+    EXPECT_EQ(after(cpu, "--port"), "5555");
+    EXPECT_EQ(after(cpu, "-t"), "3");
+    EXPECT_EQ(after(cpu, "-l"), "auto");
+    EXPECT_NE(std::find(cpu.begin(), cpu.end(), "-ng"), cpu.end());  // on the CPU: no GPU
+    EXPECT_NE(std::find(cpu.begin(), cpu.end(), "-nfa"), cpu.end());
+    const Placement gpu{"nvidia:0", "cuda", 0, 80 * kGiB};
+    const auto on_gpu = make_engine_spec(c, m, gpu, 1);
+    EXPECT_EQ(std::find(on_gpu.argv.begin(), on_gpu.argv.end(), "-ng"), on_gpu.argv.end());
+    EXPECT_EQ(on_gpu.env.at("CUDA_VISIBLE_DEVICES"), "0");
+    EXPECT_EQ(on_gpu.health_path, "/health");
+
+    // Both audio routes go to its one inference path; a translation says so in its form.
+    EXPECT_TRUE(k.serves("/v1/audio/transcriptions"));
+    EXPECT_FALSE(k.serves("/v1/chat/completions"));
+    std::string body = "--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nw\r\n--b--\r\n";
+    const std::string original = body;
+    EXPECT_EQ(k.upstream("/v1/audio/transcriptions", "multipart/form-data; boundary=b", body), "/inference");
+    EXPECT_EQ(body, original);
+    EXPECT_EQ(k.upstream("/v1/audio/translations", "multipart/form-data; boundary=\"b\"", body),
+              "/inference");
+    EXPECT_THAT(body, ::testing::HasSubstr("name=\"translate\"\r\n\r\ntrue\r\n--b--\r\n"));
+
+    // The footprint is planned for 5 decoders (the default), on the device it runs on.
+    const auto fp = k.formula(c, m, {Placement{}, gpu});
+    EXPECT_GT(fp.needs.at(1).bytes, fp.needs.at(0).bytes + 500 * kMiB);  // the CUDA context
+    EXPECT_THAT(fp.needs.at(0).why, ::testing::HasSubstr("5 decoders"));
+    EXPECT_EQ(fp.needs.at(0).source, Source::formula);
+    // What whisper-server printed is read as measured (MB of 10^6 bytes).
+    const auto got = k.measure({"whisper_model_load:    CPU total size =    77.11 MB",
+                                "whisper_init_state: kv self size  =    3.15 MB",
+                                "whisper_init_state: compute buffer (decode) =   95.91 MB"},
+                               Placement{});
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->bytes, 176'170'000u);
+    EXPECT_EQ(got->source, Source::measured);
+
+    // A request over the model's limits is refused from the config alone.
+    nlohmann::json req = {{"model", "w"}, {"file", {{"file_bytes", 30u << 20}}}};
+    RequestView v;
+    v.body = &req;
+    auto no = k.check_before_start(m, v);
+    ASSERT_TRUE(no);
+    EXPECT_EQ(no->kind, Refusal::Kind::too_large);
+    req = {{"model", "w"}, {"file", {{"file_bytes", 1000}, {"seconds", 5.0}}}, {"best_of", "6"}};
+    no = k.check_before_start(m, v);
+    ASSERT_TRUE(no);
+    EXPECT_EQ(no->details["max_decoders"], 5);
+    req.erase("best_of");
+    EXPECT_FALSE(k.check_before_start(m, v));
 }
 
 }  // namespace

@@ -112,3 +112,57 @@ TEST(ImageEdits, MissingPartsAndWrongBodiesAreRefusedBeforeAnythingStarts) {
     refused(form({{"model", "images"}, {"prompt", "a cat"}, {"size", "huge"}}, png(64, 64)), kType, "'size'");
     refused("{\"model\":\"images\"}", "application/json", "multipart/form-data");
 }
+
+namespace {
+
+std::string audio_form(const std::vector<std::pair<std::string, std::string>>& fields,
+                       const std::string& wav) {
+    std::string b;
+    for (const auto& [k, v] : fields)
+        b += "--XyZ\r\nContent-Disposition: form-data; name=\"" + k + "\"\r\n\r\n" + v + "\r\n";
+    if (!wav.empty())
+        b += "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n"
+             "Content-Type: audio/wav\r\n\r\n" +
+             wav + "\r\n";
+    return b + "--XyZ--\r\n";
+}
+// A 16 kHz mono 16-bit WAV header with `seconds` of silence.
+std::string wav(double seconds) {
+    const auto data = static_cast<std::uint32_t>(seconds * 32000);
+    const auto le = [](std::uint32_t v, int n) { return std::string(reinterpret_cast<const char*>(&v), n); };
+    return "RIFF" + le(36 + data, 4) + "WAVEfmt " + le(16, 4) + le(1, 2) + le(1, 2) + le(16000, 4) +
+           le(32000, 4) + le(2, 2) + le(16, 2) + "data" + le(data, 4) + std::string(data, '\0');
+}
+
+}  // namespace
+
+TEST(AudioRequests, TheFormNamesTheModelAndTheFileItsLength) {
+    for (const auto e : {Endpoint::audio_transcriptions, Endpoint::audio_translations}) {
+        const auto r = parse_openai_request(
+            e,
+            audio_form({{"model", "whisper"}, {"response_format", "srt"}, {"temperature", "0.2"}}, wav(1.5)),
+            kType);
+        EXPECT_EQ(r.model, "whisper");
+        EXPECT_FALSE(r.stream);
+        EXPECT_EQ(r.body["file"]["file_bytes"], wav(1.5).size());
+        EXPECT_DOUBLE_EQ(r.body["file"]["seconds"].get<double>(), 1.5);
+    }
+}
+
+TEST(AudioRequests, AMissingFileOrABadFormatOrTemperatureIsRefusedBeforeAnythingStarts) {
+    const auto refused = [](const std::string& body, const std::string& says) {
+        try {
+            parse_openai_request(Endpoint::audio_transcriptions, body, kType);
+            ADD_FAILURE() << "accepted";
+        } catch (const loch::broker::Error& e) {
+            EXPECT_EQ(e.kind(), loch::broker::ErrorKind::invalid_request);
+            EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+        }
+    };
+    refused(audio_form({{"model", "whisper"}}, ""), "'file'");
+    refused(audio_form({{"file", "not a file part"}, {"model", "whisper"}}, ""), "'file'");
+    refused(audio_form({{"model", "whisper"}, {"response_format", "mp3"}}, wav(0.1)), "'response_format'");
+    refused(audio_form({{"model", "whisper"}, {"temperature", "hot"}}, wav(0.1)), "'temperature'");
+    refused(audio_form({{"model", "whisper"}, {"temperature", "1.5"}}, wav(0.1)), "'temperature'");
+    refused(audio_form({}, wav(0.1)), "'model'");
+}
