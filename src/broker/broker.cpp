@@ -66,6 +66,7 @@ Broker::Broker(asio::any_io_executor ex, const config::Config& cfg, std::unique_
       launcher_(std::move(launcher)),
       options_(options),
       queue_(cfg.queue.interactive, cfg.queue.batch, options.aging),
+      remembered_(cfg.state_dir.empty() ? std::filesystem::path() : cfg.state_dir / "footprints.json"),
       alive_(std::make_shared<bool>(true)) {
     for (const auto& m : cfg_->models) models_[m.name] = std::make_unique<Model>(m, cfg_->restart);
 }
@@ -126,6 +127,7 @@ void Broker::refresh_devices() {
             ledger_.set_device(std::move(l));
         }
         if (d.used) ledger_.observe_used(d.id, d.used->bytes);
+        if (!d.driver.empty()) drivers_[d.id] = d.driver;
         const std::string backend = cfg_->device(d.id).backend.value_or(d.backend);
         if (backend != "cpu" || d.id == "cpu") placements_[d.id] = {d.id, backend, d.ordinal, d.total.bytes};
     }
@@ -174,7 +176,29 @@ void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {
 
 void Broker::note_peak(Model& m, const MemoryFigure& f) {
     auto& p = m.peak[m.device];
-    if (f.bytes > p.bytes) p = f;
+    if (f.bytes <= p.bytes) return;
+    p = f;
+    if (auto k = footprint_key(m, m.device)) remembered_.raise(*k, f);
+}
+
+std::optional<FootprintKey> Broker::footprint_key(const Model& m, const std::string& device) const {
+    const auto it = placements_.find(device);
+    const engines::Placement where = it != placements_.end() ? it->second : placement_without_probe(device);
+    try {
+        auto spec = m.kind->launch(*cfg_, *m.cfg, where, 0);
+        const auto driver = drivers_.find(device);
+        FootprintKey k{m.name(),
+                       device,
+                       std::string(m.kind->name()),
+                       std::move(spec.argv),
+                       m.cfg->path,
+                       {},
+                       driver != drivers_.end() ? driver->second : std::string()};
+        if (!k.argv.empty()) k.engine_file = k.argv.front();
+        return k;
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
 }
 
 Need Broker::need_on(const Model& m, const Need& planned) const {
@@ -185,6 +209,13 @@ Need Broker::need_on(const Model& m, const Need& planned) const {
         n.bytes = it->second.bytes;
         n.source = Source::measured;
     }
+    // The highest an earlier loch measured for this very launch (restarts forget nothing).
+    if (const auto k = footprint_key(m, planned.device))
+        if (const auto earlier = remembered_.get(*k); earlier && earlier->bytes > n.bytes) {
+            n.why = fmt::format("{} > {}", earlier->detail, n.why);
+            n.bytes = earlier->bytes;
+            n.source = Source::measured_earlier;
+        }
     return n;
 }
 

@@ -31,6 +31,7 @@
 #include "broker/error.hpp"
 #include "broker/footprint.hpp"
 #include "broker/ledger.hpp"
+#include "broker/remembered.hpp"
 #include "broker/wait_queue.hpp"
 #include "config/config.hpp"
 #include "engines/engine_client.hpp"
@@ -201,6 +202,9 @@ class Broker {
     // The planned need raised to the highest use measured on earlier runs (the reservation rule's third
     // candidate).
     Need need_on(const Model& m, const Need& planned) const;
+    // What the model's footprint on `device` is remembered under (its launch there at port 0); nullopt
+    // when it cannot be launched (no program).
+    std::optional<FootprintKey> footprint_key(const Model& m, const std::string& device) const;
     void evict_expired();
     int retry_after_s(const Model& m) const;
     Model* find(const std::string& name_or_alias);
@@ -228,6 +232,8 @@ class Broker {
     std::set<std::string> loading_devices_;
     std::map<std::string, std::string> gpu_lock_;           // device → exclusive model holding it
     std::map<std::string, engines::Placement> placements_;  // device → as the last probe numbered it
+    std::map<std::string, std::string> drivers_;            // device → its driver's version, where probed
+    RememberedFootprints remembered_;                       // <state_dir>/footprints.json
     std::deque<nlohmann::json> events_;                     // the most recent kMaxEvents
     std::uint64_t next_waiter_ = 1;
     std::uint64_t next_transient_ = 1;

@@ -55,6 +55,7 @@ std::optional<DeviceSnapshot> snapshot_of(const devices::Device& d) {
                 : d.vendor == devices::Vendor::amd  ? "rocm"
                                                     : "cpu";
     s.ordinal = d.ordinal;
+    if (d.driver_version) s.driver = *d.driver_version;
     if (d.vulkan_device_local_heap) s.vulkan_heap = *d.vulkan_device_local_heap;
     return s;
 }

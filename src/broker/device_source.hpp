@@ -29,6 +29,7 @@ struct DeviceSnapshot {
     // The largest Vulkan DEVICE_LOCAL heap (RADV on an APU: ~4 GiB, whatever GTT holds); what a Vulkan
     // engine can allocate at most.
     std::optional<MemoryFigure> vulkan_heap;
+    std::string driver;  // its driver's version, where probed (a remembered footprint is per driver)
 };
 
 // The snapshot of one probed device (its allocation pool: VRAM, GTT on an APU, RAM for the CPU); nullopt

@@ -16,12 +16,15 @@ std::string_view to_string(Source s) {
             return "formula";
         case Source::configured:
             return "configured";
+        case Source::measured_earlier:
+            return "measured-earlier";
     }
     return "unknown";
 }
 
 std::optional<Source> source_from_string(std::string_view s) {
-    for (Source v : {Source::measured, Source::engine_dry_run, Source::formula, Source::configured}) {
+    for (Source v : {Source::measured, Source::engine_dry_run, Source::formula, Source::configured,
+                     Source::measured_earlier}) {
         if (to_string(v) == s) return v;
     }
     return std::nullopt;

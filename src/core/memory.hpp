@@ -14,10 +14,11 @@
 namespace loch {
 
 enum class Source {
-    measured,        // read from the running system: engine log, NVML, sysfs, /proc, cgroup
-    engine_dry_run,  // the engine computed it without loading (llama-fit-params)
-    formula,         // loch's own arithmetic from the model's shape and settings
-    configured,      // a number the user wrote in the config
+    measured,          // read from the running system: engine log, NVML, sysfs, /proc, cgroup
+    engine_dry_run,    // the engine computed it without loading (llama-fit-params)
+    formula,           // loch's own arithmetic from the model's shape and settings
+    configured,        // a number the user wrote in the config
+    measured_earlier,  // the highest measured by an earlier loch for the same model, settings, engine, driver
 };
 
 std::string_view to_string(Source s);
