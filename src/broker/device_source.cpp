@@ -21,7 +21,7 @@ std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
     std::vector<devices::Device> found;
     const auto now = std::chrono::steady_clock::now();
     if (now >= nvml_retry_at_) {
-        auto nv = devices::probe_nvidia("libnvidia-ml.so.1", root);
+        auto nv = devices::probe_nvidia(nvml_, root);
         // No library (a machine without the NVIDIA driver): a failing dlopen each second is wasted work.
         if (nv.devices.empty() && nv.note.find("dlopen") != std::string::npos)
             nvml_retry_at_ = now + std::chrono::seconds(60);

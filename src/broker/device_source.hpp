@@ -52,6 +52,9 @@ class DeviceSource {
 // minute, not every tick.
 class ProbedDevices : public DeviceSource {
   public:
+    // `nvml_library`: what to dlopen for NVIDIA GPUs (LOCH_NVML_LIBRARY overrides it for `loch serve`, as for
+    // `loch devices`).
+    explicit ProbedDevices(std::string nvml_library = "libnvidia-ml.so.1") : nvml_(std::move(nvml_library)) {}
     std::vector<DeviceSnapshot> snapshot() override;
     std::optional<std::uint64_t> resident_bytes(int pid) override;  // /proc/PID/status VmRSS
     // /proc/*/stat field 5, rescanned at most every 30 s per group (an engine forks its workers at start;
@@ -59,6 +62,7 @@ class ProbedDevices : public DeviceSource {
     std::vector<int> group_members(int pgid) override;
 
   private:
+    std::string nvml_;
     std::optional<devices::SystemInfo> system_;
     std::chrono::steady_clock::time_point nvml_retry_at_{};
     struct Group {

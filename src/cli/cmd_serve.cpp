@@ -2,6 +2,7 @@
 // default), cleans up engines a crashed loch left behind, then runs everything on one io_context until
 // SIGINT/SIGTERM, when every engine is stopped before loch exits.
 #include <sys/resource.h>
+#include <cstdlib>
 
 #include <csignal>
 #include <cstdio>
@@ -113,7 +114,9 @@ void run_serve(const ServeOptions& o) {
 
     asio::io_context ioc(1);
     const auto ex = ioc.get_executor();
-    broker::Broker broker(ex, cfg, std::make_unique<broker::ProbedDevices>(),
+    const char* nvml = std::getenv("LOCH_NVML_LIBRARY");
+    broker::Broker broker(ex, cfg,
+                          std::make_unique<broker::ProbedDevices>(nvml && *nvml ? nvml : "libnvidia-ml.so.1"),
                           std::make_unique<broker::KindFootprint>(ex, cfg.state_dir / "dry-run-cache.json"),
                           std::make_unique<engines::ProcessLauncher>(&state));
     http::ServerOptions so;

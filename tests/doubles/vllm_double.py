@@ -16,6 +16,13 @@ record = {"argv": args, "env": {k: os.environ.get(k) for k in
           "has_api_key": bool(key)}
 with open(os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "vllm-double.json"), "w") as f:
     json.dump(record, f)
+# vLLM's start-up lines with memory (gpu_model_runner.py / gpu_worker.py), as a GPU run prints them: what it
+# took for its weights, the KV cache it was given (with --kv-cache-memory-bytes: that much) and CUDA graphs.
+if "--gpu-memory-utilization" in args:
+    kv = int(args[args.index("--kv-cache-memory-bytes") + 1]) if "--kv-cache-memory-bytes" in args else 4 << 30
+    print("INFO [gpu_model_runner.py:2040] Model loading took 10.00 GiB memory and 20.3 seconds", flush=True)
+    print(f"INFO [gpu_worker.py:298] Available KV cache memory: {kv / (1 << 30):.2f} GiB", flush=True)
+    print("INFO [gpu_model_runner.py:2708] Graph capturing finished in 7 secs, took 1.25 GiB", flush=True)
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -2,7 +2,17 @@
 // registry.cpp are all of it.
 //
 //   vllm serve <path> --host 127.0.0.1 --port <p> --served-model-name <name>
-//        [--gpu-memory-utilization <f>] [--max-model-len <n>] [--max-num-seqs <n>] <extra…>
+//        [--gpu-memory-utilization <f>] [--kv-cache-memory-bytes <b>] [--max-model-len <n>]
+//        [--max-num-seqs <n>] <extra…>
+//
+// Two ways to size it. (a) `memory:` (or `vllm.gpu_memory_utilization`): loch reserves that and passes it as
+// the fraction of the GPU's total. (b) `vllm.kv_cache_memory: 8GiB`: loch plans weights (the model folder's
+// *.safetensors) + that KV budget + `vllm.overhead` (activations, CUDA graphs, the CUDA context; 4 GiB unless
+// set), passes --kv-cache-memory-bytes (vLLM then skips its own profiling of the KV size) and, for vLLM's
+// start-up check (free ≥ utilization × total), the reservation as the fraction. Either way two vLLMs, or a
+// vLLM beside llama.cpp, never race for the same memory. After start its log says what it took ("Model
+// loading took X GiB", "Available KV cache memory: X GiB", "Graph capturing finished …, took X GiB"): that
+// is the measured floor, and NVML's per-process figure for its process group keeps the reservation true.
 //
 // Memory: vLLM takes `--gpu-memory-utilization × total` of its GPU up front (weights, activations, then the
 // rest as KV cache) and refuses to start when less is free; its default (0.9–0.92) would take the whole
@@ -13,6 +23,8 @@
 // secret is VLLM_API_KEY (vLLM then wants `Authorization: Bearer`, which loch sends; /health stays open).
 // Readiness: GET /health (vLLM listens only once its engine is built). Slot context: max_model_len.
 #include <cmath>
+#include <filesystem>
+#include <regex>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -28,7 +40,9 @@ struct VllmSettings final : config::KindSettings {
     std::optional<double> gpu_memory_utilization;  // fraction of the GPU's total; else from `memory:`
     std::optional<std::uint32_t> max_model_len;    // tokens per request (prompt + output)
     std::optional<std::uint32_t> max_num_seqs;     // concurrent sequences: the slots unless `concurrency`
-    std::vector<std::string> extra;                // appended verbatim, one argv entry each
+    std::optional<std::uint64_t> kv_cache_memory;  // bytes: plan weights + KV + overhead instead
+    std::uint64_t overhead = 4 * kGiB;  // activations + CUDA graphs + context beside weights and KV
+    std::vector<std::string> extra;     // appended verbatim, one argv entry each
     std::unique_ptr<config::KindSettings> clone() const override {
         return std::make_unique<VllmSettings>(*this);
     }
@@ -38,11 +52,33 @@ const VllmSettings& vllm_settings(const config::ModelConfig& m) {
     return config::settings_as<VllmSettings>(m);
 }
 
+// The model folder's weights: its *.safetensors files (a file path counts itself).
+std::uint64_t weights_bytes(const std::filesystem::path& p) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(p, ec)) {
+        const auto n = std::filesystem::file_size(p, ec);
+        return ec ? 0 : n;
+    }
+    std::uint64_t total = 0;
+    for (auto it = std::filesystem::directory_iterator(p, ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+        if (it->path().extension() == ".safetensors" && it->is_regular_file(ec)) total += it->file_size(ec);
+    return total;
+}
+
+// With a KV budget: weights + KV + overhead.
+std::optional<std::uint64_t> planned_bytes(const config::ModelConfig& m) {
+    const auto& s = vllm_settings(m);
+    if (!s.kv_cache_memory) return std::nullopt;
+    return weights_bytes(m.path) + *s.kv_cache_memory + s.overhead;
+}
+
 // The fraction of `where`'s memory this model may take; nullopt on the CPU or when it cannot be known.
 std::optional<double> utilization(const config::ModelConfig& m, const Placement& where) {
     if (where.backend == "cpu") return std::nullopt;
-    if (auto bytes = m.memory_on(where.device); bytes && where.total_bytes > 0)
-        return std::min(1.0, double(*bytes) / double(where.total_bytes));
+    auto bytes = m.memory_on(where.device);
+    if (!bytes) bytes = planned_bytes(m);
+    if (bytes && where.total_bytes > 0) return std::min(1.0, double(*bytes) / double(where.total_bytes));
     return vllm_settings(m).gpu_memory_utilization;
 }
 
@@ -58,48 +94,58 @@ class VllmKind final : public Kind {
 
     config::Walker::Keys keys(config::Walker& w, config::KindSettings& into) const override {
         auto& s = dynamic_cast<VllmSettings&>(into);
-        return {
-            {"vllm", [&w, &s](auto&, auto& node, auto& path) {
-                 w.walk(
-                     node, path,
-                     {{"gpu_memory_utilization",
-                       [&](auto&, auto& v, auto& k) {
-                           double f = 0;
-                           if (!v.IsScalar() || !YAML::convert<double>::decode(v, f) || !(f > 0 && f <= 1)) {
-                               w.error(v, k,
-                                       "expected a fraction of the GPU's memory in (0, 1], got " +
-                                           config::Walker::describe(v));
-                               return;
-                           }
-                           s.gpu_memory_utilization = f;
-                       }},
-                      {"max_model_len", w.integer_into(s.max_model_len, 16, 1 << 24)},
-                      {"max_num_seqs", w.integer_into(s.max_num_seqs, 1, 4096)},
-                      {"extra", [&](auto&, auto& v, auto& k) {
-                           auto xs = w.str_list(v, k);
-                           if (!xs) return;
-                           for (std::size_t i = 0; i < xs->size(); ++i) {
-                               const std::string flag = (*xs)[i].substr(0, (*xs)[i].find('='));
-                               for (const char* mine : {"--host", "--port", "--api-key",
-                                                        "--served-model-name", "--gpu-memory-utilization"})
-                                   if (flag == mine) {
-                                       w.error(
-                                           v[i], k + "[" + std::to_string(i) + "]",
-                                           "'" + flag + "' is set by loch (memory: decides the utilization)");
-                                       return;
-                                   }
-                           }
-                           s.extra = std::move(*xs);
-                       }}});
-             }}};
+        return {{"vllm", [&w, &s](auto&, auto& node, auto& path) {
+                     w.walk(node, path,
+                            {{"gpu_memory_utilization",
+                              [&](auto&, auto& v, auto& k) {
+                                  double f = 0;
+                                  if (!v.IsScalar() || !YAML::convert<double>::decode(v, f) ||
+                                      !(f > 0 && f <= 1)) {
+                                      w.error(v, k,
+                                              "expected a fraction of the GPU's memory in (0, 1], got " +
+                                                  config::Walker::describe(v));
+                                      return;
+                                  }
+                                  s.gpu_memory_utilization = f;
+                              }},
+                             {"max_model_len", w.integer_into(s.max_model_len, 16, 1 << 24)},
+                             {"max_num_seqs", w.integer_into(s.max_num_seqs, 1, 4096)},
+                             {"kv_cache_memory",
+                              [&](auto&, auto& v, auto& k) {
+                                  if (auto b = w.size(v, k, 16 * kMiB)) s.kv_cache_memory = *b;
+                              }},
+                             {"overhead",
+                              [&](auto&, auto& v, auto& k) {
+                                  if (auto b = w.size(v, k)) s.overhead = *b;
+                              }},
+                             {"extra", [&](auto&, auto& v, auto& k) {
+                                  auto xs = w.str_list(v, k);
+                                  if (!xs) return;
+                                  for (std::size_t i = 0; i < xs->size(); ++i) {
+                                      const std::string flag = (*xs)[i].substr(0, (*xs)[i].find('='));
+                                      for (const char* mine :
+                                           {"--host", "--port", "--api-key", "--served-model-name",
+                                            "--gpu-memory-utilization", "--kv-cache-memory-bytes"})
+                                          if (flag == mine) {
+                                              w.error(
+                                                  v[i], k + "[" + std::to_string(i) + "]",
+                                                  "'" + flag +
+                                                      "' is set by loch (memory: decides the utilization)");
+                                              return;
+                                          }
+                                  }
+                                  s.extra = std::move(*xs);
+                              }}});
+                 }}};
     }
 
     void check(config::Walker& w, const YAML::Node& entry, const std::string& path,
                const config::ModelConfig& m, bool) const override {
         // Without a fraction vLLM takes ~90 % of the card: say how much it may have instead.
-        if (m.memory.empty() && !vllm_settings(m).gpu_memory_utilization)
+        if (m.memory.empty() && !vllm_settings(m).gpu_memory_utilization && !vllm_settings(m).kv_cache_memory)
             w.error(entry, path,
-                    "engine 'vllm' needs `memory:` (what it may take on its GPU, e.g. 20GiB) or "
+                    "engine 'vllm' needs `memory:` (what it may take on its GPU, e.g. 20GiB), "
+                    "`vllm.kv_cache_memory` (its KV budget: loch plans weights + KV + overhead) or "
                     "`vllm.gpu_memory_utilization` — vLLM's own default takes about 90 % of the card");
     }
 
@@ -122,6 +168,9 @@ class VllmKind final : public Kind {
         if (auto f = utilization(m, where))
             spec.argv.insert(spec.argv.end(),
                              {"--gpu-memory-utilization", fmt::format("{:.4f}", std::floor(*f * 1e4) / 1e4)});
+        if (s.kv_cache_memory && where.backend != "cpu")
+            spec.argv.insert(spec.argv.end(),
+                             {"--kv-cache-memory-bytes", std::to_string(*s.kv_cache_memory)});
         if (s.max_model_len)
             spec.argv.insert(spec.argv.end(), {"--max-model-len", std::to_string(*s.max_model_len)});
         if (s.max_num_seqs)
@@ -147,6 +196,17 @@ class VllmKind final : public Kind {
             if (auto bytes = m.memory_on(d.device)) {
                 n.bytes = *bytes;
                 n.why = "configured memory for " + d.device;
+            } else if (auto planned = planned_bytes(m)) {
+                const auto& s = vllm_settings(m);
+                n.bytes = *planned;
+                n.weights_bytes = weights_bytes(m.path);
+                n.kv_bytes = *s.kv_cache_memory;
+                n.source = Source::formula;
+                n.why = fmt::format("weights {} (*.safetensors) + KV {} + overhead {}",
+                                    human_bytes(n.weights_bytes), human_bytes(n.kv_bytes),
+                                    human_bytes(s.overhead));
+                fp.source = Source::formula;
+                fp.detail = n.why;
             } else if (auto f = utilization(m, d); f && d.total_bytes > 0) {
                 n.bytes = static_cast<std::uint64_t>(std::ceil(*f * double(d.total_bytes)));
                 n.why =
@@ -172,6 +232,29 @@ class VllmKind final : public Kind {
         f.slot_ctx = configured_slot_ctx(m);
         if (f.slot_ctx) f.slot_ctx_source = "config vllm.max_model_len";
         co_return f;
+    }
+
+    // What vLLM's start-up lines say it took on the GPU: weights + KV cache + CUDA graphs (the CUDA context
+    // and activations are not in them: the per-process measurement sees those).
+    std::optional<MemoryFigure> measure(const std::vector<std::string>& log,
+                                        const Placement& where) const override {
+        if (where.backend == "cpu") return std::nullopt;
+        static const std::regex weights(R"(Model loading took ([0-9.]+) ?GiB)");
+        static const std::regex kv(
+            R"((Available KV cache memory: ([0-9.]+) ?GiB|reserved ([0-9.]+) ?GiB memory for KV Cache))");
+        static const std::regex graphs(R"(Graph capturing finished in [0-9.]+ secs?, took ([0-9.]+) ?GiB)");
+        double w = 0, k = 0, g = 0;
+        for (const auto& line : log) {
+            std::smatch mt;
+            if (std::regex_search(line, mt, weights)) w = std::stod(mt[1]);
+            if (std::regex_search(line, mt, kv)) k = std::stod(mt[2].matched ? mt[2].str() : mt[3].str());
+            if (std::regex_search(line, mt, graphs)) g = std::stod(mt[1]);
+        }
+        if (w == 0 && k == 0) return std::nullopt;
+        return MemoryFigure{
+            static_cast<std::uint64_t>((w + k + g) * double(kGiB)), Source::measured,
+            fmt::format("vLLM log: weights {:.2f} GiB + KV cache {:.2f} GiB + CUDA graphs {:.2f} GiB", w, k,
+                        g)};
     }
 
     std::uint32_t slots(const config::ModelConfig& m) const override {

@@ -2,6 +2,7 @@
 // no GPU and no vLLM in CI. What is checked is loch's side — the argv and environment it starts vLLM with,
 // the secret it sends, the refusal of a config that would let vLLM take the whole card.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -80,6 +81,46 @@ TEST_F(VllmKind, AConfigThatWouldLetVllmTakeTheWholeCardIsRefusedWithTheFix) {
     EXPECT_NE(*st, 0);
     EXPECT_NE(loch.log().find("needs `memory:`"), std::string::npos) << loch.log();
     EXPECT_NE(loch.log().find("bad.yaml:8:"), std::string::npos) << loch.log();
+}
+
+}  // namespace
+}  // namespace loch::itest
+
+namespace loch::itest {
+namespace {
+
+// On a GPU (the NVML test double: one H200, 143771 MiB): with a KV budget, loch plans weights + KV +
+// overhead, passes the KV bytes and the reservation as the fraction vLLM's start-up check needs, and reads
+// what vLLM's log says it took as the measured floor.
+TEST_F(VllmKind, WithAKvBudgetTheFlagsComeFromTheLedgerAndTheLogIsMeasured) {
+    ::setenv("LOCH_NVML_LIBRARY", LOCH_NVML_DOUBLE, 1);
+    // 10 GiB of weights (sparse).
+    ASSERT_EQ(::truncate((dir.path() / "qwen" / "model.safetensors").c_str(), 10ll << 30), 0);
+    const std::string cfg =
+        "listen: 127.0.0.1\nstate_dir: " + (dir.path() / "state").string() +
+        "\nengine_dir: " + (dir.path() / "engines").string() +
+        "\ndevices:\n  nvidia:0: {margin: 0}\nmodels:\n  - name: qwen\n    engine: vllm\n    path: " +
+        (dir.path() / "qwen").string() +
+        "\n    devices: [nvidia:0]\n    vllm: {kv_cache_memory: 8GiB, overhead: 2GiB}\n";
+    LochServer loch(dir.path(), cfg);
+    ::unsetenv("LOCH_NVML_LIBRARY");
+    const auto r = loch.post("/v1/chat/completions", chat("qwen", false, 8));
+    ASSERT_EQ(r.status, 200) << r.body << loch.log();
+    std::ifstream in(dir.path() / "engines" / "vllm-double.json");
+    const auto argv = json::parse(in)["argv"].get<std::vector<std::string>>();
+    const auto after = [&](const std::string& flag) {
+        auto it = std::find(argv.begin(), argv.end(), flag);
+        return it == argv.end() || it + 1 == argv.end() ? std::string() : *(it + 1);
+    };
+    EXPECT_EQ(after("--kv-cache-memory-bytes"), std::to_string(8ull << 30));
+    // (10 + 8 + 2) GiB of 143771 MiB: vLLM's check `free ≥ fraction × total` passes exactly when loch's
+    // reservation is free.
+    const double fraction = std::stod(after("--gpu-memory-utilization"));
+    EXPECT_NEAR(fraction, 20.0 * 1024 / 143771, 1e-4);
+    const auto e = loch.engine_status("qwen");
+    EXPECT_EQ(e["reservation"]["bytes"].get<std::uint64_t>(), 20ull << 30) << e.dump(1);
+    ASSERT_TRUE(e.contains("measured")) << e.dump(1);
+    EXPECT_EQ(e["measured"]["bytes"].get<std::uint64_t>(), static_cast<std::uint64_t>(19.25 * (1ull << 30)));
 }
 
 }  // namespace
