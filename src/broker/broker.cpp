@@ -437,7 +437,7 @@ void Broker::evict(const std::vector<std::string>& victims, const Model& for_mod
                  {{"for", for_model.name()},
                   {"device", victim.device},
                   {"freed_bytes", held ? held->bytes : 0}});
-            begin_stop(victim, why);
+            begin_evict(victim, why);
         }
 }
 
@@ -565,6 +565,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
             m.wait_reason = "stopping (" + m.stop_reason + "); starts again once it has exited";
             return Serve::wait;
         case ModelState::stopped:
+        case ModelState::asleep:  // admitted like a start; woken instead of launched
             break;
     }
     if (verdict.wait > Clock::duration::zero()) {  // restart backoff; the tick retries
@@ -576,9 +577,25 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
         m.wait_reason = "planning its memory footprint";
         return Serve::wait;
     }
+    // An asleep engine's own small reservation is not in the way of its waking (decided without it).
+    std::optional<MemoryFigure> residue;
+    if (m.state == ModelState::asleep) {
+        residue = ledger_.reservation(m.device, m.name());
+        ledger_.release(m.name());
+    }
     const Decision d = decide(admission_input(m), ledger_);
+    if (residue && !(d.kind == Decision::Kind::start && d.device == m.device))
+        ledger_.reserve(m.device, m.name(), *residue);
     switch (d.kind) {
         case Decision::Kind::start:
+            if (m.state == ModelState::asleep) {
+                m.wait_reason = "waking on " + m.device + ": " + d.reason;
+                if (d.device == m.device)
+                    begin_wake(m);
+                else
+                    begin_stop(m, "fits on " + d.device + " instead: restarted there");
+                return Serve::wait;
+            }
             m.wait_reason = "cold start on " + d.device + ": " + d.reason;
             begin_load(m, d.device);
             return Serve::wait;
@@ -701,12 +718,14 @@ AdmissionInput Broker::admission_input(const Model& m) const {
         v.device = o->device;
         v.bytes = ledger_.reservation(o->device, name).value_or(MemoryFigure{}).bytes;
         v.priority = rank(o->cfg->priority);
-        v.evictable = o->state == ModelState::ready && o->active == 0 && !o->cfg->pinned && !wanted;
-        v.held_as = o->state != ModelState::ready ? std::string(to_string(o->state))
-                    : o->active > 0               ? "busy"
-                    : o->cfg->pinned              ? "pinned"
-                    : wanted                      ? "wanted by a queued request"
-                                                  : "idle";
+        v.evictable = (o->state == ModelState::ready || o->state == ModelState::asleep) && o->active == 0 &&
+                      !o->cfg->pinned && !wanted;
+        v.held_as = o->state == ModelState::asleep  ? "asleep"
+                    : o->state != ModelState::ready ? std::string(to_string(o->state))
+                    : o->active > 0                 ? "busy"
+                    : o->cfg->pinned                ? "pinned"
+                    : wanted                        ? "wanted by a queued request"
+                                                    : "idle";
         v.idle_s = std::chrono::duration<double>(now - o->last_used).count();
         v.load_s = o->load_s.value_or(1.0);
         in.engines.push_back(std::move(v));
@@ -921,6 +940,67 @@ void Broker::begin_stop(Model& m, std::string why) {
         ex_, [engine]() -> asio::awaitable<void> { co_await engine->stop(); }, asio::detached);
 }
 
+void Broker::begin_evict(Model& m, std::string why) {
+    const auto level = m.kind->sleep_level(*m.cfg);
+    if (level == 0 || m.state != ModelState::ready || !m.engine) return begin_stop(m, std::move(why));
+    note("sleep", m, fmt::format("{}: asleep at level {} instead of stopped", why, level));
+    m.state = ModelState::stopping;
+    m.stop_reason = why + " (going to sleep)";
+    auto engine = m.engine;
+    auto alive = alive_;
+    asio::co_spawn(
+        ex_,
+        [this, alive, &m, engine, level, why]() -> asio::awaitable<void> {
+            const engines::EngineAddress to{engine->host(), engine->port(), engine->spec().api_key};
+            const bool ok = co_await m.kind->sleep(ex_, to, level);
+            if (!*alive || m.engine != engine || m.state != ModelState::stopping) co_return;
+            m.state = ModelState::ready;
+            if (!ok) co_return begin_stop(m, why + " (it did not go to sleep)");
+            Need awake;
+            awake.device = m.device;
+            awake.bytes = ledger_.reservation(m.device, m.name()).value_or(MemoryFigure{}).bytes;
+            const auto f = m.kind->asleep(*m.cfg, awake);
+            ledger_.reserve(m.device, m.name(), {f.device_bytes, Source::formula, f.why});
+            if (f.host_bytes > 0 && m.device != "cpu" && ledger_.has_device("cpu"))
+                ledger_.reserve("cpu", m.name() + "#asleep", {f.host_bytes, Source::formula, f.why});
+            m.state = ModelState::asleep;
+            m.sleep_level = level;
+            note("asleep", m, f.why,
+                 {{"device", m.device}, {"device_bytes", f.device_bytes}, {"host_bytes", f.host_bytes}});
+            pump();
+        },
+        asio::detached);
+}
+
+void Broker::begin_wake(Model& m) {
+    std::optional<Need> need;
+    for (const auto& n : m.footprint->needs)
+        if (n.device == m.device) need = need_on(m, n);
+    if (!need) return begin_stop(m, "it cannot wake on " + m.device);
+    ledger_.reserve(m.device, m.name(), {need->bytes, need->source, need->why});
+    ledger_.release(m.name() + "#asleep");
+    note("wake", m,
+         fmt::format("waking on {}, reserving {} ({})", m.device, human_bytes(need->bytes), need->why));
+    m.state = ModelState::loading;
+    m.load_started = Clock::now();
+    auto engine = m.engine;
+    auto alive = alive_;
+    const auto level = m.sleep_level;
+    asio::co_spawn(
+        ex_,
+        [this, alive, &m, engine, level]() -> asio::awaitable<void> {
+            const engines::EngineAddress to{engine->host(), engine->port(), engine->spec().api_key};
+            const bool ok = co_await m.kind->wake(ex_, to, level);
+            if (!*alive || m.engine != engine || m.state != ModelState::loading) co_return;
+            m.state = ModelState::ready;
+            m.sleep_level = 0;
+            m.last_used = Clock::now();
+            if (!ok) co_return begin_stop(m, "it did not wake up");
+            pump();
+        },
+        asio::detached);
+}
+
 void Broker::on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine,
                      const engines::ExitReport& r) {
     if (m.engine != engine) return;
@@ -936,6 +1016,7 @@ void Broker::on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine
     m.engine.reset();
     m.state = ModelState::stopped;
     ledger_.release(m.name());
+    ledger_.release(m.name() + "#asleep");
     apply_pending_config(m);
     // "Really free": the next probe must show it; until then the memory counts as outside use.
     refresh_devices();
@@ -952,7 +1033,7 @@ asio::awaitable<nlohmann::json> Broker::preload(std::string model) {
 asio::awaitable<nlohmann::json> Broker::unload(std::string model) {
     Model* m = find(model);
     if (!m) throw Error(ErrorKind::model_not_found, "no model named '" + model + "'", {{"model", model}});
-    if (m->state == ModelState::ready && m->active == 0)
+    if ((m->state == ModelState::ready && m->active == 0) || m->state == ModelState::asleep)
         begin_stop(*m, "unloaded on request");
     else if (m->state == ModelState::ready || m->state == ModelState::loading)
         m->unload_when_idle = true;  // once its requests end (a loading model: once its first ones have)

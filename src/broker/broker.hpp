@@ -191,6 +191,11 @@ class Broker {
     void begin_load(Model& m, const std::string& device);
     boost::asio::awaitable<void> load(Model& m, std::shared_ptr<engines::EngineRun> engine);
     void begin_stop(Model& m, std::string why);
+    // Evicted: asleep where its kind can sleep (its device memory mostly freed, its weights maybe in host
+    // RAM:
+    // `<model>#asleep` in the CPU's ledger), else stopped.
+    void begin_evict(Model& m, std::string why);
+    void begin_wake(Model& m);  // asleep → ready, its full reservation booked again first
     // Stops each victim that admission chose for `for_model`, counting and logging the eviction.
     void evict(const std::vector<std::string>& victims, const Model& for_model, const std::string& why);
     void on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine, const engines::ExitReport& r);

@@ -18,7 +18,9 @@ namespace loch::broker {
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
-enum class ModelState { stopped, loading, ready, stopping };
+// asleep: the engine runs but has given back most of its device memory (vLLM's sleep mode, Kind::sleep);
+// a request wakes it through admission like a start, only cheaper.
+enum class ModelState { stopped, loading, ready, stopping, asleep };
 inline std::string_view to_string(ModelState s) {
     switch (s) {
         case ModelState::stopped:
@@ -29,6 +31,8 @@ inline std::string_view to_string(ModelState s) {
             return "ready";
         case ModelState::stopping:
             return "stopping";
+        case ModelState::asleep:
+            return "asleep";
     }
     return "?";
 }
@@ -58,6 +62,7 @@ struct Broker::Model {
     std::uint32_t oom_retries = 0;  // start-up OOMs answered by raising the figure and trying once more
     double avg_request_s = 5.0;
     std::string stop_reason;
+    std::uint32_t sleep_level = 0;  // while asleep: the level it sleeps at
     std::uint64_t runs = 0;
     Clock::time_point load_started{};
     std::string wait_reason;        // why a request for it waits now (queue status, queue_timeout)

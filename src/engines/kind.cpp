@@ -52,6 +52,22 @@ std::optional<nlohmann::json> Kind::request_progress(const std::vector<std::stri
     return std::nullopt;
 }
 
+std::uint32_t Kind::sleep_level(const config::ModelConfig&) const {
+    return 0;
+}
+
+SleepFootprint Kind::asleep(const config::ModelConfig&, const Need& awake) const {
+    return {awake.bytes, 0, "a kind without sleep holds all of it"};
+}
+
+asio::awaitable<bool> Kind::sleep(asio::any_io_executor, const EngineAddress&, std::uint32_t) const {
+    co_return false;
+}
+
+asio::awaitable<bool> Kind::wake(asio::any_io_executor, const EngineAddress&, std::uint32_t) const {
+    co_return false;
+}
+
 std::string Kind::upstream(std::string_view route, std::string_view, std::string&) const {
     return std::string(route);
 }

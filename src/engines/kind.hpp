@@ -15,6 +15,8 @@
 //   check_request — refuse a request before it is sent (prompt tokens vs slot context; next: image size,
 //                 audio length);                                                     default: nothing
 //   serves      — which API routes it answers.                         default: the OpenAI text routes
+//   sleep/wake  — a cheaper eviction than a stop (vLLM's sleep mode): what a sleeping engine still holds
+//                 on its device and moved to host RAM;                        default: no sleep (stop)
 //   upstream    — the engine's own path for a route, and what its body needs   default: the route, as sent
 //                 (whisper-server answers both audio routes on one path, translation as a form field)
 // For every optional hook, doing nothing is correct: loch then relies on the formula, the per-process
@@ -78,6 +80,14 @@ struct RequestCost {
     std::function<std::vector<std::string>(std::uint64_t budget)> would_help;
 };
 
+// What a sleeping engine holds (Kind::asleep): on its device (CUDA context, graphs) and in host RAM (level
+// 1: its weights, moved there).
+struct SleepFootprint {
+    std::uint64_t device_bytes = 0;
+    std::uint64_t host_bytes = 0;
+    std::string why;
+};
+
 // Why a kind refuses a request (the HTTP layer renders it: status, type, message, details).
 struct Refusal {
     enum class Kind { context_length_exceeded, invalid_request, too_large } kind = Kind::invalid_request;
@@ -122,6 +132,14 @@ class Kind : public config::KindSchema {
                                                                          const RequestView& request) const;
     // Whether it answers this API path (default: /v1/chat/completions, /v1/completions, /v1/embeddings).
     virtual bool serves(std::string_view route) const;
+    // Sleep instead of a stop when evicted: the level the model's config enables (0: none, stop it).
+    virtual std::uint32_t sleep_level(const config::ModelConfig& model) const;
+    virtual SleepFootprint asleep(const config::ModelConfig& model, const Need& awake) const;
+    // Asks the engine to sleep / wake; false when it did not (the broker then stops it).
+    virtual boost::asio::awaitable<bool> sleep(boost::asio::any_io_executor ex, const EngineAddress& engine,
+                                               std::uint32_t level) const;
+    virtual boost::asio::awaitable<bool> wake(boost::asio::any_io_executor ex, const EngineAddress& engine,
+                                              std::uint32_t level) const;
     // The engine's path for an API route; `body` (the client's, with its Content-Type) may be changed for it.
     virtual std::string upstream(std::string_view route, std::string_view content_type,
                                  std::string& body) const;

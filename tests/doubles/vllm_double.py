@@ -51,6 +51,21 @@ class Handler(BaseHTTPRequestHandler):
         if self.headers.get("Authorization") != "Bearer " + key:
             self.reply(401, {"error": {"message": "Unauthorized"}})
             return
+        # Sleep mode's development endpoints (VLLM_SERVER_DEV_MODE=1 and --enable-sleep-mode), each call
+        # appended to vllm-double-<name>.calls for the test.
+        route = self.path.split("?")[0]
+        if route in ("/sleep", "/wake_up", "/collective_rpc"):
+            if os.environ.get("VLLM_SERVER_DEV_MODE") != "1" or "--enable-sleep-mode" not in args:
+                self.reply(404, {"detail": "Not Found"})
+                return
+            with open(os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), f"vllm-double-{name}.calls"),
+                      "a") as f:
+                f.write(self.path + (" " + json.dumps(req) if req else "") + "\n")
+            if route == "/sleep":
+                print("INFO [gpu_worker.py:101] Sleep mode freed 70.00 GiB memory, 1.50 GiB memory is still in use.",
+                      flush=True)
+            self.reply(200, {})
+            return
         if self.path != "/v1/chat/completions":
             self.reply(404, {"error": "not found"})
             return

@@ -42,6 +42,7 @@ struct VllmSettings final : config::KindSettings {
     std::optional<std::uint32_t> max_num_seqs;     // concurrent sequences: the slots unless `concurrency`
     std::optional<std::uint64_t> kv_cache_memory;  // bytes: plan weights + KV + overhead instead
     std::uint64_t overhead = 4 * kGiB;  // activations + CUDA graphs + context beside weights and KV
+    std::uint32_t sleep_level = 0;      // 1 | 2: evicted by sleep mode instead of a stop
     std::vector<std::string> extra;     // appended verbatim, one argv entry each
     std::unique_ptr<config::KindSettings> clone() const override {
         return std::make_unique<VllmSettings>(*this);
@@ -114,6 +115,7 @@ class VllmKind final : public Kind {
                               [&](auto&, auto& v, auto& k) {
                                   if (auto b = w.size(v, k, 16 * kMiB)) s.kv_cache_memory = *b;
                               }},
+                             {"sleep_level", w.integer_into(s.sleep_level, 0, 2)},
                              {"overhead",
                               [&](auto&, auto& v, auto& k) {
                                   if (auto b = w.size(v, k)) s.overhead = *b;
@@ -175,10 +177,13 @@ class VllmKind final : public Kind {
             spec.argv.insert(spec.argv.end(), {"--max-model-len", std::to_string(*s.max_model_len)});
         if (s.max_num_seqs)
             spec.argv.insert(spec.argv.end(), {"--max-num-seqs", std::to_string(*s.max_num_seqs)});
+        if (s.sleep_level > 0 && where.backend != "cpu") spec.argv.push_back("--enable-sleep-mode");
         spec.argv.insert(spec.argv.end(), s.extra.begin(), s.extra.end());
         spec.health_path = "/health";
         spec.env = device_environment(where, true);
         spec.env["VLLM_API_KEY"] = spec.api_key;
+        // /sleep and /wake_up are vLLM's development endpoints: only loch can reach this port.
+        if (s.sleep_level > 0) spec.env["VLLM_SERVER_DEV_MODE"] = "1";
         return spec;
     }
 
@@ -255,6 +260,46 @@ class VllmKind final : public Kind {
             static_cast<std::uint64_t>((w + k + g) * double(kGiB)), Source::measured,
             fmt::format("vLLM log: weights {:.2f} GiB + KV cache {:.2f} GiB + CUDA graphs {:.2f} GiB", w, k,
                         g)};
+    }
+
+    std::uint32_t sleep_level(const config::ModelConfig& m) const override {
+        return vllm_settings(m).sleep_level;
+    }
+
+    // Asleep, vLLM keeps its CUDA context, graphs and caches on the GPU (at most `overhead`: the per-process
+    // measurement shows the truth once it has slept); level 1 keeps the weights in host RAM.
+    SleepFootprint asleep(const config::ModelConfig& m, const Need& awake) const override {
+        const auto& s = vllm_settings(m);
+        SleepFootprint f;
+        f.device_bytes = std::min(awake.bytes, s.overhead);
+        f.host_bytes = s.sleep_level == 1 ? weights_bytes(m.path) : 0;
+        f.why = fmt::format("asleep (level {}): context and graphs ≤ {} on the GPU{}", s.sleep_level,
+                            human_bytes(f.device_bytes),
+                            f.host_bytes ? ", weights " + human_bytes(f.host_bytes) + " in host RAM" : "");
+        return f;
+    }
+
+    // POST /sleep?level=N (a query parameter: vLLM ignores a JSON body); waking a level-2 sleeper reloads
+    // its weights from disk before its KV cache comes back.
+    boost::asio::awaitable<bool> sleep(boost::asio::any_io_executor ex, const EngineAddress& to,
+                                       std::uint32_t level) const override {
+        const auto r = co_await engine_request(ex, to, "POST", "/sleep?level=" + std::to_string(level), "",
+                                               std::chrono::seconds(120));
+        co_return r.status == 200;
+    }
+    boost::asio::awaitable<bool> wake(boost::asio::any_io_executor ex, const EngineAddress& to,
+                                      std::uint32_t level) const override {
+        const std::chrono::seconds deadline(600);
+        if (level < 2)
+            co_return (co_await engine_request(ex, to, "POST", "/wake_up", "", deadline)).status == 200;
+        const std::vector<std::pair<std::string, std::string>> steps{
+            {"/wake_up?tags=weights", ""},
+            {"/collective_rpc", R"({"method":"reload_weights"})"},
+            {"/wake_up?tags=kv_cache", ""}};
+        for (const auto& [target, body] : steps)
+            if ((co_await engine_request(ex, to, "POST", target, body, deadline)).status != 200)
+                co_return false;
+        co_return true;
     }
 
     std::uint32_t slots(const config::ModelConfig& m) const override {

@@ -125,3 +125,50 @@ TEST_F(VllmKind, WithAKvBudgetTheFlagsComeFromTheLedgerAndTheLogIsMeasured) {
 
 }  // namespace
 }  // namespace loch::itest
+
+namespace loch::itest {
+namespace {
+
+// Sleep mode as the cheaper eviction: a vLLM that may sleep is put to sleep (level 1) to make room for
+// another, its GPU figure drops to what a sleeper keeps and its weights are booked in host RAM; its next
+// request evicts the other and wakes it, with its full reservation booked again first.
+TEST_F(VllmKind, AnEvictedSleeperSleepsItsFigureMovesToTheHostAndItWakesForItsNextRequest) {
+    ::setenv("LOCH_NVML_LIBRARY", LOCH_NVML_DOUBLE, 1);
+    ASSERT_EQ(::truncate((dir.path() / "qwen" / "model.safetensors").c_str(), 10ll << 30), 0);
+    const std::string entry = "    engine: vllm\n    path: " + (dir.path() / "qwen").string() +
+                              "\n    devices: [nvidia:0]\n    vllm: {kv_cache_memory: 60GiB, overhead: 2GiB";
+    const std::string cfg = "listen: 127.0.0.1\nstate_dir: " + (dir.path() / "state").string() +
+                            "\nengine_dir: " + (dir.path() / "engines").string() +
+                            "\ndevices:\n  nvidia:0: {margin: 0}\nmodels:\n  - name: sleeper\n" + entry +
+                            ", sleep_level: 1}\n  - name: other\n" + entry + "}\n";
+    LochServer loch(dir.path(), cfg);
+    ::unsetenv("LOCH_NVML_LIBRARY");
+    const auto reservation = [&](const std::string& device, const std::string& holder) -> std::uint64_t {
+        const auto st = loch.status();
+        for (const auto& d : st["devices"])
+            if (d["device"] == device)
+                for (const auto& r : d["reservations"])
+                    if (r["engine"] == holder) return r["figure"]["bytes"].get<std::uint64_t>();
+        return 0;
+    };
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("sleeper", false, 4)).status, 200) << loch.log();
+    EXPECT_EQ(reservation("nvidia:0", "sleeper"), 72ull << 30);
+    // 72 + 72 GiB do not fit the H200's ~120 GiB free: the sleeper is evicted — by sleeping.
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("other", false, 4)).status, 200) << loch.log();
+    EXPECT_EQ(loch.engine_status("sleeper")["state"], "asleep") << loch.engine_status("sleeper").dump(1);
+    EXPECT_EQ(reservation("nvidia:0", "sleeper"), 2ull << 30);
+    EXPECT_EQ(reservation("cpu", "sleeper#asleep"), 10ull << 30);  // level 1: its weights in host RAM
+    // Its next request evicts `other` (no sleep mode: stopped) and wakes it.
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("sleeper", false, 4)).status, 200) << loch.log();
+    EXPECT_EQ(loch.engine_status("sleeper")["state"], "ready");
+    EXPECT_EQ(loch.engine_status("sleeper")["runs"], 1) << "woken, not restarted";
+    EXPECT_EQ(loch.engine_status("other")["state"], "stopped");
+    EXPECT_EQ(reservation("nvidia:0", "sleeper"), 72ull << 30);
+    EXPECT_EQ(reservation("cpu", "sleeper#asleep"), 0u);
+    std::ifstream calls(dir.path() / "engines" / "vllm-double-sleeper.calls");
+    std::string all((std::istreambuf_iterator<char>(calls)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(all, "/sleep?level=1\n/wake_up\n");
+}
+
+}  // namespace
+}  // namespace loch::itest
