@@ -1,9 +1,9 @@
 // Fuzzes the OpenAI request reader (http/openai_request) and the SSE framer with arbitrary bytes: they read
 // outside input on every request. The first byte picks the endpoint (image edits and audio read the rest as
 // a multipart/form-data body with boundary "XyZ"; the image-header and WAV readers see it raw); any outcome
-// but a crash, a leak or an exception other than broker::Error is a finding. fuzz-sources:
-// http/openai_request.cpp http/multipart.cpp http/image_size.cpp http/audio_length.cpp http/sse.cpp
-// broker/error.cpp
+// but a crash, a leak or an exception other than broker::Error is a finding.
+// fuzz-sources: http/openai_request.cpp http/multipart.cpp http/image_size.cpp http/audio_length.cpp
+// fuzz-sources: http/sse.cpp broker/error.cpp
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
