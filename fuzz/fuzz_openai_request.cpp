@@ -16,7 +16,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
-    const auto endpoint = static_cast<loch::http::Endpoint>(data[0] % 8);
+    const auto endpoint = static_cast<loch::http::Endpoint>(data[0] % 9);
     const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
     if (const auto wh = loch::http::image_size(body); wh && (wh->first == 0 || wh->second == 0))
         __builtin_trap();

@@ -260,7 +260,7 @@ asio::awaitable<Lease> Broker::acquire(std::string model, RequestNeeds needs) {
 }
 
 void Broker::check_needs(const Model& m, const RequestNeeds& needs) const {
-    if (!needs.route.empty() && !m.kind->serves(needs.route))
+    if (!needs.route.empty() && !m.kind->serves(*m.cfg, needs.route))
         throw Error(
             ErrorKind::invalid_request,
             fmt::format("model '{}' ({} engine) does not serve {}", m.name(), m.kind->name(), needs.route),

@@ -72,7 +72,7 @@ std::string Kind::upstream(std::string_view route, std::string_view, std::string
     return std::string(route);
 }
 
-bool Kind::serves(std::string_view route) const {
+bool Kind::serves(const config::ModelConfig&, std::string_view route) const {
     return route == "/v1/chat/completions" || route == "/v1/completions" || route == "/v1/embeddings";
 }
 

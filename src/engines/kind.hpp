@@ -131,7 +131,7 @@ class Kind : public config::KindSchema {
                                                                          const ReadyFacts& facts,
                                                                          const RequestView& request) const;
     // Whether it answers this API path (default: /v1/chat/completions, /v1/completions, /v1/embeddings).
-    virtual bool serves(std::string_view route) const;
+    virtual bool serves(const config::ModelConfig& model, std::string_view route) const;
     // Sleep instead of a stop when evicted: the level the model's config enables (0: none, stop it).
     virtual std::uint32_t sleep_level(const config::ModelConfig& model) const;
     virtual SleepFootprint asleep(const config::ModelConfig& model, const Need& awake) const;

@@ -31,6 +31,8 @@ std::string_view to_string(Endpoint e) {
             return "/v1/audio/transcriptions";
         case Endpoint::audio_translations:
             return "/v1/audio/translations";
+        case Endpoint::audio_speech:
+            return "/v1/audio/speech";
     }
     return "?";
 }
@@ -243,6 +245,14 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
             }
             if (auto p = r.body.find("prompt"); p != r.body.end() && p->is_string())
                 r.prompt_bytes = p->get_ref<const std::string&>().size();
+            break;
+        }
+        case Endpoint::audio_speech: {  // text to speech: the answer is audio bytes
+            auto in = r.body.find("input");
+            if (in == r.body.end() || !in->is_string() || in->get_ref<const std::string&>().empty())
+                bad("'input' (the text to speak) must be a non-empty string");
+            r.prompt_bytes = in->get_ref<const std::string&>().size();
+            r.stream = false;
             break;
         }
     }

@@ -21,7 +21,8 @@ enum class Endpoint {
     image_edits,
     sdapi_txt2img,
     audio_transcriptions,
-    audio_translations
+    audio_translations,
+    audio_speech
 };
 std::string_view to_string(Endpoint e);  // its path: "/v1/chat/completions" (http/routes.hpp has the table)
 

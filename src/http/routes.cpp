@@ -16,6 +16,7 @@ constexpr std::array kRoutes{
     ModelRoute{"/v1/audio/transcriptions", "POST", BodyKind::multipart, "model",
                Endpoint::audio_transcriptions},
     ModelRoute{"/v1/audio/translations", "POST", BodyKind::multipart, "model", Endpoint::audio_translations},
+    ModelRoute{"/v1/audio/speech", "POST", BodyKind::json, "model", Endpoint::audio_speech},
 };
 
 }  // namespace

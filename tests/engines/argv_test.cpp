@@ -252,8 +252,8 @@ TEST(KindRegistry, EveryModelEntryHasExactlyOneKindByName) {
     // The optional hooks do nothing for a kind that has no use for them.
     EXPECT_FALSE(kind_of(command_model()).measure({"CUDA0 model buffer size = 100.00 MiB"}, {}));
     EXPECT_FALSE(kind_of(command_model()).configured_slot_ctx(command_model()));
-    EXPECT_TRUE(kind_of(command_model()).serves("/v1/chat/completions"));
-    EXPECT_FALSE(kind_of(command_model()).serves("/v1/images/generations"));
+    EXPECT_TRUE(kind_of(command_model()).serves(command_model(), "/v1/chat/completions"));
+    EXPECT_FALSE(kind_of(command_model()).serves(command_model(), "/v1/images/generations"));
 }
 
 TEST(EngineSpec, BuiltFromConfigWithAFreePortAndASafeLogName) {
@@ -311,8 +311,8 @@ TEST(WhisperServerKind, ArgvRoutesTheTranslationAndTheFootprintPlansTheWorstDeco
     EXPECT_EQ(on_gpu.health_path, "/health");
 
     // Both audio routes go to its one inference path; a translation says so in its form.
-    EXPECT_TRUE(k.serves("/v1/audio/transcriptions"));
-    EXPECT_FALSE(k.serves("/v1/chat/completions"));
+    EXPECT_TRUE(k.serves(m, "/v1/audio/transcriptions"));
+    EXPECT_FALSE(k.serves(m, "/v1/chat/completions"));
     std::string body = "--b\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nw\r\n--b--\r\n";
     const std::string original = body;
     EXPECT_EQ(k.upstream("/v1/audio/transcriptions", "multipart/form-data; boundary=b", body), "/inference");

@@ -530,8 +530,8 @@ TEST_F(ConfigTest, SdServerEntryLaunchesWithItsComponentsAndRefusesSizesAboveMax
     EXPECT_NE(std::find(spec.argv.begin(), spec.argv.end(), "--diffusion-fa"), spec.argv.end());
     EXPECT_TRUE(spec.health_path.empty());  // ready when the port accepts
     EXPECT_EQ(kind.slots(m), 1u);
-    EXPECT_TRUE(kind.serves("/v1/images/generations"));
-    EXPECT_FALSE(kind.serves("/v1/chat/completions"));
+    EXPECT_TRUE(kind.serves(m, "/v1/images/generations"));
+    EXPECT_FALSE(kind.serves(m, "/v1/chat/completions"));
 
     const auto fp = kind.formula(c, m, {{"cpu", "cpu", -1, 0}});
     ASSERT_EQ(fp.needs.size(), 1u);

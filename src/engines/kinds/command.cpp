@@ -57,6 +57,22 @@ const CommandSettings& command_settings(const config::ModelConfig& model) {
     return config::settings_as<CommandSettings>(model);
 }
 
+namespace {
+
+// The model routes a command server may be given (loch's route table, http/routes.cpp).
+constexpr std::string_view kModelRoutes[] = {
+    "/v1/chat/completions",   "/v1/completions",  "/v1/embeddings",
+    "/v1/images/generations", "/v1/images/edits", "/v1/audio/transcriptions",
+    "/v1/audio/translations", "/v1/audio/speech", "/sdapi/v1/txt2img"};
+
+}  // namespace
+
+bool CommandKind::serves(const config::ModelConfig& model, std::string_view route) const {
+    const auto& routes = command_settings(model).routes;
+    if (routes.empty()) return Kind::serves(model, route);
+    return std::find(routes.begin(), routes.end(), route) != routes.end();
+}
+
 std::uint32_t CommandKind::slots(const config::ModelConfig& model) const {
     return std::max<std::uint32_t>(
         1, model.concurrency != 0 ? model.concurrency : command_settings(model).parallel);
@@ -196,6 +212,22 @@ config::Walker::Keys CommandKind::keys(config::Walker& w, config::KindSettings& 
                               }
                               if (auto val = w.str(it->second, k + "." + name, true)) c.env[name] = *val;
                           }
+                      }},
+                     {"routes",
+                      [&](auto&, auto& v, auto& k) {
+                          auto xs = w.str_list(v, k);
+                          if (!xs) return;
+                          for (std::size_t i = 0; i < xs->size(); ++i)
+                              if (std::find(std::begin(kModelRoutes), std::end(kModelRoutes), (*xs)[i]) ==
+                                  std::end(kModelRoutes)) {
+                                  std::vector<std::string> known(std::begin(kModelRoutes),
+                                                                 std::end(kModelRoutes));
+                                  w.error(v[i], k + "[" + std::to_string(i) + "]",
+                                          "'" + (*xs)[i] + "' is not a model route loch serves (one of " +
+                                              config::quoted_list(known) + ")");
+                                  return;
+                              }
+                          c.routes = std::move(*xs);
                       }},
                      {"ctx", w.integer_into(c.ctx, 1, 1 << 24)},
                      {"parallel", w.integer_into(c.parallel, 1, 256)},

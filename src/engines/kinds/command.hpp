@@ -33,6 +33,7 @@ struct CommandSettings final : config::KindSettings {
     std::map<std::string, std::string> env;  // added to the engine's environment
     std::uint32_t ctx = 4096;                // the {ctx} placeholder
     std::uint32_t parallel = 1;              // the {parallel} placeholder; the slots unless `concurrency`
+    std::vector<std::string> routes;         // the API routes it answers; empty: the OpenAI text routes
     std::unique_ptr<config::KindSettings> clone() const override {
         return std::make_unique<CommandSettings>(*this);
     }
@@ -55,6 +56,7 @@ class CommandKind final : public Kind {
                       std::uint16_t port) const override;
     Footprint formula(const config::Config& cfg, const config::ModelConfig& model,
                       const std::vector<Placement>& devices) const override;
+    bool serves(const config::ModelConfig& model, std::string_view route) const override;
     // Any server: it names the model as it likes (a file path, its own id).
     bool names_model_as_configured() const override { return false; }
 };

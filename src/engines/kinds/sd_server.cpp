@@ -296,7 +296,7 @@ class SdServerKind final : public Kind {
         return c;
     }
 
-    bool serves(std::string_view route) const override {
+    bool serves(const config::ModelConfig&, std::string_view route) const override {
         return route == "/v1/images/generations" || route == "/v1/images/edits" ||
                route == "/sdapi/v1/txt2img";
     }

@@ -138,7 +138,7 @@ class WhisperServerKind final : public Kind {
 
     std::uint32_t slots(const config::ModelConfig&) const override { return 1; }  // one mutex
 
-    bool serves(std::string_view route) const override {
+    bool serves(const config::ModelConfig&, std::string_view route) const override {
         return route == "/v1/audio/transcriptions" || route == "/v1/audio/translations";
     }
     // Its answers carry no model name.

@@ -12,11 +12,13 @@
 namespace loch::itest {
 namespace {
 
-std::string grower(const std::string& name, int grow_mib, int max_mib, const std::string& memory) {
+std::string grower(const std::string& name, int grow_mib, int max_mib, const std::string& memory,
+                   const std::string& routes = "") {
     return "  - name: " + name + "\n    engine: command\n    memory: " + memory +
            "\n    command:\n      argv: [python3, " +
            (fs::path(LOCH_SOURCE_DIR) / "tests/doubles/growing_server.py").string() + ", \"{port}\", \"" +
-           std::to_string(grow_mib) + "\", \"" + std::to_string(max_mib) + "\"]\n";
+           std::to_string(grow_mib) + "\", \"" + std::to_string(max_mib) + "\"]\n" +
+           (routes.empty() ? "" : "      routes: " + routes + "\n");
 }
 
 std::uint64_t reserved(LochServer& loch, const std::string& model) {
@@ -27,11 +29,19 @@ std::uint64_t reserved(LochServer& loch, const std::string& model) {
 TEST(MeasuredMemory, AGrowingServerIsReservedWhatItHoldsAndItsGrowthEvictsAnIdleNeighbourAndIsRemembered) {
     test::TempDir dir{"loch-itest-measured"};
     const std::string cfg =
-        config(dir, "640MiB", grower("tts", 100, 300, "40MiB") + grower("caption", 10, 10, "350MiB"));
+        config(dir, "640MiB",
+               grower("tts", 100, 300, "40MiB", "[/v1/audio/speech, /v1/chat/completions]") +
+                   grower("caption", 10, 10, "350MiB"));
     {
         LochServer loch(dir.path(), cfg);
-        for (int i = 0; i < 3; ++i)
+        for (int i = 0; i < 2; ++i)
             ASSERT_EQ(loch.post("/v1/chat/completions", chat("tts", false, 4)).status, 200);
+        // A speech server's own route, configured: its audio bytes come back as they are, with their type.
+        const auto speech = loch.post("/v1/audio/speech", R"({"model":"tts","input":"hello","voice":"a"})");
+        ASSERT_EQ(speech.status, 200) << speech.body;
+        EXPECT_EQ(speech.body, "RIFF....WAVE");
+        // A route it was not given is refused before it starts anything (caption serves the text routes).
+        EXPECT_EQ(loch.post("/v1/audio/speech", R"({"model":"caption","input":"hello"})").status, 400);
         // The per-process measurement (RSS of its process group) catches up within a few ticks.
         std::uint64_t r = 0;
         for (int i = 0; i < 50 && r < 300 * loch::kMiB; ++i) {
