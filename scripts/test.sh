@@ -30,7 +30,8 @@ cmake -S "$ROOT" -B "$ASAN" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C
   -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLOCH_WERROR=ON -DLOCH_SANITIZE=ON >/dev/null
 cmake --build "$ASAN" -j "$(nproc)"
 # The engines are not instrumented: the same pinned binaries the release build uses.
-cp -f "$BUILD/bin/llama-server" "$BUILD/bin/llama-fit-params" "$BUILD/bin/sd-server" "$ASAN/bin/"
+cp -f "$BUILD/bin/llama-server" "$BUILD/bin/llama-fit-params" "$BUILD/bin/sd-server" "$BUILD/bin/whisper-server" \
+  "$ASAN/bin/"
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
