@@ -720,12 +720,11 @@ AdmissionInput Broker::admission_input(const Model& m) const {
         v.priority = rank(o->cfg->priority);
         v.evictable = (o->state == ModelState::ready || o->state == ModelState::asleep) && o->active == 0 &&
                       !o->cfg->pinned && !wanted;
-        v.held_as = o->state == ModelState::asleep  ? "asleep"
-                    : o->state != ModelState::ready ? std::string(to_string(o->state))
-                    : o->active > 0                 ? "busy"
-                    : o->cfg->pinned                ? "pinned"
-                    : wanted                        ? "wanted by a queued request"
-                                                    : "idle";
+        v.held_as = o->state != ModelState::ready ? std::string(to_string(o->state))
+                    : o->active > 0               ? "busy"
+                    : o->cfg->pinned              ? "pinned"
+                    : wanted                      ? "wanted by a queued request"
+                                                  : "idle";
         v.idle_s = std::chrono::duration<double>(now - o->last_used).count();
         v.load_s = o->load_s.value_or(1.0);
         in.engines.push_back(std::move(v));

@@ -50,14 +50,6 @@ std::pair<int, json> ask(LochServer& loch, const fs::path& dir, const std::strin
     return {rc, json::parse(out.substr(start == std::string::npos ? 0 : start + 1, end + 1), nullptr, false)};
 }
 
-std::uint64_t rss_bytes(int pid) {
-    std::ifstream st("/proc/" + std::to_string(pid) + "/status");
-    std::string line;
-    while (std::getline(st, line))
-        if (line.starts_with("VmRSS:")) return std::stoull(line.substr(6)) * 1024;
-    return 0;
-}
-
 TEST(Audio, TranscriptionAndTranslationThroughLochWithTheOpenAIClient) {
     test::TempDir dir{"loch-itest-audio"};
     LochServer loch(dir.path(), config(dir, "2GiB", whisper_entry("whisper", audio_models().tiny.path())));

@@ -1,6 +1,8 @@
 // Shared by the end-to-end suites: generated models, config snippets and request bodies.
 #pragma once
 
+#include <cstdint>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +25,15 @@ struct Models {
 inline Models& models() {
     static Models m;
     return m;
+}
+
+// A process's resident memory now (/proc/PID/status VmRSS), in bytes; 0 when it is gone.
+inline std::uint64_t rss_bytes(int pid) {
+    std::ifstream st("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(st, line))
+        if (line.starts_with("VmRSS:")) return std::stoull(line.substr(6)) * 1024;
+    return 0;
 }
 
 inline std::string model_entry(const std::string& name, const fs::path& path, const std::string& more = "") {

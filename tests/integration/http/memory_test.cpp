@@ -13,18 +13,6 @@ using namespace loch::itest;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-namespace {
-
-std::uint64_t rss_bytes(int pid) {
-    std::ifstream st("/proc/" + std::to_string(pid) + "/status");
-    std::string line;
-    while (std::getline(st, line))
-        if (line.starts_with("VmRSS:")) return std::stoull(line.substr(6)) * 1024;
-    return 0;
-}
-
-}  // namespace
-
 TEST(Memory, CpuReservationCoversMappedAndRepackedWeightsAfterALongPrompt) {
     const test::SynthModel q4k(
         {"--arch", "llama",      "--layers", "8",      "--embd",    "1024",    "--heads",
