@@ -12,8 +12,12 @@
 //   - req/s with 32 and with 256 concurrent client connections;
 // then the cold start (request → first answer for a stopped model, minus the engine started alone with the
 // same argv), and the idle CPU and RSS of loch and nginx over `--idle-s` seconds after the load.
+// With `--llama-swap BIN` llama-swap is a fourth target in front of the same engine (its model's `proxy:` is
+// the engine's address and its `cmd` only holds the place, so it never starts an engine of its own), and the
+// report adds loch ÷ llama-swap.
 //
 //   build/bin/proxy-overhead [--model X.gguf] [--rounds 7] [--requests 100] [--streams 4] [--tokens 64]
+//                            [--llama-swap /path/to/llama-swap]
 // Without --model it generates the loch-synth `tiny-llama` model (fast tokens: the proxy's share is largest).
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -260,6 +264,8 @@ int main(int argc, char** argv) {
     double idle_s = 10, settle_s = 12;
     std::string bin_dir = fs::canonical("/proc/self/exe").parent_path().string();
     std::string nginx = "/usr/sbin/nginx";
+    std::string llama_swap;
+    bool nginx_access_log = false;
     app.add_option("--model", model, "GGUF model (default: generate loch-synth tiny-llama)");
     app.add_option("--rounds", rounds, "rounds (every target runs every workload in each)");
     app.add_option("--requests", requests, "non-streamed requests per target per round");
@@ -270,6 +276,10 @@ int main(int argc, char** argv) {
     app.add_option("--settle-s", settle_s, "seconds without requests before the idle measurement");
     app.add_option("--bin", bin_dir, "folder with loch, loch-synth, llama-server");
     app.add_option("--nginx", nginx, "nginx binary");
+    app.add_flag("--nginx-access-log", nginx_access_log,
+                 "nginx writes its access log (one line per request, as loch writes its request log); off by "
+                 "default, as in issue 9's measurement");
+    app.add_option("--llama-swap", llama_swap, "llama-swap binary: measured as a fourth target when given");
     CLI11_PARSE(app, argc, argv);
 
     try {
@@ -320,7 +330,8 @@ int main(int argc, char** argv) {
         std::ofstream(ndir / "nginx.conf")
             << "daemon off;\nmaster_process off;\nworker_processes 1;\nworker_rlimit_nofile 4096;\npid "
             << (ndir / "nginx.pid").string() << ";\nerror_log " << (ndir / "logs/error.log").string()
-            << " warn;\nevents { worker_connections 2048; }\nhttp {\n  access_log off;\n"
+            << " warn;\nevents { worker_connections 2048; }\nhttp {\n  access_log "
+            << (nginx_access_log ? (ndir / "logs/access.log").string() : std::string("off")) << ";\n"
             << "  client_body_temp_path " << (ndir / "body").string() << ";\n  proxy_temp_path "
             << (ndir / "proxy").string() << ";\n  fastcgi_temp_path " << (ndir / "fcgi").string()
             << ";\n  uwsgi_temp_path " << (ndir / "uwsgi").string() << ";\n  scgi_temp_path "
@@ -339,14 +350,34 @@ int main(int argc, char** argv) {
         std::vector<Target> targets = {{"direct", engine_port, 0, {}},
                                        {"loch", loch_port, loch.pid(), {}},
                                        {"nginx", nginx_port, ngx.pid(), {}}};
+        // llama-swap in front of the same engine: `proxy:` is the engine's address, and `cmd` only holds
+        // its place (llama-swap starts a model's cmd, then polls the proxy's /health, which is up already).
+        // The client sends the engine's secret, which llama-swap forwards with the other headers.
+        std::optional<loch::test::Process> swap;
+        if (!llama_swap.empty()) {
+            const auto swap_port = free_port();
+            std::ofstream(dir.path() / "llama-swap.yaml")
+                << "healthCheckTimeout: 60\nlogLevel: warn\nmodels:\n  bench:\n    cmd: /bin/sleep 86400\n"
+                << "    proxy: http://127.0.0.1:" << engine_port << "\n    checkEndpoint: /health\n";
+            swap.emplace(llama_swap,
+                         std::vector<std::string>{"--config", (dir.path() / "llama-swap.yaml").string(),
+                                                  "--listen", "127.0.0.1:" + std::to_string(swap_port)},
+                         dir.path() / "llama-swap.log");
+            wait_http(swap_port, "/health", *swap, "llama-swap");
+            post(swap_port, "/v1/completions", one.dump(), false, key);  // its model started and proxied
+            targets.push_back({"llama-swap", swap_port, swap->pid(), {}});
+        }
+        const std::size_t n_targets = targets.size();
         const json stream = {
             {"model", "bench"},     {"stream", true},
             {"max_tokens", tokens}, {"ignore_eos", true},
             {"temperature", 0},     {"messages", json::array({{{"role", "user"}, {"content", "Count."}}})}};
         for (int r = 0; r < rounds; ++r)
-            for (int k = 0; k < 3; ++k) {
-                auto& t = targets[(r + k) % 3];
-                const std::string bearer = t.port == engine_port ? key : std::string();
+            for (std::size_t k = 0; k < n_targets; ++k) {
+                auto& t = targets[(std::size_t(r) + k) % n_targets];
+                // The engine checks its secret: direct requests carry it, and so do llama-swap's (it forwards
+                // the client's headers); loch and nginx add it themselves.
+                const std::string bearer = t.name == "direct" || t.name == "llama-swap" ? key : std::string();
                 Figures f;
                 std::string phase = "keep-alive requests";
                 try {
@@ -420,11 +451,13 @@ int main(int argc, char** argv) {
                 v.push_back(t.rounds[i].*m - targets[0].rounds[i].*m);
             return v;
         };
-        auto ratio = [&](double Figures::*m, bool over_direct) {
+        // loch ÷ the target `other` (2: nginx, 3: llama-swap), per round, of what each adds over direct (or
+        // of their own figures).
+        auto ratio_to = [&](std::size_t other, double Figures::*m, bool over_direct) {
             std::vector<double> v;
             for (std::size_t i = 0; i < targets[1].rounds.size(); ++i) {
                 const double base = over_direct ? targets[0].rounds[i].*m : 0;
-                const double l = targets[1].rounds[i].*m - base, n = targets[2].rounds[i].*m - base;
+                const double l = targets[1].rounds[i].*m - base, n = targets[other].rounds[i].*m - base;
                 if (std::abs(n) > 1e-9) v.push_back(l / n);
             }
             return v.empty() ? std::nan("") : median(v);
@@ -432,8 +465,9 @@ int main(int argc, char** argv) {
         std::printf(
             "proxy-overhead: model %s, engine -t 1, %d rounds; per round and target %d requests "
             "(keep-alive), %d on new connections, %d streams of %d tokens, 32x8 and 256x2 "
-            "concurrent\n\n",
-            fs::path(model).filename().c_str(), rounds, requests, requests / 2, streams, tokens);
+            "concurrent; nginx access log %s (loch writes its request log)\n\n",
+            fs::path(model).filename().c_str(), rounds, requests, requests / 2, streams, tokens,
+            nginx_access_log ? "on" : "off");
         std::printf("%-7s %9s %9s %9s %9s %9s %11s %11s %9s %9s %7s\n", "median", "ka p50", "ka p99",
                     "new p50", "new p99", "gap p50", "cpu/req ns", "cpu/ev ns", "req/s@32", "req/s@256",
                     "errors");
@@ -453,14 +487,20 @@ int main(int argc, char** argv) {
                         median(added(t, &Figures::new_p50)), median(added(t, &Figures::new_p99)),
                         median(added(t, &Figures::gap_p50)));
         }
-        std::printf(
-            "\nloch ÷ nginx, median of per-round ratios (goal ≤ 1.00): added latency keep-alive p50 %.2f, "
-            "p99 %.2f; new connection p50 %.2f; per event %.2f; CPU per request %.2f; CPU per event %.2f; "
-            "req/s at 32 connections %.2f, at 256 %.2f (higher is better)\n",
-            ratio(&Figures::ka_p50, true), ratio(&Figures::ka_p99, true), ratio(&Figures::new_p50, true),
-            ratio(&Figures::gap_p50, true), ratio(&Figures::cpu_req_ns, false),
-            ratio(&Figures::cpu_event_ns, false), ratio(&Figures::rps32, false),
-            ratio(&Figures::rps256, false));
+        for (std::size_t other = 2; other < n_targets; ++other) {
+            const auto ratio = [&](double Figures::*m, bool over_direct) {
+                return ratio_to(other, m, over_direct);
+            };
+            std::printf(
+                "\nloch ÷ %s, median of per-round ratios (goal ≤ 1.00): added latency keep-alive p50 %.2f, "
+                "p99 %.2f; new connection p50 %.2f; per event %.2f; CPU per request %.2f; CPU per event "
+                "%.2f; "
+                "req/s at 32 connections %.2f, at 256 %.2f (higher is better)\n",
+                targets[other].name.c_str(), ratio(&Figures::ka_p50, true), ratio(&Figures::ka_p99, true),
+                ratio(&Figures::new_p50, true), ratio(&Figures::gap_p50, true),
+                ratio(&Figures::cpu_req_ns, false), ratio(&Figures::cpu_event_ns, false),
+                ratio(&Figures::rps32, false), ratio(&Figures::rps256, false));
+        }
 
         // Cold start: the engine alone, started with the argv loch gave it, against a request to `cold`.
         std::vector<std::string> argv_engine;
@@ -515,15 +555,16 @@ int main(int argc, char** argv) {
         // Idle: one model loaded, nothing asked for `settle_s` (loch's tick slows down once nothing happened
         // for 10 ticks), then measured over `idle_s`.
         std::this_thread::sleep_for(std::chrono::duration<double>(settle_s));
-        const auto l0 = cpu_ns(loch.pid()), n0 = cpu_ns(ngx.pid());
+        std::vector<std::uint64_t> cpu0;
+        for (std::size_t i = 1; i < n_targets; ++i) cpu0.push_back(cpu_ns(targets[i].pid));
         std::this_thread::sleep_for(std::chrono::duration<double>(idle_s));
-        const double lidle = double(cpu_ns(loch.pid()) - l0) / (idle_s * 1e9) * 100,
-                     nidle = double(cpu_ns(ngx.pid()) - n0) / (idle_s * 1e9) * 100;
-        std::printf(
-            "idle over %.0f s: loch CPU %.3f %% (goal < 0.05 %%), RSS %.1f MiB; nginx CPU %.3f %%, RSS "
-            "%.1f MiB\n",
-            idle_s, lidle, double(rss_bytes(loch.pid())) / 1048576, nidle,
-            double(rss_bytes(ngx.pid())) / 1048576);
+        std::printf("idle over %.0f s, one model loaded:", idle_s);
+        for (std::size_t i = 1; i < n_targets; ++i)
+            std::printf("%s %s CPU %.3f %%%s, RSS %.1f MiB", i > 1 ? ";" : "", targets[i].name.c_str(),
+                        double(cpu_ns(targets[i].pid) - cpu0[i - 1]) / (idle_s * 1e9) * 100,
+                        i == 1 ? " (goal < 0.05 %)" : "", double(rss_bytes(targets[i].pid)) / 1048576);
+        std::printf("\n");
+        if (swap) swap->stop(5s);
         ngx.stop(5s);
         loch.stop(20s);
     } catch (const std::exception& e) {

@@ -40,6 +40,7 @@ struct ServeOptions {
     int port = -1;
     std::string state_dir, log_dir;  // override the config's
     bool print_default = false;
+    std::string log_level = "info";  // loch's own log; debug adds every successful request's line
 };
 
 // Each client connection holds a descriptor and each relay another to its engine: raise the soft limit to
@@ -93,6 +94,7 @@ void run_serve(const ServeOptions& o) {
         std::cout << config::embedded_default_yaml();
         return;
     }
+    spdlog::set_level(spdlog::level::from_str(o.log_level));
     auto ctx = config::LoadContext::from_process();
     ctx.kinds = engines::kind_schemas();  // each engine kind parses its own keys
     config::Config cfg = o.config_file.empty() ? config::default_config(ctx, o.models_dir)
@@ -209,6 +211,10 @@ void add_serve_command(CLI::App& app) {
     cmd->add_option("--listen", o->listen, "listen address (overrides the config; default 127.0.0.1)");
     cmd->add_option("--port", o->port, "port (overrides the config; 0 = any free port)")
         ->check(CLI::Range(0, 65535));
+    cmd->add_option("--log-level", o->log_level,
+                    "loch's own log: debug adds a line for every request that succeeded (the request log "
+                    "has them all)")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
     cmd->add_flag("--print-default-config", o->print_default, "print the embedded default config and exit");
     cmd->callback([o] { run_serve(*o); });
 }

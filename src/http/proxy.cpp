@@ -22,6 +22,7 @@
 
 #include "engines/engine_client.hpp"
 #include "http/errors.hpp"
+#include "http/io_now.hpp"
 #include "http/server.hpp"
 #include "http/sse.hpp"
 
@@ -39,24 +40,20 @@ namespace {
 
 constexpr auto tok = asio::as_tuple(asio::use_awaitable);
 
+// A client that takes nothing for this long while loch writes to it is gone.
+constexpr auto kClientWriteTimeout = 60s;
+
 // Bytes as they are (the head already said their length); true when the client is gone.
 asio::awaitable<bool> write_raw(beast::tcp_stream& client, std::string_view bytes) {
-    client.expires_after(60s);
-    auto [ec, n] = co_await asio::async_write(client, asio::buffer(bytes), tok);
-    client.expires_never();
-    co_return static_cast<bool>(ec);
+    co_return static_cast<bool>(co_await io_now::write(client, asio::buffer(bytes), kClientWriteTimeout));
 }
 
 // Part of a streamed body: a chunk, or (HTTP/1.0, no chunked encoding) the bytes as they are.
 asio::awaitable<boost::system::error_code> write_body_bytes(beast::tcp_stream& client, std::string_view bytes,
                                                             bool chunked) {
-    boost::system::error_code ec;
-    std::size_t n = 0;
     if (chunked)
-        std::tie(ec, n) = co_await asio::async_write(client, bhttp::make_chunk(asio::buffer(bytes)), tok);
-    else
-        std::tie(ec, n) = co_await asio::async_write(client, asio::buffer(bytes), tok);
-    co_return ec;
+        co_return co_await io_now::write(client, bhttp::make_chunk(asio::buffer(bytes)), kClientWriteTimeout);
+    co_return co_await io_now::write(client, asio::buffer(bytes), kClientWriteTimeout);
 }
 
 // Ends the relay on every path: marks it done and closes the upstream socket now (not when the client watch
@@ -67,19 +64,28 @@ struct RelayGuard {
 };
 
 // Notices a client that hangs up while loch waits on the engine: readable + recv() == 0 means EOF. Then the
-// upstream connection is closed, which the engine sees as a closed connection and stops generating. A plain
-// completion handler, not a coroutine: it is armed for every request and almost always just cancelled.
-void watch_client(tcp::socket& client, std::shared_ptr<RelayState> st) {
-    client.async_wait(tcp::socket::wait_read, [&client, st](boost::system::error_code ec) {
-        if (ec || st->done) return;
-        char c;
-        const auto n = ::recv(client.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-            st->client_gone = true;
-            st->close_upstream();
-        }
-        // n > 0: a pipelined next request; it is read after this response.
-    });
+// upstream connection is closed, which the engine sees as a closed connection and stops generating.
+//
+// Cheap by design, since it is armed for every request: a plain completion handler, not a coroutine, and
+// never cancelled — the relay's state is held weakly, so a wait that outlives its relay completes as a no-op
+// when the next request's bytes (or the close) arrive, in the same pass that wakes the session's own read
+// (cancelling it would cost a pass of the scheduler per request; a peek-read instead of the wait would cost
+// a speculative recv now and another when it completes).
+void watch_client(tcp::socket& client, const std::shared_ptr<RelayState>& st) {
+    client.async_wait(tcp::socket::wait_read,
+                      [&client, weak = std::weak_ptr<RelayState>(st)](boost::system::error_code ec) {
+                          // The relay holds the only strong reference: it is alive, and so is its client
+                          // socket.
+                          const auto relay = weak.lock();
+                          if (ec || !relay || relay->done) return;
+                          char c;
+                          const auto n = ::recv(client.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+                          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+                              relay->client_gone = true;
+                              relay->close_upstream();
+                          }
+                          // n > 0: a pipelined next request; it is read after this response.
+                      });
 }
 
 // What an upstream failure means for the client: loch is shutting down, a stream's watchdog fired, the engine
@@ -266,9 +272,7 @@ asio::awaitable<std::optional<broker::Lease>> Server::acquire_with_heartbeat(
             head.set(bhttp::field::cache_control, "no-cache");
             head.keep_alive(chunked);
             if (chunked) head.chunked(true);
-            bhttp::response_serializer<bhttp::empty_body> sr{head};
-            auto [hec, hn] = co_await bhttp::async_write_header(client, sr, tok);
-            if (hec) co_return std::nullopt;
+            if (co_await io_now::write_header(client, head, kClientWriteTimeout)) co_return std::nullopt;
             headers_sent = true;
         }
         const auto progress = broker_.progress(model);
@@ -299,7 +303,6 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
     broker::Lease lease;
     Translation* tr = call.translation;
     std::optional<ModelRename> rename;
-    auto client_watch_started = false;
     const auto write_body = [&](std::string_view bytes) { return write_body_bytes(client, bytes, chunked); };
     const auto gone = [&] {
         rec.client_gone = true;
@@ -362,10 +365,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
 
         // An engine that stops a request when its connection closes is told so when the client leaves; one
         // that cannot (sd-server) keeps the request, its slot and its reservation until it has finished.
-        if (lease.kind().cancels_on_disconnect()) {
-            watch_client(client.socket(), st);
-            client_watch_started = true;
-        }
+        if (lease.kind().cancels_on_disconnect()) watch_client(client.socket(), st);
 
         // The engine's own path for this route (and its body, where the kind must change it).
         if (!call.translation) {
@@ -448,19 +448,16 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                     bhttp::response<bhttp::empty_body> head{uh.result(), v};
                     json_head(head);
                     head.content_length(*length);
-                    bhttp::response_serializer<bhttp::empty_body> sr{head};
-                    auto [hwec, hwn] = co_await bhttp::async_write_header(client, sr, tok);
-                    if (hwec || co_await write_raw(client, body)) co_return gone();
+                    if (co_await io_now::write_header(client, head, kClientWriteTimeout) ||
+                        co_await write_raw(client, body))
+                        co_return gone();
                     rec.status = status;
                     body.clear();
                     relaying = true;
                 }
                 parser.get().body().data = tmp;
                 parser.get().body().size = sizeof tmp;
-                up.expires_after(read_timeout);
-                auto [ec, n] = co_await bhttp::async_read_some(up, ubuf, parser, tok);
-                if (ec == bhttp::error::need_buffer) ec = {};
-                if (ec) {
+                if (const auto ec = co_await io_now::read_some(up, ubuf, parser, read_timeout)) {
                     if (st->client_gone) co_return gone();
                     Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ec);
                     if (relaying) {  // the head is out: closing short of the length is the only signal left
@@ -480,10 +477,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             }
             keep_upstream();
             st->finish();
-            if (relaying) {
-                client.socket().cancel();  // ends the client watch
-                co_return keep;
-            }
+            if (relaying) co_return keep;
             if (status >= 400) {
                 if (auto fix =
                         lease.kind().explain_error(*lease.config(), call.upstream_path, status, body)) {
@@ -504,10 +498,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             res.body() = tr ? tr->answer(body, status) : std::move(body);
             res.prepare_payload();
             rec.status = status;
-            client.expires_after(60s);
-            auto [ec, n] = co_await bhttp::async_write(client, res, tok);
-            client.expires_never();
-            client.socket().cancel();  // ends the client watch
+            const auto ec = co_await io_now::write_message(client, res, kClientWriteTimeout);
             co_return keep && !ec;
         }
 
@@ -522,9 +513,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             head.set("X-Request-Id", rec.id);
             head.keep_alive(keep && chunked);
             if (chunked) head.chunked(true);
-            bhttp::response_serializer<bhttp::empty_body> sr{head};
-            auto [hwec, hwn] = co_await bhttp::async_write_header(client, sr, tok);
-            if (hwec) co_return gone();
+            if (co_await io_now::write_header(client, head, kClientWriteTimeout)) co_return gone();
             headers_sent = true;
         }
         rec.status = status;
@@ -536,10 +525,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         while (!parser.is_done()) {
             parser.get().body().data = tmp;
             parser.get().body().size = sizeof tmp;
-            up.expires_after(read_timeout);
-            auto [ec, n] = co_await bhttp::async_read_some(up, ubuf, parser, tok);
-            if (ec == bhttp::error::need_buffer) ec = {};
-            if (ec) {
+            if (const auto ec = co_await io_now::read_some(up, ubuf, parser, read_timeout)) {
                 if (st->client_gone) co_return gone();
                 Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ec);
                 throw failure;
@@ -570,9 +556,8 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         std::string rest = framer.take_rest();
         if (tr) rest = (rest.empty() ? std::string() : tr->event(rest)) + tr->end();
         if (!rest.empty()) co_await write_body(rest);
-        client.socket().cancel();
         if (!chunked) co_return false;  // HTTP/1.0: the end of the stream is the end of the connection
-        auto [lec, ln] = co_await asio::async_write(client, bhttp::make_chunk_last(), tok);
+        const auto lec = co_await io_now::write(client, bhttp::make_chunk_last(), kClientWriteTimeout);
         co_return keep && !lec;
     } catch (const Error& e) {
         err = e;
@@ -580,10 +565,6 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         err = Error(ErrorKind::internal, std::string("internal error: ") + e.what());
     }
     st->finish();
-    if (client_watch_started) {
-        boost::system::error_code ignored;
-        client.socket().cancel(ignored);
-    }
     if (st->client_gone) co_return gone();
     rec.error_type = broker::to_string(err->kind());
     if (!headers_sent) {
@@ -599,7 +580,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
     spdlog::warn("stream of '{}' ended by error: {}", lease.valid() ? lease.model() : rec.model, err->what());
     const std::string ev = tr ? tr->stream_error(*err) : sse_error_event(*err);
     co_await write_body(ev);
-    if (chunked) co_await asio::async_write(client, bhttp::make_chunk_last(), tok);
+    if (chunked) co_await io_now::write(client, bhttp::make_chunk_last(), kClientWriteTimeout);
     co_return false;
 }
 

@@ -16,6 +16,7 @@
 #include <boost/beast/http.hpp>
 
 #include "http/errors.hpp"
+#include "http/io_now.hpp"
 #include "http/ollama.hpp"
 #include "http/ollama_api.hpp"
 #include "http/router.hpp"
@@ -81,9 +82,7 @@ asio::awaitable<void> write_json(beast::tcp_stream& stream, unsigned version, bo
     res.keep_alive(keep_alive);
     res.body() = dump(body);
     res.prepare_payload();
-    stream.expires_after(std::chrono::seconds(30));
-    co_await bhttp::async_write(stream, res, tok);
-    stream.expires_never();
+    co_await io_now::write_message(stream, res, std::chrono::seconds(30));
 }
 
 asio::awaitable<void> write_text(beast::tcp_stream& stream, unsigned version, bool keep_alive,
@@ -94,9 +93,7 @@ asio::awaitable<void> write_text(beast::tcp_stream& stream, unsigned version, bo
     res.keep_alive(keep_alive);
     res.body() = std::move(body);
     res.prepare_payload();
-    stream.expires_after(std::chrono::seconds(30));
-    co_await bhttp::async_write(stream, res, tok);
-    stream.expires_never();
+    co_await io_now::write_message(stream, res, std::chrono::seconds(30));
 }
 
 asio::awaitable<void> write_error(beast::tcp_stream& stream, unsigned version, bool keep_alive,
@@ -216,15 +213,21 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
         parser.body_limit(options_.max_body_bytes);
         parser.header_limit(64 * 1024);
         stream.expires_never();
-        deadline.arm(options_.header_timeout);
-        auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, tok);
-        boost::system::error_code ec = hec;
-        const bool header_done = !ec;
-        if (!ec && !parser.is_done()) {
-            deadline.arm(options_.body_timeout);
-            auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, tok);
-            ec = bec;
+        // The usual request arrived whole in the read above: parsed here, without a pass of the scheduler.
+        boost::system::error_code ec;
+        if (!io_now::parse_buffered(parser, buffer, ec) && !ec) {
+            if (!parser.is_header_done()) {
+                deadline.arm(options_.header_timeout);
+                auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, tok);
+                ec = hec;
+            }
+            if (!ec && !parser.is_done()) {
+                deadline.arm(options_.body_timeout);
+                auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, tok);
+                ec = bec;
+            }
         }
+        const bool header_done = parser.is_header_done();
         deadline.disarm();
         if (deadline.fired() && !shutting_down_) {
             const auto limit = header_done ? options_.body_timeout : options_.header_timeout;

@@ -9,6 +9,8 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "http/io_now.hpp"
+
 namespace loch::http {
 
 namespace asio = boost::asio;
@@ -49,8 +51,13 @@ asio::awaitable<UpstreamPool::Taken> UpstreamPool::take(const std::string& key,
         while (!q.empty()) {
             Idle i = std::move(q.back());  // the most recently used: the least likely to have timed out
             q.pop_back();
-            const bool young = Clock::now() - i.since < options_.idle_timeout;
-            if (young && still_usable(*i.stream)) {
+            // One idle for a while is looked at first (the engine may have closed it); one given back a
+            // moment ago — every request under load — is not: that look is a syscall per request, and a
+            // connection closed in that moment fails before any answer byte and is retried once (exchange()).
+            const auto idle_for = Clock::now() - i.since;
+            const bool young = idle_for < options_.idle_timeout;
+            if (young &&
+                (idle_for < options_.look_after ? i.stream->socket().is_open() : still_usable(*i.stream))) {
                 if (q.empty()) idle_.erase(it);
                 ++reuses_;
                 co_return Taken{{}, std::move(i.stream), true, i.after_stream};
@@ -95,9 +102,8 @@ asio::awaitable<UpstreamPool::Exchange> UpstreamPool::exchange(
         out.stream = t.stream;
         on_connection(t.stream);
         const bool retry_allowed = t.reused && attempt == 0;
-        t.stream->expires_after(std::chrono::seconds(30));
-        auto [wec, wn] = co_await beast::http::async_write(*t.stream, request, tok);
-        boost::system::error_code ec = wec;
+        boost::system::error_code ec =
+            co_await io_now::write_message(*t.stream, request, std::chrono::seconds(30));
         if (!ec) {
             buffer.clear();
             parser.emplace();

@@ -3,13 +3,15 @@
 // pool needs 7).
 //
 // Per engine at most `max_idle_per_engine` idle connections, each dropped after `idle_timeout` (below
-// llama-server's own keep-alive timeout of 5 s) or as soon as it turns readable while idle (the engine
-// closed it — it stopped, or its keep-alive ran out). The key is the engine's address plus the secret of
-// that engine run (engines/spec.hpp), so a restarted engine on the same port never gets an old run's
-// socket. A relay takes a connection and gives it back only after reading one whole response that allows
-// keep-alive; on every other path it closes it. A request that fails on a reused connection before any
-// response byte arrived is retried once on a new one (the engine may have closed it as it was taken):
-// `Taken::reused` tells the relay when that applies.
+// llama-server's own keep-alive timeout of 5 s) or as soon as it is found readable while idle (the engine
+// closed it — it stopped, or its keep-alive ran out): by the sweep, and when it is taken after more than
+// `look_after` idle. One taken sooner (under load, every one) is not looked at — a syscall per request —
+// and one closed in that moment fails before any answer byte and is retried, as below. The key is the
+// engine's address plus the secret of that engine run (engines/spec.hpp), so a restarted engine on the same
+// port never gets an old run's socket. A relay takes a connection and gives it back only after reading one
+// whole response that allows keep-alive; on every other path it closes it. A request that fails on a reused
+// connection before any response byte arrived is retried once on a new one (the engine may have closed it as
+// it was taken): `Taken::reused` tells the relay when that applies.
 //
 // One io_context thread, like the server: no locks. The sweep timer runs only while something is idle, so
 // an idle loch pays nothing for the pool.
@@ -41,6 +43,7 @@ class UpstreamPool {
     struct Options {
         std::size_t max_idle_per_engine = 16;
         std::chrono::milliseconds idle_timeout{4000};
+        std::chrono::milliseconds look_after{10};  // idle longer: checked for the engine's close before use
         std::chrono::milliseconds connect_timeout{10000};
     };
     struct Taken {

@@ -1,5 +1,6 @@
 // observe/request_log — one JSON line per finished model request in `<log dir>/requests.jsonl`, and the
-// same record at info level in loch's own log. The file is opened for appending and each line is written
+// same record in loch's own log: at info level when the request failed (or there is no file), at debug
+// level when it succeeded and the file has it. The file is opened for appending and each line is written
 // with one write(2), so a reader (tail -f, jq) never sees half a line; at 64 MiB it is renamed to
 // requests.jsonl.1 and a new one begun (one old file kept).
 #pragma once

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <iterator>
+
+#include <fmt/format.h>
 
 #include "core/time_text.hpp"
 
@@ -40,6 +44,74 @@ nlohmann::json to_json(const RequestRecord& r) {
     if (r.real_time_factor) j["real_time_factor"] = *r.real_time_factor;
     if (!r.error_type.empty()) j["error_type"] = r.error_type;
     return j;
+}
+
+namespace {
+
+void append_string(std::string& out, std::string_view s) {
+    const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u >= 0x20 && u < 0x7f && c != '"' && c != '\\';
+    });
+    if (plain) {
+        out += '"';
+        out.append(s);
+        out += '"';
+        return;
+    }
+    out += nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void append_number(std::string& out, double v) {
+    if (std::isfinite(v))
+        fmt::format_to(std::back_inserter(out), "{}", v);
+    else
+        out += "null";
+}
+
+}  // namespace
+
+std::string to_json_line(const RequestRecord& r) {
+    std::string out;
+    out.reserve(320);
+    const auto key = [&](std::string_view k) {
+        out += out.empty() ? "{\"" : ",\"";
+        out.append(k);
+        out += "\":";
+    };
+    const auto str = [&](std::string_view k, std::string_view v) {
+        key(k);
+        append_string(out, v);
+    };
+    const auto num = [&](std::string_view k, double v) {
+        key(k);
+        append_number(out, v);
+    };
+    const auto count = [&](std::string_view k, std::uint64_t v) {
+        key(k);
+        fmt::format_to(std::back_inserter(out), "{}", v);
+    };
+    str("at", iso8601_utc(r.at));
+    str("id", r.id);
+    str("model", r.model);
+    str("route", r.route);
+    str("priority", r.priority);
+    key("stream");
+    out += r.stream ? "true" : "false";
+    num("queue_wait_s", r.queue_wait_s);
+    str("decision", r.decision);
+    num("duration_s", r.duration_s);
+    count("status", r.status);
+    str("outcome", r.outcome());
+    if (r.ttft_s) num("ttft_s", *r.ttft_s);
+    if (r.prompt_tokens) count("prompt_tokens", *r.prompt_tokens);
+    if (r.completion_tokens) count("completion_tokens", *r.completion_tokens);
+    if (auto tps = r.tokens_per_second()) num("tokens_per_s", *tps);
+    if (r.seconds_per_step) num("seconds_per_step", *r.seconds_per_step);
+    if (r.real_time_factor) num("real_time_factor", *r.real_time_factor);
+    if (!r.error_type.empty()) str("error_type", r.error_type);
+    out += '}';
+    return out;
 }
 
 std::optional<std::string> checked_request_id(std::string_view given) {

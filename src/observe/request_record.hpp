@@ -38,6 +38,11 @@ struct RequestRecord {
 };
 
 nlohmann::json to_json(const RequestRecord& r);
+// The same object as one line of JSON text (the request log's), written directly: building the DOM and
+// dumping it was a tenth of loch's CPU per proxied request. Keys in reading order (at, id, model, route, …);
+// strings escaped by nlohmann's serializer unless they are plain printable ASCII; a value that is not a
+// finite number is null, as nlohmann writes it. Parses back to exactly to_json(r) (tested).
+std::string to_json_line(const RequestRecord& r);
 
 // A request id the client sent that is safe to log and echo: 1–64 of [A-Za-z0-9._-]; else nullopt.
 std::optional<std::string> checked_request_id(std::string_view given);

@@ -212,6 +212,28 @@ TEST(UpstreamPool, AConnectionTheEngineClosedWhileIdleIsNotTaken) {
     EXPECT_EQ(engine.requests, 2);
 }
 
+TEST(UpstreamPool, AConnectionClosedJustAfterItsAnswerIsRetriedAndTheRequestSucceeds) {
+    // Taken again at once (under load): not looked at before use, so the engine's close is found by the
+    // failed exchange, which the client never sees — the request goes out once more on a new connection.
+    asio::io_context ioc;
+    FakeEngine engine(ioc);
+    engine.close_after_answer = true;
+    UpstreamPool::Options o;
+    o.look_after = 10s;  // always "a moment ago"
+    UpstreamPool pool(ioc.get_executor(), o);
+    run(ioc, [&]() -> asio::awaitable<void> {
+        EXPECT_EQ(co_await one(pool, "e", engine.endpoint()), 200);
+        asio::steady_timer t(co_await asio::this_coro::executor);
+        t.expires_after(50ms);  // the engine's FIN arrives
+        co_await t.async_wait(asio::use_awaitable);
+        bool retried = false;
+        EXPECT_EQ(co_await one(pool, "e", engine.endpoint(), &retried), 200);
+        EXPECT_TRUE(retried);
+    });
+    EXPECT_EQ(engine.connections, 2);  // the first, and the retry's: the closed one carried no request
+    EXPECT_EQ(engine.requests, 2);
+}
+
 TEST(UpstreamPool, ANewConnectionThatFailsIsNotRetried) {
     asio::io_context ioc;
     FakeEngine engine(ioc);

@@ -1,0 +1,107 @@
+// The request log's line (to_json_line, written without a DOM) is the record's JSON object exactly: every
+// field, odd strings (quotes, backslashes, control characters, UTF-8, invalid UTF-8) and odd numbers.
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "observe/request_log.hpp"
+#include "observe/request_record.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace loch::observe;
+
+namespace {
+
+RequestRecord full() {
+    RequestRecord r;
+    r.id = "5f090c-17";
+    r.model = "qwen2.5-7b";
+    r.route = "/v1/chat/completions";
+    r.priority = "batch";
+    r.stream = true;
+    r.queue_wait_s = 0.089;
+    r.decision = "cold start on cpu: fits on cpu: needs 133.4 MiB, 22.78 GiB free";
+    r.ttft_s = 0.25;
+    r.prompt_tokens = 1234;
+    r.completion_tokens = 77;
+    r.seconds_per_step = 1.5;
+    r.real_time_factor = 0.03;
+    r.duration_s = 3.0;  // a whole number of seconds: written as a number all the same
+    r.status = 200;
+    return r;
+}
+
+void expect_same(const RequestRecord& r) {
+    const std::string line = to_json_line(r);
+    EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+    const auto parsed = nlohmann::json::parse(line);  // throws (fails the test) when it is not JSON
+    EXPECT_EQ(parsed, to_json(r)) << line;
+}
+
+}  // namespace
+
+TEST(RequestRecordLine, EveryFieldParsesBackToTheRecordsObject) {
+    expect_same(full());
+    RequestRecord bare;  // nothing optional, nothing named
+    expect_same(bare);
+    auto failed = full();
+    failed.error_type = "engine_failed";
+    failed.status = 502;
+    failed.client_gone = true;
+    expect_same(failed);
+}
+
+TEST(RequestRecordLine, OddStringsAreEscapedAndInvalidUtf8Replaced) {
+    auto r = full();
+    r.model = "quote\" back\\slash";
+    r.decision = std::string("tab\there, newline\nthere, nul ") + '\0' + " bell \x07 del \x7f";
+    r.route = "/v1/caf\xc3\xa9/\xe2\x9c\x93";
+    r.error_type = "bad \xff\xfe utf-8";
+    const std::string line = to_json_line(r);
+    const auto parsed = nlohmann::json::parse(line);
+    EXPECT_EQ(parsed["model"], r.model);
+    EXPECT_EQ(parsed["decision"], r.decision);
+    EXPECT_EQ(parsed["route"], r.route);
+    EXPECT_EQ(parsed["error_type"], "bad \xef\xbf\xbd\xef\xbf\xbd utf-8");  // U+FFFD for each bad byte
+    EXPECT_EQ(parsed, nlohmann::json::parse(
+                          to_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+}
+
+TEST(RequestRecordLine, NumbersRoundTripAndNonFiniteOnesAreNull) {
+    auto r = full();
+    r.queue_wait_s = 1e-7;
+    r.duration_s = 123456.789012345;
+    r.ttft_s = std::numeric_limits<double>::quiet_NaN();
+    r.seconds_per_step = std::numeric_limits<double>::infinity();
+    r.prompt_tokens = std::numeric_limits<std::uint64_t>::max();
+    const auto parsed = nlohmann::json::parse(to_json_line(r));
+    EXPECT_EQ(parsed["queue_wait_s"].get<double>(), 1e-7);
+    EXPECT_EQ(parsed["duration_s"].get<double>(), 123456.789012345);
+    EXPECT_TRUE(parsed["ttft_s"].is_null());
+    EXPECT_TRUE(parsed["seconds_per_step"].is_null());
+    EXPECT_EQ(parsed["prompt_tokens"].get<std::uint64_t>(), std::numeric_limits<std::uint64_t>::max());
+}
+
+TEST(RequestLog, WritesOneParsableLinePerRecord) {
+    loch::test::TempDir dir("loch-request-log");
+    const auto file = dir.path() / "requests.jsonl";
+    {
+        RequestLog log(file);
+        log.write(full());
+        auto odd = full();
+        odd.model = "line\nbreak";
+        log.write(odd);
+    }
+    std::ifstream in(file);
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+        const auto j = nlohmann::json::parse(line);
+        EXPECT_EQ(j["id"], "5f090c-17");
+        ++n;
+    }
+    EXPECT_EQ(n, 2);
+}
