@@ -66,12 +66,12 @@ struct RelayGuard {
 // Notices a client that hangs up while loch waits on the engine: readable + recv() == 0 means EOF. Then the
 // upstream connection is closed, which the engine sees as a closed connection and stops generating.
 //
-// Cheap by design, since it is armed for every request: a plain completion handler, not a coroutine, and
-// never cancelled — the relay's state is held weakly, so a wait that outlives its relay completes as a no-op
-// when the next request's bytes (or the close) arrive, in the same pass that wakes the session's own read
-// (cancelling it would cost a pass of the scheduler per request; a peek-read instead of the wait would cost
-// a speculative recv now and another when it completes).
+// A plain completion handler, not a coroutine: it is armed for every request. RelayState::finish() cancels it
+// — in the same pass of the scheduler as the lease's release, so that it costs no pass of its own (left
+// pending, it would complete first when the next request arrives and push the session's read to a pass of
+// its own) — and it holds the relay weakly all the same.
 void watch_client(tcp::socket& client, const std::shared_ptr<RelayState>& st) {
+    st->watched = &client;
     client.async_wait(tcp::socket::wait_read,
                       [&client, weak = std::weak_ptr<RelayState>(st)](boost::system::error_code ec) {
                           // The relay holds the only strong reference: it is alive, and so is its client
@@ -137,6 +137,10 @@ void RelayState::close_upstream() {
 void RelayState::finish() {
     done = true;
     close_upstream();
+    if (watched) {
+        boost::system::error_code ec;
+        std::exchange(watched, nullptr)->cancel(ec);
+    }
 }
 
 namespace {
@@ -531,19 +535,23 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                 throw failure;
             }
             const std::size_t got = sizeof tmp - parser.get().body().size;
+            const auto& read_events = framer.feed_views(std::string_view(tmp, got));
+            if (read_events.empty()) continue;
+            std::string_view last;
             batch.clear();
-            for (auto& event : framer.feed(std::string_view(tmp, got))) {
+            for (const auto event : read_events) {
                 if (!is_done_event(event) && event.starts_with("data:")) {
                     if (events++ == 0)
                         rec.ttft_s =
                             rec.queue_wait_s +
                             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                    last_data = event;
+                    last = event;
                 }
-                batch += tr ? tr->event(event) : event;
+                if (tr) batch += tr->event(event);
             }
-            if (batch.empty()) continue;
-            if (co_await write_body(batch)) {
+            if (!last.empty()) last_data.assign(last);
+            // Untranslated, the events of this read leave as they came: one run of the framer's bytes.
+            if (co_await write_body(tr ? std::string_view(batch) : framer.complete())) {
                 st->client_gone = true;
                 co_return gone();
             }

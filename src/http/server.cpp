@@ -65,6 +65,53 @@ class ReadDeadline {
     };
     std::shared_ptr<State> state_;
 };
+
+// Closes a keep-alive connection that stayed idle for `limit` by cancelling its read. Armed when the
+// connection is first idle and re-armed only when it fires, never cancelled per request: a cancel posts
+// the timer's handler, which is one more pass of the scheduler on every request. When it fires early (the
+// connection was busy, or idle for less than `limit`), it waits again for what is left.
+class IdleDeadline {
+  public:
+    IdleDeadline(asio::any_io_executor ex, tcp::socket& socket, std::chrono::steady_clock::duration limit)
+        : state_(std::make_shared<State>(State{asio::steady_timer(ex), &socket, limit})) {}
+    ~IdleDeadline() { state_->timer.cancel(); }
+    IdleDeadline(const IdleDeadline&) = delete;
+    IdleDeadline& operator=(const IdleDeadline&) = delete;
+
+    void idle() {
+        state_->idle = true;
+        state_->since = std::chrono::steady_clock::now();
+        if (!state_->armed) arm(state_, state_->limit);
+    }
+    void busy() { state_->idle = false; }
+
+  private:
+    struct State {
+        asio::steady_timer timer;
+        tcp::socket* socket;
+        std::chrono::steady_clock::duration limit;
+        std::chrono::steady_clock::time_point since{};
+        bool idle = false, armed = false;
+    };
+    static void arm(const std::shared_ptr<State>& s, std::chrono::steady_clock::duration d) {
+        s->armed = true;
+        s->timer.expires_after(d);
+        s->timer.async_wait([weak = std::weak_ptr<State>(s)](boost::system::error_code ec) {
+            auto st = weak.lock();
+            if (ec || !st) return;
+            st->armed = false;
+            if (!st->idle) return;  // busy: idle() arms it again
+            const auto left = st->since + st->limit - std::chrono::steady_clock::now();
+            if (left > std::chrono::steady_clock::duration::zero()) {
+                arm(st, left);
+            } else {
+                boost::system::error_code ignored;
+                st->socket->cancel(ignored);
+            }
+        });
+    }
+    std::shared_ptr<State> state_;
+};
 }  // namespace
 
 std::string dump(const nlohmann::json& j) {
@@ -183,6 +230,7 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
     beast::flat_buffer buffer;
     Registration<Session> reg(sessions_, Session{&stream, false});
     ReadDeadline deadline(ex_, stream.socket());
+    IdleDeadline idle(ex_, stream.socket(), options_.idle_timeout);
     if (sessions_.size() > options_.max_connections || shutting_down_) {
         const Error e = shutting_down_
                             ? Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5)
@@ -203,8 +251,9 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
         if (shutting_down_) break;
         // Idle: wait for the first bytes of the next request (a pipelined one may be buffered already).
         if (buffer.size() == 0) {
-            stream.expires_after(options_.idle_timeout);
+            idle.idle();
             auto [ec, n] = co_await stream.async_read_some(buffer.prepare(8 * 1024), tok);
+            idle.busy();
             if (ec) break;  // idle timeout, client closed, or shutdown closing idle connections
             buffer.commit(n);
         }
@@ -212,7 +261,6 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
         bhttp::request_parser<bhttp::string_body> parser;
         parser.body_limit(options_.max_body_bytes);
         parser.header_limit(64 * 1024);
-        stream.expires_never();
         // The usual request arrived whole in the read above: parsed here, without a pass of the scheduler.
         boost::system::error_code ec;
         if (!io_now::parse_buffered(parser, buffer, ec) && !ec) {
@@ -275,7 +323,6 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
             co_await write_error(stream, 11, false, e);
             break;
         }
-        stream.expires_never();
         Request req = parser.release();
         const bool keep = co_await handle(stream, req);
         if (!keep || !req.keep_alive()) break;

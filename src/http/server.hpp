@@ -83,8 +83,9 @@ struct RelayState {
     bool client_gone = false;
     std::optional<broker::Error> abort;  // shutdown: end the relay with this error
     std::shared_ptr<boost::beast::tcp_stream> upstream;
+    boost::asio::ip::tcp::socket* watched = nullptr;  // the client socket while its hang-up is watched
     void close_upstream();
-    void finish();  // done: close the upstream socket now
+    void finish();  // done: close the upstream socket now, stop watching the client
 };
 
 class Server {

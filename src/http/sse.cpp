@@ -2,42 +2,42 @@
 
 namespace loch::http {
 
-std::vector<std::string> SseFramer::feed(std::string_view bytes) {
-    std::vector<std::string> out;
-    pending_.append(bytes);
+const std::vector<std::string_view>& SseFramer::feed_views(std::string_view bytes) {
+    buf_.erase(0, done_);  // what the last feed returned has been used
+    done_ = 0;
+    events_.clear();
+    buf_.append(bytes);
     std::size_t start = 0;
-    // Resume a little before the old end: a terminator may straddle two reads.
-    std::size_t pos = scanned_ > 3 ? scanned_ - 3 : 0;
-    while (pos < pending_.size()) {
-        std::size_t end = std::string::npos;
-        const std::size_t nn = pending_.find("\n\n", pos);
-        const std::size_t rnrn = pending_.find("\r\n\r\n", pos);
-        std::size_t len = 0;
-        if (nn != std::string::npos && (rnrn == std::string::npos || nn < rnrn + 2)) {
-            end = nn;
-            len = 2;
-        } else if (rnrn != std::string::npos) {
-            end = rnrn;
-            len = 4;
-        }
-        if (end == std::string::npos) break;
-        out.emplace_back(pending_.substr(start, end + len - start));
-        start = end + len;
-        pos = start;
+    // An event ends at the '\n' that completes "\n\n" or "\r\n\r\n" inside it; bytes searched before are
+    // looked back at, not searched again (a terminator may straddle two reads).
+    for (std::size_t i = scanned_; i < buf_.size(); ++i) {
+        if (buf_[i] != '\n') continue;
+        const bool nn = i >= start + 1 && buf_[i - 1] == '\n';
+        const bool rnrn = i >= start + 3 && buf_[i - 1] == '\r' && buf_[i - 2] == '\n' && buf_[i - 3] == '\r';
+        if (!nn && !rnrn) continue;
+        events_.emplace_back(buf_.data() + start, i + 1 - start);
+        start = i + 1;
     }
-    pending_.erase(0, start);
-    if (pending_.size() > max_event_) {
-        out.emplace_back(std::move(pending_));
-        pending_.clear();
+    done_ = start;
+    if (buf_.size() - done_ > max_event_) {
+        events_.emplace_back(buf_.data() + done_, buf_.size() - done_);
+        done_ = buf_.size();
     }
-    scanned_ = pending_.size();
-    return out;
+    scanned_ = buf_.size() - done_;
+    return events_;
+}
+
+std::vector<std::string> SseFramer::feed(std::string_view bytes) {
+    const auto& views = feed_views(bytes);
+    return {views.begin(), views.end()};
 }
 
 std::string SseFramer::take_rest() {
-    std::string rest = std::move(pending_);
-    pending_.clear();
+    std::string rest = buf_.substr(done_);
+    buf_.clear();
+    done_ = 0;
     scanned_ = 0;
+    events_.clear();
     return rest;
 }
 

@@ -47,3 +47,33 @@ TEST(Sse, RestAtEndOfStream) {
     EXPECT_TRUE(f.feed("data: partial").empty());
     EXPECT_EQ(f.take_rest(), "data: partial");
 }
+
+TEST(Sse, TheRelaysViewsAreTheEventsAndOneRunOfTheirBytes) {
+    SseFramer f;
+    const auto& ev = f.feed_views("data: 1\n\ndata: 2\r\n\r\ndata: 3");
+    ASSERT_EQ(ev.size(), 2u);
+    EXPECT_EQ(ev[0], "data: 1\n\n");
+    EXPECT_EQ(ev[1], "data: 2\r\n\r\n");
+    EXPECT_EQ(f.complete(), "data: 1\n\ndata: 2\r\n\r\n");
+    EXPECT_TRUE(f.mid_event());
+    const auto& more = f.feed_views("\n\n: ping\n");
+    ASSERT_EQ(more.size(), 1u);
+    EXPECT_EQ(more[0], "data: 3\n\n");  // the earlier bytes were not lost when the buffer was reused
+    EXPECT_EQ(f.complete(), "data: 3\n\n");
+    EXPECT_TRUE(f.feed_views("").empty());
+    EXPECT_EQ(f.complete(), "");
+    EXPECT_EQ(f.take_rest(), ": ping\n");
+}
+
+TEST(Sse, ATerminatorSplitAcrossReadsIsFoundOnce) {
+    // "\r\n" | "\r\n": the second read completes the blank line that the first began.
+    SseFramer f;
+    EXPECT_TRUE(f.feed("data: x\r\n").empty());
+    const auto ev = f.feed("\r\ndata: y\n");
+    ASSERT_EQ(ev.size(), 1u);
+    EXPECT_EQ(ev[0], "data: x\r\n\r\n");
+    const auto end = f.feed("\n");
+    ASSERT_EQ(end.size(), 1u);
+    EXPECT_EQ(end[0], "data: y\n\n");
+    EXPECT_FALSE(f.mid_event());
+}
