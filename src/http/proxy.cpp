@@ -48,9 +48,11 @@ asio::awaitable<bool> write_raw(beast::tcp_stream& client, std::string_view byte
     co_return static_cast<bool>(co_await io_now::write(client, asio::buffer(bytes), kClientWriteTimeout));
 }
 
-// Part of a streamed body: a chunk, or (HTTP/1.0, no chunked encoding) the bytes as they are.
+// Part of a streamed body: a chunk, or (HTTP/1.0, no chunked encoding) the bytes as they are. Nothing for no
+// bytes: an empty chunk would be the end of the body.
 asio::awaitable<boost::system::error_code> write_body_bytes(beast::tcp_stream& client, std::string_view bytes,
                                                             bool chunked) {
+    if (bytes.empty()) co_return boost::system::error_code{};
     if (chunked)
         co_return co_await io_now::write(client, bhttp::make_chunk(asio::buffer(bytes)), kClientWriteTimeout);
     co_return co_await io_now::write(client, asio::buffer(bytes), kClientWriteTimeout);
