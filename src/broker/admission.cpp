@@ -13,6 +13,13 @@ double victim_score(const EngineView& e) {
     return e.idle_s / (load * weight);
 }
 
+std::uint64_t bytes_on(const EngineView& e, const std::string& device) {
+    if (e.device == device) return e.bytes;
+    for (const auto& [d, b] : e.also_on)
+        if (d == device) return b;
+    return 0;
+}
+
 std::string_view to_string(Decision::Kind k) {
     switch (k) {
         case Decision::Kind::start:
@@ -30,6 +37,7 @@ std::string_view to_string(Decision::Kind k) {
 void to_json(nlohmann::json& j, const Decision& d) {
     j = {{"decision", to_string(d.kind)}, {"reason", d.reason}};
     if (!d.device.empty()) j["device"] = d.device;
+    if (d.devices.size() > 1) j["devices"] = d.devices;
     if (d.kind == Decision::Kind::evict_then_start) {
         j["victims"] = d.victims;
         j["freed_bytes"] = d.freed_bytes;
@@ -42,6 +50,11 @@ void to_json(nlohmann::json& j, const Decision& d) {
         j["outside_bytes"] = d.refusal.outside;
         j["driver_reserved_bytes"] = d.refusal.driver_reserved;
         j["would_help"] = d.refusal.would_help;
+        for (const auto& p : d.refusal.split)
+            j["split"].push_back({{"device", p.device},
+                                  {"need_bytes", p.need},
+                                  {"capacity_bytes", p.capacity},
+                                  {"free_bytes", p.free}});
     }
 }
 
@@ -59,39 +72,111 @@ struct EvictionPlan {
     bool fits_empty_device = false;  // chosen by the empty-device rule, not by the free figure
 };
 
-// The smallest prefix of the best victims (by score) that makes `need` fit on its device.
-std::optional<EvictionPlan> plan_eviction(const AdmissionInput& in, const Ledger& ledger, const Need& need) {
+// The smallest prefix of the best victims (by score) that makes `need` fit on its device. `chosen`: victims
+// already chosen for other parts of a split (what they free here counts; they are not chosen twice).
+std::optional<EvictionPlan> plan_eviction(const AdmissionInput& in, const Ledger& ledger, const Need& need,
+                                          const EvictionPlan& chosen = {}) {
+    const auto is_chosen = [&](const EngineView& e) {
+        return std::find(chosen.victims.begin(), chosen.victims.end(), e.name) != chosen.victims.end();
+    };
     std::vector<const EngineView*> candidates;
-    for (const auto& e : in.engines)
-        if (e.device == need.device && e.evictable && e.priority <= in.priority) candidates.push_back(&e);
+    std::uint64_t freed_here = 0;  // by the victims already chosen
+    for (const auto& e : in.engines) {
+        if (bytes_on(e, need.device) == 0) continue;
+        if (is_chosen(e))
+            freed_here += bytes_on(e, need.device);
+        else if (e.evictable && e.priority <= in.priority)
+            candidates.push_back(&e);
+    }
     std::stable_sort(candidates.begin(), candidates.end(), [](const EngineView* a, const EngineView* b) {
         return victim_score(*a) > victim_score(*b);
     });
-    EvictionPlan plan;
+    EvictionPlan plan = chosen;
     const std::uint64_t free = ledger.free(need.device);
     for (const auto* e : candidates) {
-        if (free + plan.freed >= need.bytes) break;
+        if (free + freed_here >= need.bytes) break;
         plan.victims.push_back(e->name);
+        freed_here += bytes_on(*e, need.device);
         plan.freed += e->bytes;
+        for (const auto& [d, b] : e->also_on) plan.freed += b;
         plan.cost += 1.0 / std::max(victim_score(*e), 1e-9);
     }
-    if (free + plan.freed >= need.bytes) return plan;
+    if (free + freed_here >= need.bytes) return plan;
     // By the numbers even every candidate is not enough — yet the model fits the device with nothing of
     // loch's on it but what must stay. Then what the ledger calls "outside" is likely the candidates' own
     // memory beyond their reservations (a figure no probe attributed): stop them all, and admission runs
     // again on what the probe shows once they are gone (start, or refuse with the numbers — never a wait
-    // until max_wait).
-    if (candidates.empty()) return std::nullopt;
+    // until max_wait). (One device only: a split's parts are planned by the numbers.)
+    if (candidates.empty() || !chosen.victims.empty()) return std::nullopt;
     std::uint64_t staying = 0;
     for (const auto& e : in.engines)
-        if (e.device == need.device &&
-            std::find(plan.victims.begin(), plan.victims.end(), e.name) == plan.victims.end())
-            staying += e.bytes;
+        if (std::find(plan.victims.begin(), plan.victims.end(), e.name) == plan.victims.end())
+            staying += bytes_on(e, need.device);
     if (need.bytes + staying <= ledger.empty_capacity(need.device)) {
         plan.fits_empty_device = true;
         return plan;
     }
     return std::nullopt;
+}
+
+// Every part of the split fits after stopping idle engines (a victim on two of its devices counts on both).
+std::optional<EvictionPlan> plan_split_eviction(const AdmissionInput& in, const Ledger& ledger,
+                                                const SplitNeed& split) {
+    EvictionPlan plan;
+    for (const auto& part : split.parts) {
+        if (!ledger.has_device(part.device) || part.bytes > ledger.empty_capacity(part.device) ||
+            loading_on(in, part.device))
+            return std::nullopt;
+        auto more = plan_eviction(in, ledger, part, plan);
+        if (!more) return std::nullopt;
+        plan = std::move(*more);
+    }
+    return plan;
+}
+
+std::vector<std::string> devices_of(const SplitNeed& split) {
+    std::vector<std::string> out;
+    for (const auto& p : split.parts) out.push_back(p.device);
+    return out;
+}
+
+// "nvidia:0 needs 20.0 GiB (5.0 GiB free), nvidia:1 needs 18.0 GiB (17.0 GiB free)"
+std::string parts_text(const SplitNeed& split, const Ledger& ledger) {
+    std::vector<std::string> parts;
+    for (const auto& p : split.parts)
+        parts.push_back(
+            fmt::format("{} needs {} ({} free)", p.device, human_bytes(p.bytes),
+                        ledger.has_device(p.device) ? human_bytes(ledger.free(p.device)) : "unknown"));
+    return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+bool split_fits_now(const AdmissionInput& in, const Ledger& ledger, const SplitNeed& split, bool& busy) {
+    if (split.parts.empty()) return false;
+    for (const auto& p : split.parts)
+        if (!ledger.has_device(p.device) || p.bytes > ledger.free(p.device)) return false;
+    for (const auto& p : split.parts)
+        if (loading_on(in, p.device)) {
+            busy = true;
+            return false;
+        }
+    return true;
+}
+
+bool split_could_ever_fit(const Ledger& ledger, const SplitNeed& split) {
+    if (split.parts.empty()) return false;
+    for (const auto& p : split.parts)
+        if (!ledger.has_device(p.device) || p.bytes > ledger.capacity(p.device)) return false;
+    return true;
+}
+
+// How far a split is from ever fitting: the sum of its parts' shortfalls against what can ever be free.
+std::uint64_t split_short(const Ledger& ledger, const SplitNeed& split) {
+    std::uint64_t short_by = 0;
+    for (const auto& p : split.parts) {
+        const auto cap = ledger.has_device(p.device) ? ledger.capacity(p.device) : 0;
+        short_by += p.bytes > cap ? p.bytes - cap : 0;
+    }
+    return short_by;
 }
 
 // "waiting for 6.1 GiB on nvidia:0 (1.2 GiB free): held by chat (busy), code (pinned)" — on the allowed
@@ -108,9 +193,9 @@ std::string wait_reason(const AdmissionInput& in, const Ledger& ledger) {
     if (!best) return "memory is held by engines that are busy or more important, or by other programs";
     std::vector<std::string> holders;
     for (const auto& e : in.engines)
-        if (e.device == best->device && e.bytes > 0)
+        if (const auto held = bytes_on(e, best->device); held > 0)
             holders.push_back(fmt::format(
-                "{} {} ({})", e.name, human_bytes(e.bytes),
+                "{} {} ({})", e.name, human_bytes(held),
                 e.evictable ? (e.priority > in.priority ? "more important" : "idle") : e.held_as));
     if (const auto outside = ledger.outside(best->device); outside > 0)
         holders.push_back(fmt::format("other programs {}", human_bytes(outside)));
@@ -177,7 +262,47 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
                               human_bytes(best_need->bytes), human_bytes(ledger.free(d.device)));
         return d;
     }
-    // 3. Never fits: larger than every allowed device even with nothing of loch running.
+    // 3. No single device now, even after evictions: a split whose every device has room now, fewest devices
+    // first; else one after evictions (a victim on two of its devices frees both), the cheapest victims. Not
+    // while a single device would do but for a load in flight on it: that one is worth the wait.
+    const bool single_after_load = std::any_of(in.needs.begin(), in.needs.end(), [&](const Need& n) {
+        return ledger.has_device(n.device) && loading_on(in, n.device) &&
+               n.bytes <= ledger.empty_capacity(n.device);
+    });
+    const std::vector<SplitNeed> none;
+    const auto& splits = single_after_load ? none : in.splits;
+    for (const auto& split : splits) {
+        if (!split_fits_now(in, ledger, split, fits_but_busy)) continue;
+        d.kind = Decision::Kind::start;
+        d.devices = devices_of(split);
+        d.device = d.devices.front();
+        d.reason = fmt::format("fits on no single device now; split over {} ({}): {}",
+                               fmt::join(d.devices, " + "), split.how, parts_text(split, ledger));
+        return d;
+    }
+    const SplitNeed* best_split = nullptr;
+    for (const auto& split : splits) {
+        if (best_split && split.parts.size() > best_split->parts.size()) break;
+        auto plan = plan_split_eviction(in, ledger, split);
+        if (plan && (!best || plan->cost < best->cost)) {
+            best = std::move(plan);
+            best_split = &split;
+        }
+    }
+    if (best) {
+        d.kind = Decision::Kind::evict_then_start;
+        d.devices = devices_of(*best_split);
+        d.device = d.devices.front();
+        d.victims = best->victims;
+        d.freed_bytes = best->freed;
+        d.reason = fmt::format(
+            "fits on no single device now; split over {} ({}) after stopping {} idle "
+            "engine(s) freeing {}: {}",
+            fmt::join(d.devices, " + "), best_split->how, d.victims.size(), human_bytes(best->freed),
+            parts_text(*best_split, ledger));
+        return d;
+    }
+    // 4. Never fits: larger than every allowed device (and every split) even with nothing of loch running.
     bool could_ever = false;
     const Need* closest = nullptr;
     std::uint64_t largest_free = 0;
@@ -192,8 +317,19 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
                                                        : 0))
             closest = &n;
     }
+    const SplitNeed* closest_split = nullptr;
+    for (const auto& split : in.splits) {
+        if (split_could_ever_fit(ledger, split)) could_ever = true;
+        if (!closest_split || split_short(ledger, split) < split_short(ledger, *closest_split))
+            closest_split = &split;
+    }
     if (!could_ever) {
         d.kind = Decision::Kind::refuse;
+        if (closest_split)
+            for (const auto& p : closest_split->parts)
+                d.refusal.split.push_back({p.device, p.bytes,
+                                           ledger.has_device(p.device) ? ledger.capacity(p.device) : 0,
+                                           ledger.has_device(p.device) ? ledger.free(p.device) : 0});
         if (!closest) {
             d.reason = "none of the model's allowed devices is known to loch";
             return d;
@@ -215,12 +351,35 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
             human_bytes(closest->bytes), closest->device, human_bytes(cap),
             human_bytes(lim ? lim->total.bytes : 0), human_bytes(d.refusal.driver_reserved),
             human_bytes(lim ? lim->reserve.bytes : 0), human_bytes(d.refusal.outside));
+        if (closest_split) {
+            std::vector<std::string> parts;
+            for (const auto& p : d.refusal.split)
+                parts.push_back(fmt::format("{} needs {}, at most {} can be free", p.device,
+                                            human_bytes(p.need), human_bytes(p.capacity)));
+            d.reason += fmt::format("; split over {} ({}) it does not fit either: {}",
+                                    fmt::join(devices_of(*closest_split), " + "), closest_split->how,
+                                    fmt::join(parts, ", "));
+        }
         return d;
     }
-    // 4. Wait: memory is held by busy engines, higher-priority engines, a load in flight, or outside use.
+    // 5. Wait: memory is held by busy engines, higher-priority engines, a load in flight, or outside use.
     d.kind = Decision::Kind::wait;
     d.reason = fits_but_busy ? "another load is in flight on the device; loads are serialized per device"
                              : wait_reason(in, ledger);
+    const bool one_device_may = std::any_of(in.needs.begin(), in.needs.end(), [&](const Need& n) {
+        return ledger.has_device(n.device) && n.bytes <= ledger.capacity(n.device);
+    });
+    if (!fits_but_busy && !one_device_may && !in.splits.empty()) {
+        const SplitNeed* nearest = nullptr;
+        for (const auto& split : in.splits)
+            if (split_could_ever_fit(ledger, split)) {
+                nearest = &split;
+                break;
+            }
+        if (nearest)
+            d.reason = fmt::format("fits on no single device; waiting for room for a split over {}: {}",
+                                   fmt::join(devices_of(*nearest), " + "), parts_text(*nearest, ledger));
+    }
     return d;
 }
 

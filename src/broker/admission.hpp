@@ -7,6 +7,11 @@
 //      reload first: idle time ÷ (load time × weight)), then start;
 //   3. does not fit even on an empty allowed device → refuse now, with the numbers and what would help;
 //   4. otherwise → wait (queue) until memory frees.
+// Several GPUs (issue 14): a model may also be split over a set of devices (llama.cpp --split-mode layer),
+// which needs every part's memory at once. Splitting costs speed, so a split is taken only where no single
+// device will do now: rules 1 and 2 try every single device before any split (a split is preferred to
+// waiting for one device), splits go in the order given (fewest devices first), and a model is refused only
+// when no split can ever fit either — with each device's need and what can be free there.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +32,10 @@ struct EngineView {
     std::string name;
     std::string device;
     std::uint64_t bytes = 0;  // its reservation on `device`
-    int priority = 0;         // higher = more important (interactive > batch)
-    bool evictable = false;   // ready, idle (no request in flight, none queued), not pinned
+    // A split engine's reservations on its other devices: stopping it frees those too.
+    std::vector<std::pair<std::string, std::uint64_t>> also_on;
+    int priority = 0;        // higher = more important (interactive > batch)
+    bool evictable = false;  // ready, idle (no request in flight, none queued), not pinned
     double idle_s = 0;
     double load_s = 1;    // last measured load time, or an estimate
     double weight = 1;    // configured importance
@@ -37,6 +44,22 @@ struct EngineView {
 
 // Higher = a better victim (idle long, cheap to reload, unimportant).
 double victim_score(const EngineView& e);
+// What the engine holds on `device` (0 when it holds nothing there).
+std::uint64_t bytes_on(const EngineView& e, const std::string& device);
+
+// A model split over several devices: one Need per device, the main device (compute, output) first.
+struct SplitNeed {
+    std::vector<Need> parts;
+    std::string how;  // how it is split, for the reason ("--split-mode layer --tensor-split 3,2")
+};
+
+// One device of a refused split: what it would need there and what can ever be free there.
+struct RefusedPart {
+    std::string device;
+    std::uint64_t need = 0;
+    std::uint64_t capacity = 0;
+    std::uint64_t free = 0;
+};
 
 struct Refusal {
     std::uint64_t need = 0;          // on the device closest to fitting
@@ -47,12 +70,14 @@ struct Refusal {
     std::uint64_t outside = 0;            // what other programs hold there now
     std::uint64_t driver_reserved = 0;    // what the driver keeps for itself
     std::vector<std::string> would_help;  // human advice with numbers
+    std::vector<RefusedPart> split;       // the split closest to fitting, per device (when there were splits)
 };
 
 struct Decision {
     enum class Kind { start, evict_then_start, wait, refuse };
     Kind kind = Kind::wait;
-    std::string device;                // start / evict_then_start
+    std::string device;                // start / evict_then_start (a split: its main device)
+    std::vector<std::string> devices;  // a split: every device it starts on, the main one first
     std::vector<std::string> victims;  // evict_then_start, in stop order
     std::uint64_t freed_bytes = 0;     // what stopping the victims returns
     Refusal refusal;                   // refuse
@@ -66,6 +91,7 @@ struct AdmissionInput {
     int priority = 0;
     std::vector<EngineView> engines;           // every engine that holds a reservation
     std::vector<std::string> devices_loading;  // devices with a load in flight
+    std::vector<SplitNeed> splits;             // fewest devices first; tried after every single device
 };
 
 Decision decide(const AdmissionInput& in, const Ledger& ledger);
