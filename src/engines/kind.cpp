@@ -17,6 +17,18 @@ std::optional<MemoryFigure> Kind::measure(const std::vector<std::string>&, const
     return std::nullopt;
 }
 
+std::vector<Need> Kind::split_formula(const config::Config&, const config::ModelConfig&,
+                                      const Placement&) const {
+    return {};
+}
+
+std::vector<std::optional<MemoryFigure>> Kind::measure_split(const std::vector<std::string>& startup_log,
+                                                             const Placement& where) const {
+    std::vector<std::optional<MemoryFigure>> out(where.all().size());
+    out.front() = measure(startup_log, where);
+    return out;
+}
+
 asio::awaitable<ReadyFacts> Kind::after_ready(asio::any_io_executor, const EngineAddress&,
                                               const config::ModelConfig&) const {
     co_return ReadyFacts{};

@@ -111,10 +111,20 @@ class Kind : public config::KindSchema {
                                                        const std::vector<Placement>& devices) const;
     // What estimate() itself holds on a GPU while it runs (the broker books it for that time).
     virtual std::uint64_t estimate_gpu_bytes() const { return 0; }
+    // The model split over the devices of `where` (where.split(), in its shares): one Need per device, the
+    // main one first, each device's margin included. Empty: this kind does not split a model (doing nothing
+    // is correct).
+    virtual std::vector<Need> split_formula(const config::Config& cfg, const config::ModelConfig& model,
+                                            const Placement& where) const;
 
     // The engine's own account of what it allocated on `where`, from the output between spawn and ready.
+    // For a split, on its main device; measure_split gives every device's.
     virtual std::optional<MemoryFigure> measure(const std::vector<std::string>& startup_log,
                                                 const Placement& where) const;
+    // Per device of a split, main first (nullopt where the output says nothing). The default: the main
+    // device's measure() alone.
+    virtual std::vector<std::optional<MemoryFigure>> measure_split(
+        const std::vector<std::string>& startup_log, const Placement& where) const;
     virtual boost::asio::awaitable<ReadyFacts> after_ready(boost::asio::any_io_executor ex,
                                                            const EngineAddress& engine,
                                                            const config::ModelConfig& model) const;

@@ -30,15 +30,32 @@ EngineSpec base_spec(const config::Config& cfg, const config::ModelConfig& model
     return s;
 }
 
+std::vector<Placement> Placement::all() const {
+    std::vector<Placement> out{*this};
+    out.front().others.clear();
+    out.front().shares.clear();
+    out.insert(out.end(), others.begin(), others.end());
+    return out;
+}
+
 std::map<std::string, std::string> device_environment(const Placement& where, bool restrict) {
     std::map<std::string, std::string> env{{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}};
     if (!restrict) return env;
-    // The other backends' devices are hidden; the admitted one is shown alone when the probe numbered it.
+    // The other backends' devices are hidden; the admitted ones are shown alone (main first) when the probe
+    // numbered them.
+    std::string visible;
+    for (const auto& d : where.all()) {
+        if (!d.ordinal) {
+            visible.clear();
+            break;
+        }
+        visible += (visible.empty() ? "" : ",") + std::to_string(*d.ordinal);
+    }
     const auto set = [&](const char* var, bool mine) {
         if (!mine)
             env[var] = "-1";
-        else if (where.ordinal)
-            env[var] = std::to_string(*where.ordinal);
+        else if (!visible.empty())
+            env[var] = visible;
     };
     set("CUDA_VISIBLE_DEVICES", where.backend == "cuda");
     set("HIP_VISIBLE_DEVICES", where.backend == "rocm");

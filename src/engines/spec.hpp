@@ -18,11 +18,20 @@ namespace loch::engines {
 // numbers it. The ordinal comes from the probe (NVML order for CUDA, with CUDA_DEVICE_ORDER=PCI_BUS_ID set
 // for the engine; KFD order for HIP), never from the digits of the id: `amd:card1` is HIP device 0 on a
 // machine with one GPU.
+//
+// A model split over several devices (issue 14) is placed on its main device (compute buffers, the output
+// layer) with the others after it, and the share of the layers each one holds (main first).
 struct Placement {
     std::string device = "cpu";     // "cpu", "nvidia:0", "amd:card1"
     std::string backend = "cpu";    // "cpu" | "cuda" | "rocm" | "vulkan"
     std::optional<int> ordinal;     // the backend's device index; unset for the CPU or when not probed
     std::uint64_t total_bytes = 0;  // the memory engines allocate from on it, as probed; 0 = unknown
+    std::vector<Placement> others;  // a split: the other devices, in order (same backend)
+    std::vector<float> shares;      // a split: each device's share of the layers, this one first
+
+    bool split() const { return !others.empty(); }
+    // This device, then the others: every device the engine runs on.
+    std::vector<Placement> all() const;
 };
 
 struct EngineSpec {
@@ -56,8 +65,10 @@ EngineSpec base_spec(const config::Config& cfg, const config::ModelConfig& model
 
 // The environment that ties an engine's runtime to loch's device numbering: CUDA_DEVICE_ORDER=PCI_BUS_ID
 // (CUDA ordinals then follow NVML's, which the probe reads). With `restrict`, also only the admitted
-// device is visible (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES; "-1" = none, for the
-// CPU) — for engines that take the first device they see. Without it the engine picks the device by a flag.
+// devices are visible (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES: the main device, then
+// a split's others, so that inside the engine they are devices 0, 1, …; "-1" = none, for the CPU): an
+// engine then neither takes another device by default nor opens a context on one that another engine
+// uses. Without it the engine picks the device by a flag.
 std::map<std::string, std::string> device_environment(const Placement& where, bool restrict);
 
 // A model name as a file name: characters outside [A-Za-z0-9._-] become '_' ("org/m:7b" → "org_m_7b").

@@ -55,22 +55,67 @@ TEST(LlamaServerArgv, DefaultsFromTheConfig) {
     EXPECT_EQ(after(argv, "--alias"), "tiny");  // answers carry the configured name, not the file path
 }
 
-TEST(LlamaServerArgv, ThePlacementPicksTheDeviceByTheProbesOrdinal) {
+TEST(LlamaServerArgv, OnlyItsOwnDeviceIsVisibleByTheProbesOrdinalAndIsDeviceZeroInside) {
     const auto m = llama_model();
     const auto cpu = llama_server_argv("ls", m, Placement{}, 1);
     EXPECT_EQ(after(cpu, "--device"), "none");
     EXPECT_EQ(after(cpu, "-ngl"), "0");
-    EXPECT_EQ(after(llama_server_argv("ls", m, {"nvidia:1", "cuda", 1}, 1), "--device"), "CUDA1");
+    // nvidia:1 is the only device the engine sees (CUDA_VISIBLE_DEVICES=1): inside, it is CUDA0.
+    EXPECT_EQ(after(llama_server_argv("ls", m, {"nvidia:1", "cuda", 1}, 1), "--device"), "CUDA0");
     // amd:card1 is the machine's only GPU: HIP calls it 0.
     EXPECT_EQ(after(llama_server_argv("ls", m, {"amd:card1", "rocm", 0}, 1), "--device"), "ROCm0");
-    // llama-server picks its device by flag: only the ordering is set, every device stays visible.
+    // Vulkan devices are not hidden by those variables: the ordinal names it.
+    EXPECT_EQ(after(llama_server_argv("ls", m, {"amd:card1", "vulkan", 1}, 1), "--device"), "Vulkan1");
     config::Config cfg;
     cfg.programs["llama-server"] = "/bin/llama-server";
     const auto s = make_engine_spec(cfg, m, {"nvidia:1", "cuda", 1});
     EXPECT_EQ(s.env.at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
-    EXPECT_FALSE(s.env.contains("CUDA_VISIBLE_DEVICES"));
+    // Two engines on two GPUs never touch each other's memory: neither can open a context on the other's.
+    EXPECT_EQ(s.env.at("CUDA_VISIBLE_DEVICES"), "1");
+    EXPECT_EQ(s.env.at("HIP_VISIBLE_DEVICES"), "-1");
+    EXPECT_EQ(make_engine_spec(cfg, m, {"nvidia:0", "cuda", 0}).env.at("CUDA_VISIBLE_DEVICES"), "0");
+    EXPECT_EQ(make_engine_spec(cfg, m, Placement{}).env.at("CUDA_VISIBLE_DEVICES"), "-1");  // the CPU
     EXPECT_EQ(s.env.at("LLAMA_API_KEY"), s.api_key);
     EXPECT_EQ(s.kind, "llama-server");
+}
+
+TEST(LlamaServerArgv, ASplitSeesItsDevicesInOrderAndSplitsLayersInLochsShares) {
+    const auto m = llama_model();
+    Placement where{"nvidia:2", "cuda", 2};
+    where.others = {Placement{"nvidia:0", "cuda", 0}};
+    where.shares = {3, 2};
+    const auto argv = llama_server_argv("ls", m, where, 1);
+    EXPECT_EQ(after(argv, "--device"), "CUDA0,CUDA1");
+    EXPECT_EQ(after(argv, "--split-mode"), "layer");
+    EXPECT_EQ(after(argv, "--tensor-split"), "3,2");
+    EXPECT_EQ(after(argv, "--main-gpu"), "0");
+    config::Config cfg;
+    cfg.programs["llama-server"] = "/bin/llama-server";
+    // The main device first: inside, nvidia:2 is CUDA0 (compute, output) and nvidia:0 is CUDA1.
+    EXPECT_EQ(make_engine_spec(cfg, m, where).env.at("CUDA_VISIBLE_DEVICES"), "2,0");
+    EXPECT_EQ(llama_devices(where), (std::vector<std::string>{"CUDA0", "CUDA1"}));
+    // One device: no split flags.
+    EXPECT_EQ(after(llama_server_argv("ls", m, {"nvidia:2", "cuda", 2}, 1), "--split-mode"), "");
+}
+
+TEST(LlamaServerMeasure, ASplitsBuffersAreReadPerDeviceByTheirNamesInsideTheEngine) {
+    Placement where{"nvidia:1", "cuda", 1};
+    where.others = {Placement{"nvidia:0", "cuda", 0}};
+    where.shares = {1, 1};
+    const std::vector<std::string> log = {
+        "load_tensors:        CUDA0 model buffer size =  1000.00 MiB",
+        "load_tensors:        CUDA1 model buffer size =   900.00 MiB",
+        "llama_kv_cache:      CUDA0 KV buffer size =   256.00 MiB",
+        "llama_kv_cache:      CUDA1 KV buffer size =   256.00 MiB",
+        "sched_reserve:      CUDA0 compute buffer size =   300.00 MiB",
+    };
+    const LlamaServerKind kind;
+    const auto figs = kind.measure_split(log, where);
+    ASSERT_EQ(figs.size(), 2u);
+    ASSERT_TRUE(figs[0] && figs[1]);
+    EXPECT_EQ(figs[0]->bytes, (1000 + 256 + 300) * kMiB);  // the main device: nvidia:1 (CUDA0 inside)
+    EXPECT_EQ(figs[1]->bytes, (900 + 256) * kMiB);
+    EXPECT_EQ(kind.measure(log, where)->bytes, figs[0]->bytes);
 }
 
 TEST(LlamaServerArgv, OptionalArgsPlacementAndExtra) {
@@ -92,7 +137,7 @@ TEST(LlamaServerArgv, OptionalArgsPlacementAndExtra) {
     EXPECT_EQ(after(argv, "-ub"), "256");
     EXPECT_EQ(after(argv, "-b"), "1024");
     EXPECT_EQ(after(argv, "-t"), "6");
-    EXPECT_EQ(after(argv, "--device"), "CUDA1");
+    EXPECT_EQ(after(argv, "--device"), "CUDA0");  // nvidia:1, alone in the engine's view
     EXPECT_THAT(std::vector<std::string>(argv.end() - 3, argv.end()),
                 ElementsAre("--mlock", "--temp", "0.5"));
     EXPECT_EQ(after(llama_server_argv("ls", m, Placement{}, 1), "-ngl"), "0");  // the CPU: no layer offloaded

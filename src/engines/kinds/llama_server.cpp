@@ -13,12 +13,25 @@ namespace loch::engines {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
+std::vector<std::string> llama_devices(const Placement& where) {
+    std::vector<std::string> out;
+    const auto all = where.all();
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        const std::string local = std::to_string(i);  // its place among the visible devices
+        if (where.backend == "cuda")
+            out.push_back("CUDA" + local);
+        else if (where.backend == "rocm")
+            out.push_back("ROCm" + local);
+        else if (where.backend == "vulkan")
+            out.push_back("Vulkan" + std::to_string(all[i].ordinal.value_or(0)));
+        else
+            out.push_back("none");
+    }
+    return out;
+}
+
 std::string llama_device(const Placement& where) {
-    const std::string n = std::to_string(where.ordinal.value_or(0));
-    if (where.backend == "cuda") return "CUDA" + n;
-    if (where.backend == "rocm") return "ROCm" + n;
-    if (where.backend == "vulkan") return "Vulkan" + n;
-    return "none";
+    return llama_devices(where).front();
 }
 
 std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
@@ -36,7 +49,16 @@ std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
     if (a.ubatch) argv.insert(argv.end(), {"-ub", std::to_string(*a.ubatch)});
     if (a.batch) argv.insert(argv.end(), {"-b", std::to_string(*a.batch)});
     if (a.threads) argv.insert(argv.end(), {"-t", std::to_string(*a.threads)});
-    argv.insert(argv.end(), {"--device", llama_device(where)});
+    std::string devices;
+    for (const auto& d : llama_devices(where)) devices += (devices.empty() ? "" : ",") + d;
+    argv.insert(argv.end(), {"--device", devices});
+    if (where.split()) {
+        // Layers in ranges over the devices, in loch's shares (not llama.cpp's default by free memory, so
+        // that the plan and the reservations are the ones admission decided).
+        std::string shares;
+        for (float f : where.shares) shares += (shares.empty() ? "" : ",") + fmt::format("{}", f);
+        argv.insert(argv.end(), {"--split-mode", "layer", "--tensor-split", shares, "--main-gpu", "0"});
+    }
     // Answers name the model as clients know it, not its file path (llama-server's default).
     argv.insert(argv.end(), {"--alias", model.name});
     // loch decides placement; buffer sizes are printed only at verbosity 4; the web UI is not loch's.
@@ -53,21 +75,31 @@ EngineSpec LlamaServerKind::launch(const config::Config& cfg, const config::Mode
     s.kind = std::string(name());
     s.argv = llama_server_argv(cfg.program(name()), model, where, port);
     s.health_path = "/health";
-    s.env = device_environment(where, false);  // --device picks it; ordinals follow NVML
+    // Only its own devices are visible (none for the CPU): it cannot open a context on another engine's GPU.
+    s.env = device_environment(where, true);
     s.env["LLAMA_API_KEY"] = s.api_key;
     return s;
 }
 
 std::optional<MemoryFigure> LlamaServerKind::measure(const std::vector<std::string>& startup_log,
                                                      const Placement& where) const {
+    return measure_split(startup_log, where).front();
+}
+
+std::vector<std::optional<MemoryFigure>> LlamaServerKind::measure_split(
+    const std::vector<std::string>& startup_log, const Placement& where) const {
+    const auto names = llama_devices(where);
+    std::vector<std::optional<MemoryFigure>> out(names.size());
     std::string text;
     for (const auto& line : startup_log) text += line + "\n";
     const auto fp = plan::parse_engine_log(text);
-    if (!fp.any()) return std::nullopt;
-    auto fig = fp.device_total(where.backend == "cpu" ? std::string("cpu")
-                                                      : plan::device_of_buffer(llama_device(where)));
-    if (fig.bytes == 0) return std::nullopt;
-    return fig;
+    if (!fp.any()) return out;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        auto fig =
+            fp.device_total(where.backend == "cpu" ? std::string("cpu") : plan::device_of_buffer(names[i]));
+        if (fig.bytes > 0) out[i] = fig;
+    }
+    return out;
 }
 
 std::optional<std::uint64_t> LlamaServerKind::configured_slot_ctx(const config::ModelConfig& model) const {

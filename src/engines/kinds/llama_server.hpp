@@ -56,8 +56,12 @@ struct LlamaArgs final : config::KindSettings {
 };
 const LlamaArgs& llama_args(const config::ModelConfig& model);
 
-// llama.cpp's --device name for a placement: "none" (CPU), "CUDA0", "ROCm0", "Vulkan0".
-std::string llama_device(const Placement& where);
+// How llama.cpp inside the engine names the devices of `where`, the main one first. The kind shows the engine
+// only those devices (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES in this order), so that CUDA and ROCm
+// devices are 0, 1, … inside whatever their ordinals: "CUDA0", "CUDA1"; "ROCm0"; Vulkan devices are not
+// hidden by those variables and keep their ordinal ("Vulkan1"); the CPU is "none".
+std::vector<std::string> llama_devices(const Placement& where);
+std::string llama_device(const Placement& where);  // the main one
 
 std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
                                            const config::ModelConfig& model, const Placement& where,
@@ -89,8 +93,14 @@ class LlamaServerKind final : public Kind {
                                                const std::vector<Placement>& devices) const override;
     // What one llama-fit-params run holds on a GPU while it sizes a model (H200: ~518 MiB), rounded up.
     std::uint64_t estimate_gpu_bytes() const override { return 640 * kMiB; }
+    // --split-mode layer: weights by layer range in the placement's shares, KV with its layers, compute and
+    // the output layer on the main device (the planner's per-device figures).
+    std::vector<Need> split_formula(const config::Config& cfg, const config::ModelConfig& model,
+                                    const Placement& where) const override;
     std::optional<MemoryFigure> measure(const std::vector<std::string>& startup_log,
                                         const Placement& where) const override;
+    std::vector<std::optional<MemoryFigure>> measure_split(const std::vector<std::string>& startup_log,
+                                                           const Placement& where) const override;
     boost::asio::awaitable<ReadyFacts> after_ready(boost::asio::any_io_executor ex,
                                                    const EngineAddress& engine,
                                                    const config::ModelConfig& model) const override;

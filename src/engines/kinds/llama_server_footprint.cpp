@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -23,9 +24,11 @@ namespace {
 
 // Runs llama-fit-params as a supervised child process and returns its output once it exits.
 asio::awaitable<std::optional<std::string>> run_async(asio::any_io_executor ex, std::vector<std::string> argv,
+                                                      std::map<std::string, std::string> env,
                                                       std::chrono::milliseconds timeout, std::string* why) {
     SpawnSpec spec;
     spec.argv = std::move(argv);
+    spec.env_add = std::move(env);
     spec.ring_lines = 5000;
     std::unique_ptr<Process> proc;
     try {
@@ -112,9 +115,11 @@ std::string file_identity(const std::filesystem::path& p) {
 asio::awaitable<std::optional<std::string>> cached_dry_run(const EstimateContext& ctx,
                                                            const std::filesystem::path& fit_params,
                                                            const std::vector<std::string>& argv,
+                                                           const std::map<std::string, std::string>& env,
                                                            std::string* why) {
     std::string key;
     for (const auto& a : argv) key += a + '\x1f';
+    for (const auto& [k, v] : env) key += k + '=' + v + '\x1f';  // which devices it saw
     key += file_identity(fit_params);
     for (std::size_t i = 0; i + 1 < argv.size(); ++i)
         if (argv[i] == "-m") key += "|" + file_identity(argv[i + 1]);
@@ -125,7 +130,7 @@ asio::awaitable<std::optional<std::string>> cached_dry_run(const EstimateContext
         if (!cache.is_object()) cache = nlohmann::json::object();
         if (auto it = cache.find(key); it != cache.end() && it->is_string()) co_return it->get<std::string>();
     }
-    auto out = co_await run_async(ctx.ex, argv, std::chrono::seconds(120), why);
+    auto out = co_await run_async(ctx.ex, argv, env, std::chrono::seconds(120), why);
     if (out && !ctx.cache_file.empty()) {
         cache[key] = *out;
         std::error_code ec;
@@ -145,10 +150,12 @@ plan::Settings llama_plan_settings(const config::ModelConfig& model, const Place
     s.n_ctx = a.ctx;
     s.n_parallel = std::max<std::uint32_t>(1, a.parallel);
     if (where.backend != "cpu") {
-        std::string low;
-        for (char c : llama_device(where))
-            low += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        s.gpus.push_back(low);
+        for (const auto& name : llama_devices(where)) {
+            std::string low;
+            for (char c : name) low += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            s.gpus.push_back(low);
+        }
+        s.tensor_split = where.shares;  // a split: the layers in the placement's shares
         s.n_gpu_layers = a.n_gpu_layers.value_or(kAllLayers);
     } else {
         s.n_gpu_layers = 0;
@@ -211,6 +218,38 @@ Footprint LlamaServerKind::formula(const config::Config& cfg, const config::Mode
     return fp;
 }
 
+std::vector<Need> LlamaServerKind::split_formula(const config::Config& cfg, const config::ModelConfig& model,
+                                                 const Placement& where) const {
+    if (!where.split() || where.backend == "cpu") return {};
+    std::optional<plan::Plan> p;
+    try {
+        p = plan::make_plan(gguf::read_model(model.path), llama_plan_settings(model, where));
+    } catch (const std::exception&) {
+        return {};  // no plan of the file: no split (one device's formula says why)
+    }
+    std::vector<Need> out;
+    const auto all = where.all();
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        const plan::DevicePlan* dp = p->find(p->settings.gpus.at(i));
+        if (!dp) return {};
+        Need n;
+        n.device = all[i].device;
+        n.ctx = llama_args(model).ctx;
+        n.slots = llama_args(model).parallel;
+        n.layers = p->shape.n_layer;
+        n.weights_bytes = dp->weights.bytes + dp->repack.bytes;
+        n.kv_bytes = dp->kv.bytes;
+        n.bytes = dp->total() + cfg.device(all[i].device).margin;
+        n.source = Source::formula;
+        n.why = fmt::format(
+            "loch plan, split {} of {}: weights {} + KV {} + compute {} + output {} + overhead {}", i + 1,
+            all.size(), human_bytes(dp->weights.bytes + dp->repack.bytes), human_bytes(dp->kv.bytes),
+            human_bytes(dp->compute.bytes), human_bytes(dp->output.bytes), human_bytes(dp->overhead.bytes));
+        out.push_back(std::move(n));
+    }
+    return out;
+}
+
 asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx, const config::Config& cfg,
                                                      const config::ModelConfig& model,
                                                      const std::vector<Placement>& devices) const {
@@ -250,7 +289,8 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
         full.insert(full.end(), args.begin(), args.end());
         full.insert(full.end(), {"--fit", "off", "--fit-print", "on"});
         std::string why;
-        auto out = co_await cached_dry_run(ctx, fit_params, full, &why);
+        // The engine's view of the devices: only its own are visible, named as inside the engine.
+        auto out = co_await cached_dry_run(ctx, fit_params, full, device_environment(d, true), &why);
         std::optional<plan::DryRunResult> parsed;
         if (out) {
             try {

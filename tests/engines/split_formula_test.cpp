@@ -1,0 +1,71 @@
+// The llama-server kind's split (issue 14): what a model needs on each device of a --split-mode layer split,
+// from the planner, against the same model on one device. (Against the engine's own buffers on two GPUs:
+// bench/h200.sh on nvidia-h200-x2, not run yet.)
+#include <gtest/gtest.h>
+
+#include "engines/kinds/llama_server.hpp"
+#include "support/synth_model.hpp"
+
+namespace loch::engines {
+namespace {
+
+config::ModelConfig model_at(const std::filesystem::path& path) {
+    config::ModelConfig m;
+    m.name = "llama8b";
+    m.path = path;
+    LlamaArgs a;
+    a.ctx = 16384;
+    a.parallel = 2;
+    m.settings = std::make_shared<LlamaArgs>(a);
+    return m;
+}
+
+Placement split_over(std::vector<float> shares) {
+    Placement p{"nvidia:0", "cuda", 0, 80 * kGiB};
+    p.others = {Placement{"nvidia:1", "cuda", 1, 80 * kGiB}};
+    p.shares = std::move(shares);
+    return p;
+}
+
+TEST(LlamaSplitFormula, EveryWeightLandsOnceAndTheLayersFollowTheShares) {
+    test::SynthModel file({"--preset", "llama-3.1-8b"});
+    const auto model = model_at(file.path());
+    config::Config cfg;
+    const LlamaServerKind kind;
+    const Need one = kind.formula(cfg, model, {Placement{"nvidia:0", "cuda", 0, 80 * kGiB}}).needs.at(0);
+
+    const auto even = kind.split_formula(cfg, model, split_over({1, 1}));
+    ASSERT_EQ(even.size(), 2u);
+    EXPECT_EQ(even[0].device, "nvidia:0");
+    EXPECT_EQ(even[1].device, "nvidia:1");
+    // The weights are split, not copied: together exactly what one device holds.
+    EXPECT_EQ(even[0].weights_bytes + even[1].weights_bytes, one.weights_bytes);
+    EXPECT_EQ(even[0].kv_bytes + even[1].kv_bytes, one.kv_bytes);
+    for (const auto& n : even) {
+        EXPECT_GT(double(n.weights_bytes), 0.35 * double(one.weights_bytes)) << n.why;
+        EXPECT_LT(double(n.weights_bytes), 0.65 * double(one.weights_bytes)) << n.why;
+        EXPECT_LT(n.bytes, one.bytes) << "each part is smaller than the whole";
+        EXPECT_EQ(n.source, Source::formula);
+        EXPECT_NE(n.why.find("split"), std::string::npos) << n.why;
+    }
+    // Each device pays its own runtime overhead: the parts add up to more than the whole.
+    EXPECT_GT(even[0].bytes + even[1].bytes, one.bytes);
+
+    const auto three_to_one = kind.split_formula(cfg, model, split_over({3, 1}));
+    ASSERT_EQ(three_to_one.size(), 2u);
+    const double ratio = double(three_to_one[0].weights_bytes) / double(three_to_one[1].weights_bytes);
+    EXPECT_GT(ratio, 2.0);
+    EXPECT_LT(ratio, 4.5);
+}
+
+TEST(LlamaSplitFormula, NoSplitForOneDeviceTheCpuOrAFileThatCannotBePlanned) {
+    test::SynthModel file({"--preset", "tiny-llama"});
+    config::Config cfg;
+    const LlamaServerKind kind;
+    EXPECT_TRUE(kind.split_formula(cfg, model_at(file.path()), Placement{"nvidia:0", "cuda", 0}).empty());
+    EXPECT_TRUE(kind.split_formula(cfg, model_at(file.path()), Placement{}).empty());
+    EXPECT_TRUE(kind.split_formula(cfg, model_at("/nonexistent.gguf"), split_over({1, 1})).empty());
+}
+
+}  // namespace
+}  // namespace loch::engines
