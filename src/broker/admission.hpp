@@ -50,7 +50,8 @@ std::uint64_t bytes_on(const EngineView& e, const std::string& device);
 // A model split over several devices: one Need per device, the main device (compute, output) first.
 struct SplitNeed {
     std::vector<Need> parts;
-    std::string how;  // how it is split, for the reason ("--split-mode layer --tensor-split 3,2")
+    std::string how;            // how it is split, for the reason ("--split-mode layer --tensor-split 3,2")
+    std::vector<float> shares;  // each device's share of the layers (for the launch), main first
 };
 
 // One device of a refused split: what it would need there and what can ever be free there.

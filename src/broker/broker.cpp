@@ -151,6 +151,24 @@ void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {
             if (any)
                 seen = MemoryFigure{total, Source::measured,
                                     fmt::format("RSS of the engine's {} process(es)", members.size())};
+        } else if (m->where.split()) {
+            // A split: each device's own use raises that device's reservation (no peak is remembered for
+            // a split: its launch changes with the free memory it was split by).
+            for (const auto& dev : devices_of(*m)) {
+                std::uint64_t on = 0;
+                bool seen_on = false;
+                for (const auto& d : snap)
+                    if (d.id == dev)
+                        for (int p : members)
+                            if (auto it = d.process_bytes.find(p); it != d.process_bytes.end())
+                                on += it->second, seen_on = true;
+                if (seen_on)
+                    ledger_.raise_to_measured(
+                        dev, name,
+                        {on, Source::measured,
+                         fmt::format("use on the device by the engine's {} process(es)", members.size())});
+            }
+            continue;
         } else {
             for (const auto& d : snap)
                 if (d.id == m->device)
@@ -431,12 +449,12 @@ void Broker::evict(const std::vector<std::string>& victims, const Model& for_mod
     for (const auto& v : victims)
         if (auto it = models_.find(v); it != models_.end()) {
             Model& victim = *it->second;
-            const auto held = ledger_.reservation(victim.device, victim.name());
+            std::uint64_t held = 0;
+            for (const auto& d : devices_of(victim))
+                held += ledger_.reservation(d, victim.name()).value_or(MemoryFigure{}).bytes;
             ++victim.evictions;
             note("evict", victim, why,
-                 {{"for", for_model.name()},
-                  {"device", victim.device},
-                  {"freed_bytes", held ? held->bytes : 0}});
+                 {{"for", for_model.name()}, {"device", victim.device}, {"freed_bytes", held}});
             begin_evict(victim, why);
         }
 }
@@ -583,7 +601,8 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
         residue = ledger_.reservation(m.device, m.name());
         ledger_.release(m.name());
     }
-    const Decision d = decide(admission_input(m), ledger_);
+    const AdmissionInput input = admission_input(m);
+    const Decision d = decide(input, ledger_);
     if (residue && !(d.kind == Decision::Kind::start && d.device == m.device))
         ledger_.reserve(m.device, m.name(), *residue);
     switch (d.kind) {
@@ -595,6 +614,21 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                 else
                     begin_stop(m, "fits on " + d.device + " instead: restarted there");
                 return Serve::wait;
+            }
+            if (d.devices.size() > 1) {
+                for (const auto& split : input.splits) {
+                    std::vector<std::string> devices;
+                    for (const auto& p : split.parts) devices.push_back(p.device);
+                    if (devices != d.devices) continue;
+                    engines::Placement where = placement_of(devices.front());
+                    for (std::size_t i = 1; i < devices.size(); ++i)
+                        where.others.push_back(placement_of(devices[i]));
+                    where.shares = split.shares;
+                    m.wait_reason = "cold start split over " + fmt::format("{}", fmt::join(devices, " + ")) +
+                                    ": " + d.reason;
+                    begin_load(m, where, split.parts);
+                    return Serve::wait;
+                }
             }
             m.wait_reason = "cold start on " + d.device + ": " + d.reason;
             begin_load(m, d.device);
@@ -632,6 +666,11 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                     human_bytes(ledger_.capacity_without_backend_bound(d.refusal.device)));
                 details["would_help"].push_back(vulkan.substr(2));
             }
+            for (const auto& p : d.refusal.split)
+                details["split"].push_back({{"device", p.device},
+                                            {"need_bytes", p.need},
+                                            {"capacity_bytes", p.capacity},
+                                            {"free_bytes", p.free}});
             Error refusal(ErrorKind::insufficient_memory,
                           fmt::format("model '{}' does not fit: {} (largest free now {}){}", m.name(),
                                       d.reason, human_bytes(d.refusal.largest_free), vulkan),
@@ -717,6 +756,9 @@ AdmissionInput Broker::admission_input(const Model& m) const {
         v.name = name;
         v.device = o->device;
         v.bytes = ledger_.reservation(o->device, name).value_or(MemoryFigure{}).bytes;
+        for (const auto& d : devices_of(*o))
+            if (d != o->device)
+                v.also_on.emplace_back(d, ledger_.reservation(d, name).value_or(MemoryFigure{}).bytes);
         v.priority = rank(o->cfg->priority);
         v.evictable = (o->state == ModelState::ready || o->state == ModelState::asleep) && o->active == 0 &&
                       !o->cfg->pinned && !wanted;
@@ -730,7 +772,51 @@ AdmissionInput Broker::admission_input(const Model& m) const {
         in.engines.push_back(std::move(v));
     }
     in.devices_loading.assign(loading_devices_.begin(), loading_devices_.end());
+    in.splits = split_candidates(m);
     return in;
+}
+
+std::vector<std::string> Broker::devices_of(const Model& m) const {
+    if (m.where.device != m.device) return {m.device};  // not started by begin_load (or never started)
+    std::vector<std::string> out;
+    for (const auto& p : m.where.all()) out.push_back(p.device);
+    return out;
+}
+
+std::vector<SplitNeed> Broker::split_candidates(const Model& m) const {
+    std::vector<SplitNeed> out;
+    if (!m.footprint) return out;
+    for (const auto& n : m.footprint->needs)  // one device has room now: it goes there, no split is asked for
+        if (ledger_.has_device(n.device) && need_on(m, n).bytes <= ledger_.free(n.device)) return out;
+    std::vector<std::string> gpus;
+    for (const auto& d : allowed_devices(m))
+        if (d != "cpu" && ledger_.has_device(d) && placement_of(d).backend != "cpu") gpus.push_back(d);
+    // The most free first (the main device, which also holds compute and output), of one backend: one
+    // engine build runs them all.
+    std::stable_sort(gpus.begin(), gpus.end(),
+                     [&](const auto& a, const auto& b) { return ledger_.free(a) > ledger_.free(b); });
+    if (!gpus.empty()) {
+        const auto backend = placement_of(gpus.front()).backend;
+        std::erase_if(gpus, [&](const auto& d) { return placement_of(d).backend != backend; });
+    }
+    for (std::size_t k = 2; k <= gpus.size(); ++k) {
+        // Layers in shares of what is free on each device now; where some device has (almost) nothing free,
+        // of what can ever be free there (the split then waits for, or evicts for, its room).
+        const bool by_free = std::all_of(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(k),
+                                         [&](const auto& d) { return ledger_.free(d) >= kGiB; });
+        engines::Placement where = placement_of(gpus.front());
+        for (std::size_t i = 0; i < k; ++i) {
+            if (i > 0) where.others.push_back(placement_of(gpus[i]));
+            const auto bytes = by_free ? ledger_.free(gpus[i]) : ledger_.capacity(gpus[i]);
+            where.shares.push_back(std::max(1.0f, std::round(float(bytes) / float(kGiB) * 10.0f) / 10.0f));
+        }
+        auto parts = footprints_->split(*cfg_, *m.cfg, where);
+        if (parts.size() != k) continue;  // this kind does not split (or the file cannot be planned)
+        out.push_back({std::move(parts),
+                       fmt::format("--split-mode layer --tensor-split {}", fmt::join(where.shares, ",")),
+                       where.shares});
+    }
+    return out;
 }
 
 asio::awaitable<void> Broker::ensure_footprint(Model& m) {
@@ -788,22 +874,33 @@ asio::awaitable<void> Broker::ensure_footprint(Model& m) {
 // Engines: load, stop, exit
 
 void Broker::begin_load(Model& m, const std::string& device) {
-    std::optional<Need> need;
+    Need need;
+    need.device = device;
+    need.source = m.footprint->source;
+    need.why = m.footprint->detail;
     for (const auto& n : m.footprint->needs)
         if (n.device == device) need = need_on(m, n);
-    ledger_.reserve(device, m.name(),
-                    need ? MemoryFigure{need->bytes, need->source, need->why}
-                         : MemoryFigure{0, m.footprint->source, m.footprint->detail});
-    loading_devices_.insert(device);
+    begin_load(m, placement_of(device), {need});
+}
+
+void Broker::begin_load(Model& m, const engines::Placement& where, const std::vector<Need>& parts) {
+    std::uint64_t total = 0;
+    for (const auto& n : parts) {
+        ledger_.reserve(n.device, m.name(), MemoryFigure{n.bytes, n.source, n.why});
+        loading_devices_.insert(n.device);
+        total += n.bytes;
+    }
     m.state = ModelState::loading;
-    m.device = device;
+    m.device = where.device;
+    m.where = where;
     m.facts = {};
     m.measured.reset();
+    const auto devices = devices_of(m);
     std::shared_ptr<engines::EngineRun> engine;
     try {
-        engine = launcher_->launch(ex_, engines::make_engine_spec(*cfg_, *m.cfg, placement_of(device)));
+        engine = launcher_->launch(ex_, engines::make_engine_spec(*cfg_, *m.cfg, where));
     } catch (const std::exception& e) {
-        loading_devices_.erase(device);
+        for (const auto& d : devices) loading_devices_.erase(d);
         ledger_.release(m.name());
         m.state = ModelState::stopped;
         fail_waiters(m, Error(ErrorKind::engine_failed,
@@ -812,12 +909,20 @@ void Broker::begin_load(Model& m, const std::string& device) {
         return;
     }
     m.load_started = Clock::now();
+    std::vector<std::string> reserved;
+    for (const auto& n : parts)
+        reserved.push_back(n.why.empty()
+                               ? fmt::format("{} on {}", human_bytes(n.bytes), n.device)
+                               : fmt::format("{} on {} ({})", human_bytes(n.bytes), n.device, n.why));
+    nlohmann::json extra = {
+        {"device", where.device},
+        {"reserved_bytes", total},
+        {"source", to_string(parts.empty() ? m.footprint->source : parts.front().source)}};
+    if (where.split()) extra["devices"] = devices;
     note("load_start", m,
-         fmt::format("starting on {} (port {}), reserving {}{}", device, engine->port(),
-                     human_bytes(need ? need->bytes : 0), need ? " (" + need->why + ")" : std::string()),
-         {{"device", device},
-          {"reserved_bytes", need ? need->bytes : 0},
-          {"source", to_string(need ? need->source : m.footprint->source)}});
+         fmt::format("starting on {} (port {}), reserving {}", fmt::join(devices, " + "), engine->port(),
+                     fmt::join(reserved, "; ")),
+         std::move(extra));
     m.engine = engine;
     ++m.runs;
     auto alive = alive_;
@@ -833,7 +938,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
     auto alive = alive_;
     const auto res = co_await engine->start();
     if (!*alive) co_return;
-    loading_devices_.erase(m.device);
+    for (const auto& d : devices_of(m)) loading_devices_.erase(d);
     if (m.engine != engine) co_return;  // superseded (shut down meanwhile)
     if (!res.ready) {
         m.state = ModelState::stopped;
@@ -902,15 +1007,19 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
     m.state = ModelState::ready;
     m.load_s = std::chrono::duration<double>(res.took).count();
     m.last_used = Clock::now();
-    // What the engine says it allocated raises the planned reservation.
-    if (auto fig = m.kind->measure(engine->startup_log(), placement_of(m.device))) {
-        fig->bytes += cfg_->device(m.device).margin;
-        m.measured = *fig;
+    // What the engine says it allocated raises the planned reservation, on each of its devices.
+    const auto devices = devices_of(m);
+    const auto logged = m.kind->measure_split(engine->startup_log(), m.where);
+    for (std::size_t i = 0; i < devices.size() && i < logged.size(); ++i) {
+        auto fig = logged[i];
+        if (!fig) continue;
+        fig->bytes += cfg_->device(devices[i]).margin;
+        if (i == 0) m.measured = *fig;
         // The log's buffers are a floor (they leave out the process's own memory): they raise the
         // reservation, never lower it; the per-process probe raises it further as the engine works.
-        ledger_.raise_to_measured(m.device, m.name(), *fig);
+        ledger_.raise_to_measured(devices[i], m.name(), *fig);
     }
-    ledger_.mark_loaded(m.device, m.name());
+    for (const auto& d : devices) ledger_.mark_loaded(d, m.name());
     ++m.loads_ok;
     m.load_seconds_total += *m.load_s;
     const auto held = ledger_.reservation(m.device, m.name());

@@ -29,6 +29,12 @@ class FootprintSource {
     virtual boost::asio::awaitable<Footprint> estimate(const config::Config& cfg,
                                                        const config::ModelConfig& model,
                                                        const std::vector<engines::Placement>& devices) = 0;
+    // The model split over `where` (where.split()): one Need per device, the main one first; empty when its
+    // kind does not split a model. The kind's split_formula.
+    virtual std::vector<Need> split(const config::Config& cfg, const config::ModelConfig& model,
+                                    const engines::Placement& where) {
+        return engines::kind_of(model).split_formula(cfg, model, where);
+    }
 };
 
 // The model's kind: its estimate (which may run the engine's dry run, cached in `cache_file`).

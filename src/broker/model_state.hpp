@@ -45,7 +45,8 @@ struct Broker::Model {
     ModelState state = ModelState::stopped;
     std::shared_ptr<engines::EngineRun> engine;       // loading / ready / stopping
     std::shared_ptr<engines::EngineRun> last_engine;  // the run that ended, for its log tail
-    std::string device;
+    std::string device;                               // where it runs (a split: its main device)
+    engines::Placement where;  // this run's placement: a split's other devices and shares too
     std::uint32_t active = 0;
     Clock::time_point last_used = Clock::now();
     std::optional<double> load_s;

@@ -25,6 +25,10 @@ nlohmann::json Broker::model_status(const Model& m) const {
     if (m.retired) j["removed_from_config"] = true;
     if (m.next_cfg) j["restarts_for_new_config"] = true;
     if (!m.device.empty()) j["device"] = m.device;
+    if (m.where.split() && m.state != ModelState::stopped) {
+        j["devices"] = devices_of(m);  // a split: every device it runs on, the main one first
+        j["shares"] = m.where.shares;
+    }
     if (const auto keep_alive = m.keep_alive()) j["keep_alive_s"] = keep_alive->count();
     if (m.state == ModelState::loading) {
         nlohmann::json l = {

@@ -66,10 +66,10 @@ class BrokerTest : public ::testing::Test {
             }
             std::map<int, std::vector<int>> groups;
         };
-        broker = std::make_unique<Broker>(ioc.get_executor(), cfg,
-                                          std::make_unique<Devices>(std::move(snapshot), std::move(groups)),
-                                          std::make_unique<KindFootprint>(ioc.get_executor()),
-                                          std::make_unique<test::FakeLauncher>(fake), o);
+        broker = std::make_unique<Broker>(
+            ioc.get_executor(), cfg, std::make_unique<Devices>(std::move(snapshot), std::move(groups)),
+            footprints ? std::move(footprints) : std::make_unique<KindFootprint>(ioc.get_executor()),
+            std::make_unique<test::FakeLauncher>(fake), o);
         broker->start();
     }
 
@@ -115,6 +115,7 @@ class BrokerTest : public ::testing::Test {
 
     asio::io_context ioc;
     config::Config cfg;
+    std::unique_ptr<FootprintSource> footprints;  // null: the models' kinds
     std::shared_ptr<test::FakeLauncher::Shared> fake = std::make_shared<test::FakeLauncher::Shared>();
     std::unique_ptr<Broker> broker;
 };
@@ -477,6 +478,129 @@ TEST_F(BrokerTest, OnAVulkanApuTheHeapBoundsRequestsAndTheRefusalNamesTheRocmBui
     const auto eb = error_of(big);
     ASSERT_TRUE(eb);
     EXPECT_NE(std::string(eb->what()).find("ROCm build"), std::string::npos) << eb->what();
+}
+
+}  // namespace
+}  // namespace loch::broker
+
+namespace loch::broker {
+namespace {
+
+// Several GPUs (issue 14) through the probe's test double: two fake-sized cards. The command kind does not
+// split a model, so this test double of the footprint source does: each device its share of the model's
+// configured memory plus 512 MiB of runtime overhead.
+class SplitByShares : public KindFootprint {
+  public:
+    using KindFootprint::KindFootprint;
+    std::vector<Need> split(const config::Config&, const config::ModelConfig& model,
+                            const engines::Placement& where) override {
+        const auto all = where.all();
+        float sum = 0;
+        for (float f : where.shares) sum += f;
+        std::vector<Need> out;
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            Need n;
+            n.device = all[i].device;
+            n.bytes = static_cast<std::uint64_t>(double(model.memory.at("*")) * where.shares.at(i) / sum) +
+                      512 * kMiB;
+            n.why = "test double: share of the configured memory + 512 MiB";
+            out.push_back(n);
+        }
+        return out;
+    }
+};
+
+class BrokerSplitTest : public BrokerTest {
+  protected:
+    void start_two_cards() {
+        std::vector<DeviceSnapshot> snap;
+        for (int i = 0; i < 2; ++i) {
+            DeviceSnapshot gpu;
+            gpu.id = "nvidia:" + std::to_string(i);
+            gpu.total = {10 * kGiB, Source::measured, "fake"};
+            gpu.backend = "cuda";
+            gpu.ordinal = i;
+            snap.push_back(gpu);
+        }
+        for (auto& m : cfg.models) m.devices.clear();  // every GPU
+        footprints = std::make_unique<SplitByShares>(ioc.get_executor());
+        start_on(snap, fast());
+    }
+    nlohmann::json status() {
+        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        EXPECT_TRUE(settle(st));
+        return st.get();
+    }
+    // The engine's reservation on each device, from the ledger.
+    std::map<std::string, std::uint64_t> reserved(const std::string& engine) {
+        std::map<std::string, std::uint64_t> out;
+        const auto st = status();  // (not status()["devices"] in the range: the temporary would be gone)
+        for (const auto& d : st["devices"])
+            for (const auto& r : d["reservations"])
+                if (r["engine"] == engine) out[d["device"]] = r["figure"]["bytes"].get<std::uint64_t>();
+        return out;
+    }
+};
+
+TEST_F(BrokerSplitTest, TwoModelsOnTwoCardsThenOneTooLargeForEitherIsSplitOverBothAfterEvictingThem) {
+    add_model("a", 6 * kGiB);
+    add_model("b", 6 * kGiB);
+    add_model("big", 14 * kGiB);  // never fits one 10 GiB card
+    start_two_cards();
+    for (const char* name : {"a", "b"}) {
+        auto l = acquire(name);
+        ASSERT_TRUE(settle(l));
+        l.get().release();
+    }
+    // One model per card, each engine seeing only its own card.
+    ASSERT_EQ(fake->of("a").size(), 1u);
+    ASSERT_EQ(fake->of("b").size(), 1u);
+    EXPECT_EQ(fake->of("a")[0]->spec().env.at("CUDA_VISIBLE_DEVICES"), "0");
+    EXPECT_EQ(fake->of("b")[0]->spec().env.at("CUDA_VISIBLE_DEVICES"), "1");
+    EXPECT_EQ(reserved("a"), (std::map<std::string, std::uint64_t>{{"nvidia:0", 6 * kGiB}}));
+    EXPECT_EQ(reserved("b"), (std::map<std::string, std::uint64_t>{{"nvidia:1", 6 * kGiB}}));
+
+    run_for(50ms);
+    auto big = acquire("big");
+    ASSERT_TRUE(settle(big));
+    EXPECT_TRUE(big.get().valid());
+    EXPECT_TRUE(fake->of("a")[0]->ended()) << "evicted for the split";
+    EXPECT_TRUE(fake->of("b")[0]->ended()) << "evicted for the split";
+    ASSERT_EQ(fake->of("big").size(), 1u);
+    const auto& env = fake->of("big")[0]->spec().env;
+    EXPECT_TRUE(env.at("CUDA_VISIBLE_DEVICES") == "0,1" || env.at("CUDA_VISIBLE_DEVICES") == "1,0")
+        << env.at("CUDA_VISIBLE_DEVICES");
+    // One engine, one reservation per device: 7 GiB + 512 MiB on each (even shares of two empty cards).
+    const auto held = reserved("big");
+    ASSERT_EQ(held.size(), 2u);
+    for (const auto& [device, bytes] : held) EXPECT_EQ(bytes, 7 * kGiB + 512 * kMiB) << device;
+    bool seen = false;
+    const auto st = status();
+    for (const auto& e : st["engines"])
+        if (e["name"] == "big") {
+            seen = true;
+            ASSERT_TRUE(e.contains("devices")) << e.dump(2);
+            EXPECT_EQ(e["devices"].size(), 2u);
+        }
+    EXPECT_TRUE(seen);
+}
+
+TEST_F(BrokerSplitTest, ASplitThatCanNeverFitIsRefusedWithEachDevicesNeedAndCapacity) {
+    add_model("huge", 30 * kGiB);  // 15.5 GiB on each of two 10 GiB cards
+    start_two_cards();
+    auto huge = acquire("huge");
+    ASSERT_TRUE(settle(huge, 2s));
+    const auto e = error_of(huge);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->kind(), ErrorKind::insufficient_memory);
+    EXPECT_NE(std::string(e->what()).find("split over"), std::string::npos) << e->what();
+    const auto& split = e->details()["split"];
+    ASSERT_EQ(split.size(), 2u) << e->details().dump(2);
+    for (const auto& p : split) {
+        EXPECT_EQ(p["need_bytes"], 15 * kGiB + 512 * kMiB);
+        EXPECT_EQ(p["capacity_bytes"], 10 * kGiB);
+    }
+    EXPECT_TRUE(fake->runs.empty()) << "nothing was started";
 }
 
 }  // namespace
