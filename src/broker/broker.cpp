@@ -791,7 +791,7 @@ std::vector<SplitNeed> Broker::split_candidates(const Model& m) const {
     std::vector<std::string> gpus;
     for (const auto& d : allowed_devices(m))
         if (d != "cpu" && ledger_.has_device(d) && placement_of(d).backend != "cpu") gpus.push_back(d);
-    // The most free first (the main device, which also holds compute and output), of one backend: one
+    // The most free first (the main device, listed first to the engine), of one backend: one
     // engine build runs them all.
     std::stable_sort(gpus.begin(), gpus.end(),
                      [&](const auto& a, const auto& b) { return ledger_.free(a) > ledger_.free(b); });

@@ -19,8 +19,8 @@ namespace loch::engines {
 // for the engine; KFD order for HIP), never from the digits of the id: `amd:card1` is HIP device 0 on a
 // machine with one GPU.
 //
-// A model split over several devices (issue 14) is placed on its main device (compute buffers, the output
-// layer) with the others after it, and the share of the layers each one holds (main first).
+// A model split over several devices (issue 14) is placed on its main device (the first the engine sees)
+// with the others after it, and the share of the layers each one holds (main first).
 struct Placement {
     std::string device = "cpu";     // "cpu", "nvidia:0", "amd:card1"
     std::string backend = "cpu";    // "cpu" | "cuda" | "rocm" | "vulkan"

@@ -321,6 +321,14 @@ TEST_F(ConfigTest, ReservedFlagsInExtraAreRejected) {
     ASSERT_EQ(d.size(), 1u);
     EXPECT_EQ(d[0].line, 5);
     EXPECT_THAT(d[0].message, HasSubstr("'--port' is set by loch"));
+    // Which devices a model runs on and how it is split are loch's too (issue 14).
+    for (const char* flag : {"--tensor-split=3,1", "-ts", "--split-mode", "--device", "-dev", "--main-gpu"}) {
+        const auto e =
+            errors(std::string("models:\n  - name: a\n    path: a.gguf\n    args:\n      extra: [\"") + flag +
+                   "\"]\n");
+        ASSERT_EQ(e.size(), 1u) << flag;
+        EXPECT_THAT(e[0].message, HasSubstr("is set by loch")) << flag;
+    }
 }
 
 TEST_F(ConfigTest, QuantizedVCacheNeedsFlashAttention) {

@@ -12,9 +12,10 @@ const std::vector<std::string> kCacheTypes = {"f32",  "f16",    "bf16", "q8_0", 
                                               "q4_1", "iq4_nl", "q5_0", "q5_1"};
 // Flags loch sets itself; in args.extra they would fight with loch's own.
 const std::vector<std::string> kReservedFlags = {
-    "-m",    "--model",      "--host",         "--port",    "-fit",
-    "--fit", "-c",           "--ctx-size",     "-np",       "--parallel",
-    "-ngl",  "--gpu-layers", "--n-gpu-layers", "--api-key", "--api-key-file"};
+    "-m", "--model", "--host", "--port", "-fit", "--fit", "-c", "--ctx-size", "-np", "--parallel", "-ngl",
+    "--gpu-layers", "--n-gpu-layers", "--api-key", "--api-key-file",
+    // Placement is loch's: which devices, and how a model is split over them (issue 14).
+    "-dev", "--device", "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu"};
 
 void cache_type(config::Walker& w, const YAML::Node& v, const std::string& k,
                 std::optional<std::string>& out) {
@@ -98,7 +99,8 @@ config::Walker::Keys LlamaServerKind::keys(config::Walker& w, config::KindSettin
                                   w.error(v[i], k + "[" + std::to_string(i) + "]",
                                           "'" + flag +
                                               "' is set by loch (use the args keys: ctx, parallel, "
-                                              "n_gpu_layers; host/port/model/fit are loch's)");
+                                              "n_gpu_layers; host/port/model/fit and the devices a "
+                                              "model runs on, split or not, are loch's)");
                                   return;
                               }
                           }
