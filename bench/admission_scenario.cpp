@@ -29,6 +29,7 @@
 #include "plan/dry_run.hpp"
 #include "plan/plan.hpp"
 #include "plan/reservation.hpp"
+#include "support/engine_process.hpp"
 #include "support/http_client.hpp"
 #include "support/process.hpp"
 #include "synth/synth.hpp"
@@ -46,7 +47,7 @@ struct Options {
     std::string loch, engine_dir, device = "nvidia:0", work = "/tmp/loch-admission", preset = "llama-3.1-70b",
                                   json_out;
     std::uint64_t budget = 0;
-    std::uint16_t port = 18090;
+    std::uint16_t port = 0;  // 0: a free port (a fixed one collided with whatever else listened there)
 };
 
 std::string gib(std::uint64_t b) {
@@ -184,9 +185,10 @@ int main(int argc, char** argv) {
     app.add_option("--work", o.work, "work folder (models are sparse files)");
     app.add_option("--preset", o.preset, "loch-synth preset of the one model file");
     app.add_option("--budget", o.budget, "device budget for loch (bytes; 0 = none)");
-    app.add_option("--port", o.port, "loch's port");
+    app.add_option("--port", o.port, "loch's port (default: a free one)");
     app.add_option("--json", o.json_out, "write the steps here");
     CLI11_PARSE(app, argc, argv);
+    if (o.port == 0) o.port = loch::test::free_port();
     fs::create_directories(o.work);
     o.work = fs::absolute(o.work).string();  // the config resolves relative paths against its own folder
     o.engine_dir = fs::absolute(o.engine_dir).string();
