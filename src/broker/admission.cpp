@@ -245,11 +245,16 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
             best_need = &n;
         }
     }
-    if (best) {
+    // Stop the plan's victims, then start on `devices` (one, or a split's).
+    const auto evicting = [&](const EvictionPlan& plan, std::vector<std::string> devices) {
         d.kind = Decision::Kind::evict_then_start;
-        d.device = best_need->device;
-        d.victims = best->victims;
-        d.freed_bytes = best->freed;
+        d.device = devices.front();
+        if (devices.size() > 1) d.devices = std::move(devices);
+        d.victims = plan.victims;
+        d.freed_bytes = plan.freed;
+    };
+    if (best) {
+        evicting(*best, {best_need->device});
         d.reason =
             best->fits_empty_device
                 ? fmt::format(
@@ -290,11 +295,7 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
         }
     }
     if (best) {
-        d.kind = Decision::Kind::evict_then_start;
-        d.devices = devices_of(*best_split);
-        d.device = d.devices.front();
-        d.victims = best->victims;
-        d.freed_bytes = best->freed;
+        evicting(*best, devices_of(*best_split));
         d.reason = fmt::format(
             "fits on no single device now; split over {} ({}) after stopping {} idle "
             "engine(s) freeing {}: {}",
