@@ -13,6 +13,12 @@ double victim_score(const EngineView& e) {
     return e.idle_s / (load * weight);
 }
 
+std::vector<std::string> split_devices(const SplitNeed& split) {
+    std::vector<std::string> out;
+    for (const auto& p : split.parts) out.push_back(p.device);
+    return out;
+}
+
 std::uint64_t bytes_on(const EngineView& e, const std::string& device) {
     if (e.device == device) return e.bytes;
     for (const auto& [d, b] : e.also_on)
@@ -132,12 +138,6 @@ std::optional<EvictionPlan> plan_split_eviction(const AdmissionInput& in, const 
         plan = std::move(*more);
     }
     return plan;
-}
-
-std::vector<std::string> devices_of(const SplitNeed& split) {
-    std::vector<std::string> out;
-    for (const auto& p : split.parts) out.push_back(p.device);
-    return out;
 }
 
 // "nvidia:0 needs 20.0 GiB (5.0 GiB free), nvidia:1 needs 18.0 GiB (17.0 GiB free)"
@@ -279,7 +279,7 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
     for (const auto& split : splits) {
         if (!split_fits_now(in, ledger, split, fits_but_busy)) continue;
         d.kind = Decision::Kind::start;
-        d.devices = devices_of(split);
+        d.devices = split_devices(split);
         d.device = d.devices.front();
         d.reason = fmt::format("fits on no single device now; split over {} ({}): {}",
                                fmt::join(d.devices, " + "), split.how, parts_text(split, ledger));
@@ -295,7 +295,7 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
         }
     }
     if (best) {
-        evicting(*best, devices_of(*best_split));
+        evicting(*best, split_devices(*best_split));
         d.reason = fmt::format(
             "fits on no single device now; split over {} ({}) after stopping {} idle "
             "engine(s) freeing {}: {}",
@@ -358,7 +358,7 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
                 parts.push_back(fmt::format("{} needs {}, at most {} can be free", p.device,
                                             human_bytes(p.need), human_bytes(p.capacity)));
             d.reason += fmt::format("; split over {} ({}) it does not fit either: {}",
-                                    fmt::join(devices_of(*closest_split), " + "), closest_split->how,
+                                    fmt::join(split_devices(*closest_split), " + "), closest_split->how,
                                     fmt::join(parts, ", "));
         }
         return d;
@@ -379,7 +379,7 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
             }
         if (nearest)
             d.reason = fmt::format("fits on no single device; waiting for room for a split over {}: {}",
-                                   fmt::join(devices_of(*nearest), " + "), parts_text(*nearest, ledger));
+                                   fmt::join(split_devices(*nearest), " + "), parts_text(*nearest, ledger));
     }
     return d;
 }

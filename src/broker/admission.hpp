@@ -54,6 +54,9 @@ struct SplitNeed {
     std::vector<float> shares;  // each device's share of the layers (for the launch), main first
 };
 
+// Its devices, the main one first.
+std::vector<std::string> split_devices(const SplitNeed& split);
+
 // One device of a refused split: what it would need there and what can ever be free there.
 struct RefusedPart {
     std::string device;

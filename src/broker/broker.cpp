@@ -617,8 +617,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
             }
             if (d.devices.size() > 1) {
                 for (const auto& split : input.splits) {
-                    std::vector<std::string> devices;
-                    for (const auto& p : split.parts) devices.push_back(p.device);
+                    const auto devices = split_devices(split);
                     if (devices != d.devices) continue;
                     engines::Placement where = placement_of(devices.front());
                     for (std::size_t i = 1; i < devices.size(); ++i)
@@ -772,7 +771,7 @@ AdmissionInput Broker::admission_input(const Model& m) const {
         in.engines.push_back(std::move(v));
     }
     in.devices_loading.assign(loading_devices_.begin(), loading_devices_.end());
-    in.splits = split_candidates(m);
+    in.splits = split_candidates(m, in.needs);
     return in;
 }
 
@@ -783,11 +782,11 @@ std::vector<std::string> Broker::devices_of(const Model& m) const {
     return out;
 }
 
-std::vector<SplitNeed> Broker::split_candidates(const Model& m) const {
+std::vector<SplitNeed> Broker::split_candidates(const Model& m, const std::vector<Need>& needs) const {
     std::vector<SplitNeed> out;
     if (!m.footprint) return out;
-    for (const auto& n : m.footprint->needs)  // one device has room now: it goes there, no split is asked for
-        if (ledger_.has_device(n.device) && need_on(m, n).bytes <= ledger_.free(n.device)) return out;
+    for (const auto& n : needs)  // one device has room now: it goes there, no split is asked for
+        if (ledger_.has_device(n.device) && n.bytes <= ledger_.free(n.device)) return out;
     std::vector<std::string> gpus;
     for (const auto& d : allowed_devices(m))
         if (d != "cpu" && ledger_.has_device(d) && placement_of(d).backend != "cpu") gpus.push_back(d);

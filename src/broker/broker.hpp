@@ -192,8 +192,9 @@ class Broker {
     // A start on every device of `where` at once, each with its part of the reservation (a split).
     void begin_load(Model& m, const engines::Placement& where, const std::vector<Need>& parts);
     // Split candidates for admission: over the 2, 3, … allowed GPUs with the most free memory, in shares
-    // of their free memory — only when no single allowed device has room now (planning them costs).
-    std::vector<SplitNeed> split_candidates(const Model& m) const;
+    // of their free memory — only when none of `needs` (the model's on each single device) has room now
+    // (planning them costs).
+    std::vector<SplitNeed> split_candidates(const Model& m, const std::vector<Need>& needs) const;
     // Every device the model's current run holds (its main device first).
     std::vector<std::string> devices_of(const Model& m) const;
     boost::asio::awaitable<void> load(Model& m, std::shared_ptr<engines::EngineRun> engine);
