@@ -745,6 +745,14 @@ AdmissionInput Broker::admission_input(const Model& m) const {
     in.priority = rank(m.cfg->priority);
     if (m.footprint)
         for (const auto& n : m.footprint->needs) in.needs.push_back(need_on(m, n));
+    // Keep room for pinned models: a device that a pinned model not running now is configured for comes
+    // after the others (it will want that room, and nothing evicts it once it runs).
+    std::set<std::string> pinned_room;
+    for (const auto& [name, o] : models_)
+        if (o.get() != &m && o->cfg->pinned && o->state == ModelState::stopped)
+            pinned_room.insert(o->cfg->devices.begin(), o->cfg->devices.end());
+    std::stable_partition(in.needs.begin(), in.needs.end(),
+                          [&](const Need& n) { return !pinned_room.contains(n.device); });
     const auto now = Clock::now();
     for (const auto& [name, o] : models_) {
         if (o.get() == &m || o->state == ModelState::stopped) continue;

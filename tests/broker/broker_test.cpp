@@ -522,7 +522,8 @@ class BrokerSplitTest : public BrokerTest {
             gpu.ordinal = i;
             snap.push_back(gpu);
         }
-        for (auto& m : cfg.models) m.devices.clear();  // every GPU
+        for (auto& m : cfg.models)
+            if (!m.pinned) m.devices.clear();  // every GPU
         footprints = std::make_unique<SplitByShares>(ioc.get_executor());
         start_on(snap, fast());
     }
@@ -583,6 +584,25 @@ TEST_F(BrokerSplitTest, TwoModelsOnTwoCardsThenOneTooLargeForEitherIsSplitOverBo
             EXPECT_EQ(e["devices"].size(), 2u);
         }
     EXPECT_TRUE(seen);
+}
+
+TEST_F(BrokerSplitTest, AModelThatMayGoAnywhereLeavesThePinnedModelsCardAlone) {
+    add_model("pinned", 8 * kGiB);
+    cfg.models.back().pinned = true;
+    cfg.models.back().devices = {"nvidia:0"};
+    add_model("x", 4 * kGiB);
+    start_two_cards();
+    // `pinned` is not running yet and may only use nvidia:0: x, which may use either card, takes nvidia:1
+    // (first in order would have been nvidia:0, and x would have been evicted for `pinned` later).
+    auto x = acquire("x");
+    ASSERT_TRUE(settle(x));
+    x.get().release();
+    EXPECT_EQ(reserved("x"), (std::map<std::string, std::uint64_t>{{"nvidia:1", 4 * kGiB}}));
+    auto p = acquire("pinned");
+    ASSERT_TRUE(settle(p));
+    EXPECT_TRUE(p.get().valid());
+    ASSERT_EQ(fake->of("x").size(), 1u);
+    EXPECT_FALSE(fake->of("x")[0]->ended()) << "the pinned model found its room without evicting x";
 }
 
 TEST_F(BrokerSplitTest, ASplitThatCanNeverFitIsRefusedWithEachDevicesNeedAndCapacity) {
