@@ -40,6 +40,13 @@ namespace {
 constexpr std::size_t kMaxEvents = 200;
 }
 
+template <class F>
+void Broker::each_device(const Model& m, F&& f) {
+    f(m.device);
+    if (m.where.device == m.device)
+        for (const auto& o : m.where.others) f(o.device);
+}
+
 void Broker::note(std::string_view kind, const Model& m, std::string message, nlohmann::json extra,
                   bool warn) {
     if (warn)
@@ -413,8 +420,10 @@ void Broker::release(const std::string& name, Clock::duration held, const std::s
     const double s = std::chrono::duration<double>(held).count();
     m.avg_request_s = 0.8 * m.avg_request_s + 0.2 * s;
     if (m.active == 0) {
-        auto lock = gpu_lock_.find(m.device);
-        if (lock != gpu_lock_.end() && lock->second == name) gpu_lock_.erase(lock);
+        each_device(m, [&](const std::string& d) {
+            auto lock = gpu_lock_.find(d);
+            if (lock != gpu_lock_.end() && lock->second == name) gpu_lock_.erase(lock);
+        });
         const auto keep_alive = m.keep_alive();
         if (m.unload_when_idle)
             begin_stop(m, m.idle_stop_reason.empty() ? "unloaded on request" : m.idle_stop_reason);
@@ -433,16 +442,20 @@ int Broker::retry_after_s(const Model& m) const {
 }
 
 bool Broker::exclusive_ok(const Model& m) const {
-    auto lock = gpu_lock_.find(m.device);
-    if (m.cfg->exclusive) {
-        if (lock != gpu_lock_.end() && lock->second != m.name()) return false;
-        // Takes the device only when no other model runs a request on it.
-        for (const auto& [n, o] : models_)
-            if (o.get() != &m && o->device == m.device && o->active > 0 && o->state != ModelState::stopped)
-                return false;
-        return true;
-    }
-    return lock == gpu_lock_.end() || lock->second == m.name();
+    bool ok = true;
+    each_device(m, [&](const std::string& d) {
+        auto lock = gpu_lock_.find(d);
+        if (lock != gpu_lock_.end() && lock->second != m.name()) ok = false;
+        if (!m.cfg->exclusive) return;
+        // Takes its devices only when no other model runs a request on any of them.
+        for (const auto& [n, o] : models_) {
+            if (o.get() == &m || o->active == 0 || o->state == ModelState::stopped) continue;
+            each_device(*o, [&](const std::string& od) {
+                if (od == d) ok = false;
+            });
+        }
+    });
+    return ok;
 }
 
 void Broker::evict(const std::vector<std::string>& victims, const Model& for_model, const std::string& why) {
@@ -560,7 +573,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                     book_transient(m, *needs.transient, holder) != Serve::granted)
                     return Serve::wait;
                 ++m.active;
-                if (m.cfg->exclusive) gpu_lock_[m.device] = m.name();
+                if (m.cfg->exclusive) each_device(m, [&](const std::string& d) { gpu_lock_[d] = m.name(); });
                 return Serve::granted;
             }
             if (m.active < m.slots()) {

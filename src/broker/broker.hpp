@@ -197,6 +197,9 @@ class Broker {
     std::vector<SplitNeed> split_candidates(const Model& m, const std::vector<Need>& needs) const;
     // Every device the model's current run holds (its main device first).
     std::vector<std::string> devices_of(const Model& m) const;
+    // The same, visited without allocating (the request path asks it).
+    template <class F>
+    static void each_device(const Model& m, F&& f);
     boost::asio::awaitable<void> load(Model& m, std::shared_ptr<engines::EngineRun> engine);
     void begin_stop(Model& m, std::string why);
     // Evicted: asleep where its kind can sleep (its device memory mostly freed, its weights maybe in host

@@ -523,7 +523,8 @@ class BrokerSplitTest : public BrokerTest {
             snap.push_back(gpu);
         }
         for (auto& m : cfg.models)
-            if (!m.pinned) m.devices.clear();  // every GPU
+            if (!m.pinned && m.devices == std::vector<std::string>{kGpu})
+                m.devices.clear();  // add_model's default: every GPU
         footprints = std::make_unique<SplitByShares>(ioc.get_executor());
         start_on(snap, fast());
     }
@@ -603,6 +604,23 @@ TEST_F(BrokerSplitTest, AModelThatMayGoAnywhereLeavesThePinnedModelsCardAlone) {
     EXPECT_TRUE(p.get().valid());
     ASSERT_EQ(fake->of("x").size(), 1u);
     EXPECT_FALSE(fake->of("x")[0]->ended()) << "the pinned model found its room without evicting x";
+}
+
+TEST_F(BrokerSplitTest, AnExclusiveSplitHoldsEveryCardItRunsOn) {
+    add_model("big", 14 * kGiB, config::Priority::interactive, /*exclusive=*/true);
+    add_model("small", 1 * kGiB);
+    cfg.models.back().devices = {"nvidia:1"};  // the split's second card (nvidia:0, as free, is its main)
+    start_two_cards();
+    auto big = acquire("big");
+    ASSERT_TRUE(settle(big));
+    Lease held = big.get();
+    ASSERT_EQ(reserved("big").size(), 2u);
+    auto small = acquire("small");
+    run_for(200ms);
+    EXPECT_NE(small.wait_for(0s), std::future_status::ready) << "nvidia:1 is held by the exclusive split";
+    held.release();
+    ASSERT_TRUE(settle(small));
+    EXPECT_TRUE(small.get().valid());
 }
 
 TEST_F(BrokerSplitTest, ASplitThatCanNeverFitIsRefusedWithEachDevicesNeedAndCapacity) {
