@@ -158,6 +158,29 @@ TEST_F(Observe, MetricsParseWithPrometheusParserAndMoveWithTheTrafficAndEveryReq
     EXPECT_EQ(all[5]["route"], "GET /v1/models");
     EXPECT_EQ(all[6]["status"], 404);
     EXPECT_EQ(all[6]["error_type"], "not_found");
+    // loch's own log keeps the requests that went wrong; the ones that succeeded are in the file only (at
+    // the default level).
+    const std::string own = loch.log();
+    const auto line_for = [&](const json& l) { return "\"id\":\"" + l["id"].get<std::string>() + "\""; };
+    EXPECT_NE(own.find(line_for(lines[3])), std::string::npos) << "the failed request's line";
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(own.find(line_for(lines[i])), std::string::npos) << lines[i];
+}
+
+TEST_F(Observe, WithLogLevelDebugLochsOwnLogHasTheSuccessfulRequestsToo) {
+    LochServer loch(dir.path(),
+                    config(dir, "2GiB", model_entry("demo", models().demo.path(), kArgs), global()),
+                    {"--log-level", "debug"});
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("demo", false, 4)).status, 200);
+    ASSERT_EQ(lines_in(request_log(), 1), 1u);
+    std::ifstream in(request_log());
+    std::string l;
+    std::getline(in, l);
+    const auto id = json::parse(l)["id"].get<std::string>();
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (loch.log().find("\"id\":\"" + id + "\"") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(20ms);
+    EXPECT_NE(loch.log().find("\"id\":\"" + id + "\""), std::string::npos) << loch.log();
 }
 
 TEST_F(Observe, OllamasPythonClientListsChatsStreamsGeneratesAndEmbeds) {
