@@ -42,6 +42,8 @@ constexpr std::size_t kMaxEvents = 200;
 
 template <class F>
 void Broker::each_device(const Model& m, F&& f) {
+    // Its placement's others only when the placement is this run's (begin_load set both; a model never
+    // started, or moved by other means, has just its device).
     f(m.device);
     if (m.where.device == m.device)
         for (const auto& o : m.where.others) f(o.device);
@@ -149,10 +151,24 @@ void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {
         // The whole process group: servers such as vLLM hold their memory in worker processes. (RSS summed
         // over processes counts shared pages more than once: never under.)
         const auto members = devices_->group_members(*pid);
+        // What the group's processes use on one GPU, as the probe attributes it.
+        const auto use_on = [&](const std::string& device) -> std::optional<MemoryFigure> {
+            std::uint64_t total = 0;
+            bool any = false;
+            for (const auto& d : snap)
+                if (d.id == device)
+                    for (int p : members)
+                        if (auto it = d.process_bytes.find(p); it != d.process_bytes.end())
+                            total += it->second, any = true;
+            if (!any) return std::nullopt;
+            return MemoryFigure{
+                total, Source::measured,
+                fmt::format("use on the device by the engine's {} process(es)", members.size())};
+        };
         std::optional<MemoryFigure> seen;
-        std::uint64_t total = 0;
-        bool any = false;
         if (m->device == "cpu") {
+            std::uint64_t total = 0;
+            bool any = false;
             for (int p : members)
                 if (auto rss = devices_->resident_bytes(p)) total += *rss, any = true;
             if (any)
@@ -161,31 +177,12 @@ void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {
         } else if (m->where.split()) {
             // A split: each device's own use raises that device's reservation (no peak is remembered for
             // a split: its launch changes with the free memory it was split by).
-            for (const auto& dev : devices_of(*m)) {
-                std::uint64_t on = 0;
-                bool seen_on = false;
-                for (const auto& d : snap)
-                    if (d.id == dev)
-                        for (int p : members)
-                            if (auto it = d.process_bytes.find(p); it != d.process_bytes.end())
-                                on += it->second, seen_on = true;
-                if (seen_on)
-                    ledger_.raise_to_measured(
-                        dev, name,
-                        {on, Source::measured,
-                         fmt::format("use on the device by the engine's {} process(es)", members.size())});
-            }
+            each_device(*m, [&](const std::string& dev) {
+                if (auto on = use_on(dev)) ledger_.raise_to_measured(dev, name, *on);
+            });
             continue;
         } else {
-            for (const auto& d : snap)
-                if (d.id == m->device)
-                    for (int p : members)
-                        if (auto it = d.process_bytes.find(p); it != d.process_bytes.end())
-                            total += it->second, any = true;
-            if (any)
-                seen = MemoryFigure{
-                    total, Source::measured,
-                    fmt::format("use on the device by the engine's {} process(es)", members.size())};
+            seen = use_on(m->device);
         }
         if (!seen) continue;
         // What its running requests booked for themselves is theirs, not the engine's (else the engine's
@@ -797,9 +794,8 @@ AdmissionInput Broker::admission_input(const Model& m) const {
 }
 
 std::vector<std::string> Broker::devices_of(const Model& m) const {
-    if (m.where.device != m.device) return {m.device};  // not started by begin_load (or never started)
     std::vector<std::string> out;
-    for (const auto& p : m.where.all()) out.push_back(p.device);
+    each_device(m, [&](const std::string& d) { out.push_back(d); });
     return out;
 }
 

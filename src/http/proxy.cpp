@@ -43,11 +43,6 @@ constexpr auto tok = asio::as_tuple(asio::use_awaitable);
 // A client that takes nothing for this long while loch writes to it is gone.
 constexpr auto kClientWriteTimeout = 60s;
 
-// Bytes as they are (the head already said their length); true when the client is gone.
-asio::awaitable<bool> write_raw(beast::tcp_stream& client, std::string_view bytes) {
-    co_return static_cast<bool>(co_await io_now::write(client, asio::buffer(bytes), kClientWriteTimeout));
-}
-
 // Part of a streamed body: a chunk, or (HTTP/1.0, no chunked encoding) the bytes as they are. Nothing for no
 // bytes: an empty chunk would be the end of the body.
 asio::awaitable<boost::system::error_code> write_body_bytes(beast::tcp_stream& client, std::string_view bytes,
@@ -56,6 +51,11 @@ asio::awaitable<boost::system::error_code> write_body_bytes(beast::tcp_stream& c
     if (chunked)
         co_return co_await io_now::write(client, bhttp::make_chunk(asio::buffer(bytes)), kClientWriteTimeout);
     co_return co_await io_now::write(client, asio::buffer(bytes), kClientWriteTimeout);
+}
+
+// Bytes as they are (the head already said their length); true when the client is gone.
+asio::awaitable<bool> write_raw(beast::tcp_stream& client, std::string_view bytes) {
+    co_return static_cast<bool>(co_await write_body_bytes(client, bytes, /*chunked=*/false));
 }
 
 // Ends the relay on every path: marks it done and closes the upstream socket now (not when the client watch
