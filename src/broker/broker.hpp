@@ -55,7 +55,7 @@ class Lease {
     Lease() = default;
     Lease(Lease&& o) noexcept { *this = std::move(o); }
     Lease& operator=(Lease&& o) noexcept;
-    ~Lease() { release(); }
+    ~Lease() { release_later(); }
 
     const std::string& model() const { return model_; }
     const std::string& host() const { return address_.host; }
@@ -72,7 +72,11 @@ class Lease {
     const std::string& priority() const { return priority_; }
     const std::shared_ptr<engines::EngineRun>& engine() const { return engine_; }
     bool valid() const { return broker_ != nullptr; }
+    // Hands the slot back now: for a relay once its engine has answered whole (not from a destructor; the
+    // broker may start what waited for the slot). A lease dropped without it is released on the broker's
+    // next pass instead (release_later), so the broker never runs inside a destructor.
     void release();
+    void release_later();
 
   private:
     friend class Broker;

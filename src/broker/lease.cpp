@@ -1,4 +1,5 @@
-// Lease: one request's hold on a slot; releasing it hands the slot back on the broker's thread.
+// Lease: one request's hold on a slot; releasing it hands the slot back on the broker's thread (now, or on
+// the broker's next pass when the lease is just dropped).
 #include <boost/asio/post.hpp>
 
 #include "broker/broker.hpp"
@@ -10,7 +11,7 @@ using namespace std::chrono_literals;
 
 Lease& Lease::operator=(Lease&& o) noexcept {
     if (this != &o) {
-        release();
+        release_later();
         broker_ = std::exchange(o.broker_, nullptr);
         alive_ = std::move(o.alive_);
         granted_at_ = o.granted_at_;
@@ -30,6 +31,13 @@ Lease& Lease::operator=(Lease&& o) noexcept {
 }
 
 void Lease::release() {
+    if (!broker_) return;
+    Broker* b = std::exchange(broker_, nullptr);
+    if (auto alive = alive_.lock(); alive && *alive)
+        b->release(model_, Clock::now() - granted_at_, transient_);
+}
+
+void Lease::release_later() {
     if (!broker_) return;
     Broker* b = std::exchange(broker_, nullptr);
     auto alive = alive_.lock();

@@ -18,6 +18,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
@@ -114,25 +115,62 @@ bool parse_buffered(boost::beast::http::basic_parser<isRequest>& parser, boost::
     return parser.is_done();
 }
 
-// Beast's read_some (parse what is buffered, else read once more) without posting when the buffer already
-// held a piece: the relay's body reads. need_buffer (the caller's body buffer is full) is not an error.
+// The upstream side's reads, on the plain socket and without a timer of their own (a Beast stream timeout
+// arms and cancels a timer per read: a timer-queue insert and a posted cancellation each time). Silence is
+// the caller's to bound: a relay's stream watchdog cancels the socket, and a non-streamed answer has the
+// engine's health watch (engines/engine). End of stream before a message: http::error::end_of_stream; in one:
+// what put_eof() says (the end of a body delimited by the close, else partial_message).
+constexpr std::size_t kReadSize = 16 * 1024;
+
+template <bool isRequest>
+boost::system::error_code on_eof(boost::beast::http::basic_parser<isRequest>& parser) {
+    boost::system::error_code ec;
+    if (!parser.got_some()) return boost::beast::http::error::end_of_stream;
+    parser.put_eof(ec);
+    return ec;
+}
+
+// Reads until the message's head is parsed (what follows it in the same reads stays in `buffer`).
+template <bool isRequest>
+boost::asio::awaitable<boost::system::error_code> read_header(
+    boost::asio::ip::tcp::socket& s, boost::beast::flat_buffer& buffer,
+    boost::beast::http::basic_parser<isRequest>& parser) {
+    namespace bhttp = boost::beast::http;
+    for (;;) {
+        if (buffer.size() > 0) {
+            boost::system::error_code ec;
+            buffer.consume(parser.put(buffer.data(), ec));
+            if (ec && ec != bhttp::error::need_more) co_return ec;
+            if (parser.is_header_done()) co_return boost::system::error_code{};
+        }
+        auto [rec, n] = co_await s.async_read_some(buffer.prepare(kReadSize),
+                                                   boost::asio::as_tuple(boost::asio::use_awaitable));
+        if (rec == boost::asio::error::eof) co_return on_eof(parser);
+        if (rec) co_return rec;
+        buffer.commit(n);
+    }
+}
+
+// Beast's read_some (parse what is buffered, else read until the parser makes progress) on the plain socket.
+// need_buffer (the caller's body buffer is full) is not an error.
 template <bool isRequest>
 boost::asio::awaitable<boost::system::error_code> read_some(
-    boost::beast::tcp_stream& s, boost::beast::flat_buffer& buffer,
-    boost::beast::http::basic_parser<isRequest>& parser, std::chrono::steady_clock::duration timeout) {
+    boost::asio::ip::tcp::socket& s, boost::beast::flat_buffer& buffer,
+    boost::beast::http::basic_parser<isRequest>& parser) {
     namespace bhttp = boost::beast::http;
-    boost::system::error_code ec;
-    if (buffer.size() > 0) {
-        const std::size_t used = parser.put(buffer.data(), ec);
-        buffer.consume(used);
-        if (ec != bhttp::error::need_more)
-            co_return ec == bhttp::error::need_buffer ? boost::system::error_code{} : ec;
+    for (;;) {
+        if (buffer.size() > 0) {
+            boost::system::error_code ec;
+            buffer.consume(parser.put(buffer.data(), ec));
+            if (ec != bhttp::error::need_more)
+                co_return ec == bhttp::error::need_buffer ? boost::system::error_code{} : ec;
+        }
+        auto [rec, n] = co_await s.async_read_some(buffer.prepare(kReadSize),
+                                                   boost::asio::as_tuple(boost::asio::use_awaitable));
+        if (rec == boost::asio::error::eof) co_return on_eof(parser);
+        if (rec) co_return rec;
+        buffer.commit(n);
     }
-    s.expires_after(timeout);
-    auto [rec, n] =
-        co_await bhttp::async_read_some(s, buffer, parser, boost::asio::as_tuple(boost::asio::use_awaitable));
-    if (rec == bhttp::error::need_buffer) rec = {};
-    co_return rec;
 }
 
 }  // namespace loch::http::io_now

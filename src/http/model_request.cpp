@@ -15,17 +15,18 @@ using broker::Error;
 using broker::ErrorKind;
 
 std::string Server::request_id(const Request& req) {
-    return observe::checked_request_id(req["X-Request-Id"])
-        .value_or(fmt::format("{:06x}-{}", run_id_, next_request_++));
+    if (auto given = observe::checked_request_id(req["X-Request-Id"])) return std::move(*given);
+    return next_request_id();
 }
 
 void Server::finish(observe::RequestRecord& rec, std::chrono::steady_clock::time_point started) {
     rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     metrics_.record(rec);
-    request_log_.write(rec);
+    log_request(rec);
 }
 
-asio::awaitable<bool> Server::model_request(boost::beast::tcp_stream& stream, Request& req, const Route& r) {
+asio::awaitable<bool> Server::model_request(boost::beast::tcp_stream& stream, Request& req, const Route& r,
+                                            ClientReads& reads) {
     const auto started = std::chrono::steady_clock::now();
     observe::RequestRecord rec;
     rec.id = request_id(req);
@@ -33,12 +34,13 @@ asio::awaitable<bool> Server::model_request(boost::beast::tcp_stream& stream, Re
     rec.route = std::string(target.substr(0, target.find('?')));
     bool keep = false;
     if (r.kind == Route::Kind::ollama_generation) {
-        keep = co_await ollama_request(stream, req, r, rec);
+        keep = co_await ollama_request(stream, req, r, rec, reads);
     } else {
         ProxyCall call;
         call.endpoint = r.endpoint;
         call.upstream_path = std::string(r.model_route->path);
         call.record = &rec;
+        call.reads = &reads;
         keep = co_await proxy(stream, req, std::move(call));
     }
     finish(rec, started);
@@ -46,7 +48,7 @@ asio::awaitable<bool> Server::model_request(boost::beast::tcp_stream& stream, Re
 }
 
 asio::awaitable<bool> Server::ollama_request(boost::beast::tcp_stream& stream, Request& req, const Route& r,
-                                             observe::RequestRecord& rec) {
+                                             observe::RequestRecord& rec, ClientReads& reads) {
     const unsigned v = req.version();
     const bool keep = req.keep_alive();
     std::optional<Error> err;
@@ -79,6 +81,7 @@ asio::awaitable<bool> Server::ollama_request(boost::beast::tcp_stream& stream, R
         pc.keep_alive = call.keep_alive;
         pc.num_ctx = call.num_ctx;
         pc.record = &rec;
+        pc.reads = &reads;
         co_return co_await proxy(stream, req, std::move(pc));
     } catch (const Error& e) {
         err = e;

@@ -66,7 +66,9 @@ struct RelayGuard {
 };
 
 // Notices a client that hangs up while loch waits on the engine: readable + recv() == 0 means EOF. Then the
-// upstream connection is closed, which the engine sees as a closed connection and stops generating.
+// upstream connection is closed, which the engine sees as a closed connection and stops generating. Used
+// when the connection's next read cannot be started early (ClientReads: bytes of a pipelined request are
+// buffered already).
 //
 // A plain completion handler, not a coroutine: it is armed for every request. RelayState::finish() cancels it
 // — in the same pass of the scheduler as the lease's release, so that it costs no pass of its own (left
@@ -89,6 +91,51 @@ void watch_client(tcp::socket& client, const std::shared_ptr<RelayState>& st) {
                           // n > 0: a pipelined next request; it is read after this response.
                       });
 }
+
+// A streamed request's watchdog: the engine's silence for longer than `limit` cancels the upstream read
+// (which then ends with beast's timeout). One timer per request, not per read: a read only notes the time,
+// and the timer, when it fires before the limit, waits for what is left (a Beast stream timeout armed and
+// cancelled a timer on every event). Holds the relay weakly; destroyed with the relay, it cancels its timer.
+class StreamWatchdog {
+  public:
+    StreamWatchdog(asio::any_io_executor ex, const std::shared_ptr<RelayState>& relay,
+                   std::chrono::steady_clock::duration limit)
+        : s_(std::make_shared<State>(std::move(ex), relay, limit)) {
+        arm(s_, limit);
+    }
+    ~StreamWatchdog() { s_->timer.cancel(); }
+    StreamWatchdog(const StreamWatchdog&) = delete;
+    StreamWatchdog& operator=(const StreamWatchdog&) = delete;
+    void heard() { s_->last = std::chrono::steady_clock::now(); }
+
+  private:
+    struct State {
+        State(asio::any_io_executor ex, const std::shared_ptr<RelayState>& r,
+              std::chrono::steady_clock::duration l)
+            : timer(std::move(ex)), relay(r), limit(l), last(std::chrono::steady_clock::now()) {}
+        asio::steady_timer timer;
+        std::weak_ptr<RelayState> relay;
+        std::chrono::steady_clock::duration limit;
+        std::chrono::steady_clock::time_point last;
+    };
+    static void arm(const std::shared_ptr<State>& s, std::chrono::steady_clock::duration d) {
+        s->timer.expires_after(d);
+        s->timer.async_wait([weak = std::weak_ptr<State>(s)](boost::system::error_code ec) {
+            const auto st = weak.lock();
+            if (ec || !st) return;
+            const auto relay = st->relay.lock();
+            if (!relay || relay->done) return;
+            const auto left = st->last + st->limit - std::chrono::steady_clock::now();
+            if (left > std::chrono::steady_clock::duration::zero()) return arm(st, left);
+            relay->silent = true;
+            if (relay->upstream) {
+                boost::system::error_code ignored;
+                relay->upstream->socket().cancel(ignored);
+            }
+        });
+    }
+    std::shared_ptr<State> s_;
+};
 
 // What an upstream failure means for the client: loch is shutting down, a stream's watchdog fired, the engine
 // hung (its health watch killed it: a non-streamed answer sends nothing until done, so that watch, not
@@ -128,6 +175,48 @@ asio::awaitable<Error> upstream_failure(broker::Broker& broker, const broker::Le
 }
 
 }  // namespace
+
+bool ClientReads::start(const std::shared_ptr<RelayState>& relay) {
+    if (state_->pending || buffer_->size() > 0) return false;
+    state_->pending = true;
+    state_->completed = false;
+    state_->relay = relay;
+    socket_->async_read_some(buffer_->prepare(8 * 1024), [st = state_](boost::system::error_code ec,
+                                                                       std::size_t n) {
+        st->completed = true;
+        st->ec = ec;
+        st->n = n;
+        // EOF or a broken connection while the relay runs: the client is gone. Bytes: a
+        // pipelined request, read after this response.
+        if (const auto r = st->relay.lock(); r && !r->done && ec && ec != asio::error::operation_aborted) {
+            r->client_gone = true;
+            r->close_upstream();
+        }
+        if (st->waiter) {
+            auto resume = std::move(*st->waiter);
+            st->waiter.reset();
+            std::move(resume)(ec);
+        }
+    });
+    return true;
+}
+
+asio::awaitable<boost::system::error_code> ClientReads::next() {
+    if (!state_->pending) {
+        auto [ec, n] = co_await socket_->async_read_some(buffer_->prepare(8 * 1024), tok);
+        if (!ec) buffer_->commit(n);
+        co_return ec;
+    }
+    if (!state_->completed) {
+        co_await asio::async_initiate<decltype(tok), void(boost::system::error_code)>(
+            [st = state_](auto handler) { st->waiter.emplace(std::move(handler)); }, tok);
+    }
+    const auto st = state_;
+    st->pending = st->completed = false;
+    st->relay.reset();
+    if (!st->ec) buffer_->commit(st->n);
+    co_return st->ec;
+}
 
 void RelayState::close_upstream() {
     if (!upstream) return;
@@ -371,7 +460,8 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
 
         // An engine that stops a request when its connection closes is told so when the client leaves; one
         // that cannot (sd-server) keeps the request, its slot and its reservation until it has finished.
-        if (lease.kind().cancels_on_disconnect()) watch_client(client.socket(), st);
+        if (lease.kind().cancels_on_disconnect() && !(call.reads && call.reads->start(st)))
+            watch_client(client.socket(), st);
 
         // The engine's own path for this route (and its body, where the kind must change it).
         if (!call.translation) {
@@ -395,9 +485,14 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         ureq.prepare_payload();
 
         const auto watchdog = lease.watchdog().value_or(options_.default_watchdog);
-        // A stream has its watchdog on every read; a non-streaming answer may take long legitimately.
-        const auto read_timeout = oreq.stream ? std::chrono::duration_cast<std::chrono::seconds>(watchdog)
-                                              : std::chrono::seconds(24 * 3600);
+        // A stream's engine may not be silent for longer than its watchdog; a non-streamed answer may take
+        // long legitimately (an engine that hangs is killed by its health watch, which ends this read).
+        std::optional<StreamWatchdog> dog;
+        if (oreq.stream) dog.emplace(ex_, st, watchdog);
+        // The read's error as the relay tells it: a cancel by the watchdog is the engine's silence.
+        const auto read_error = [&](boost::system::error_code ec) {
+            return st->silent ? boost::system::error_code(beast::error::timeout) : ec;
+        };
         boost::system::error_code aec;
         const tcp::endpoint engine_ep(asio::ip::make_address(lease.host(), aec), lease.port());
         // The engine run's secret is in the key: a restarted engine never gets an old run's socket.
@@ -407,17 +502,19 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         ubuf.reserve(16 * 1024);
         std::optional<bhttp::response_parser<bhttp::buffer_body>> parser_slot;
         const auto ex = co_await pool_.exchange(
-            pool_key, engine_ep, ureq, ubuf, parser_slot, read_timeout,
-            [&] { return !st->client_gone && !st->abort; },
+            pool_key, engine_ep, ureq, ubuf, parser_slot,
+            [&] { return !st->client_gone && !st->abort && !st->silent; },
             [&](std::shared_ptr<beast::tcp_stream> s) { st->upstream = std::move(s); });
         if (ex.connect_failed)
             throw Error(ErrorKind::engine_failed, "cannot connect to the engine: " + ex.ec.message());
         if (ex.ec) {
             if (st->client_gone) co_return gone();
-            Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ex.ec);
+            Error failure =
+                co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, read_error(ex.ec));
             throw failure;
         }
-        auto& up = *st->upstream;
+        if (dog) dog->heard();
+        auto& up = st->upstream->socket();
         auto& parser = *parser_slot;
         // After one whole response the engine lets us keep, the connection goes back to the pool instead of
         // being closed by RelayGuard.
@@ -463,9 +560,10 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                 }
                 parser.get().body().data = tmp;
                 parser.get().body().size = sizeof tmp;
-                if (const auto ec = co_await io_now::read_some(up, ubuf, parser, read_timeout)) {
+                if (const auto ec = co_await io_now::read_some(up, ubuf, parser)) {
                     if (st->client_gone) co_return gone();
-                    Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ec);
+                    Error failure =
+                        co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, read_error(ec));
                     if (relaying) {  // the head is out: closing short of the length is the only signal left
                         spdlog::warn("answer of '{}' cut short: {}", lease.model(), failure.what());
                         rec.error_type = broker::to_string(failure.kind());
@@ -499,6 +597,9 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                 if (auto p = lease.kind().request_progress(lease.engine()->log_tail(40));
                     p && p->contains("seconds_per_step"))
                     rec.seconds_per_step = (*p)["seconds_per_step"].get<double>();
+            // The engine is done with it: the slot goes back before the client's write, without a pass of
+            // the scheduler of its own.
+            lease.release();
             bhttp::response<bhttp::string_body> res{uh.result(), v};
             json_head(res);
             res.body() = tr ? tr->answer(body, status) : std::move(body);
@@ -531,11 +632,13 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         while (!parser.is_done()) {
             parser.get().body().data = tmp;
             parser.get().body().size = sizeof tmp;
-            if (const auto ec = co_await io_now::read_some(up, ubuf, parser, read_timeout)) {
+            if (const auto ec = co_await io_now::read_some(up, ubuf, parser)) {
                 if (st->client_gone) co_return gone();
-                Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ec);
+                Error failure =
+                    co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, read_error(ec));
                 throw failure;
             }
+            if (dog) dog->heard();
             const std::size_t got = sizeof tmp - parser.get().body().size;
             const auto& read_events = framer.feed_views(std::string_view(tmp, got));
             if (read_events.empty()) continue;
@@ -560,6 +663,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         }
         keep_upstream();
         st->finish();
+        lease.release();
         // The last chunk carries the usage (with stream_options.include_usage) or llama-server's timings.
         if (auto j = sse_json(last_data)) take_usage(*j, rec);
         if (!rec.completion_tokens && events > 0) rec.completion_tokens = events;  // one token per chunk

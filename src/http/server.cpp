@@ -155,9 +155,19 @@ Server::Server(asio::any_io_executor ex, broker::Broker& broker, ServerOptions o
       options_(std::move(options)),
       acceptor_(ex),
       request_log_(options_.request_log),
+      log_flush_(ex),
       alive_(std::make_shared<bool>(true)) {
     // Request ids unique across restarts: a random prefix per run, then a counter.
-    run_id_ = std::random_device{}() & 0xffffff;
+    id_prefix_ = fmt::format("{:06x}-", std::random_device{}() & 0xffffff);
+}
+
+std::string Server::next_request_id() {
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits, next_request_++).ptr;
+    std::string id;
+    id.reserve(id_prefix_.size() + static_cast<std::size_t>(end - digits));
+    id.append(id_prefix_).append(digits, end);
+    return id;
 }
 
 Server::~Server() {
@@ -231,6 +241,7 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
     Registration<Session> reg(sessions_, Session{&stream, false});
     ReadDeadline deadline(ex_, stream.socket());
     IdleDeadline idle(ex_, stream.socket(), options_.idle_timeout);
+    ClientReads reads(stream.socket(), buffer);
     if (sessions_.size() > options_.max_connections || shutting_down_) {
         const Error e = shutting_down_
                             ? Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5)
@@ -249,13 +260,13 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
     for (;;) {
         reg.it->busy = false;
         if (shutting_down_) break;
-        // Idle: wait for the first bytes of the next request (a pipelined one may be buffered already).
+        // Idle: wait for the first bytes of the next request (a pipelined one may be buffered already; the
+        // read may have been started by the last request's relay).
         if (buffer.size() == 0) {
             idle.idle();
-            auto [ec, n] = co_await stream.async_read_some(buffer.prepare(8 * 1024), tok);
+            const auto ec = co_await reads.next();
             idle.busy();
             if (ec) break;  // idle timeout, client closed, or shutdown closing idle connections
-            buffer.commit(n);
         }
         reg.it->busy = true;
         bhttp::request_parser<bhttp::string_body> parser;
@@ -324,7 +335,7 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
             break;
         }
         Request req = parser.release();
-        const bool keep = co_await handle(stream, req);
+        const bool keep = co_await handle(stream, req, reads);
         if (!keep || !req.keep_alive()) break;
     }
     beast::error_code ignored;
@@ -372,27 +383,39 @@ asio::awaitable<void> Server::wait_closed() {
     co_await wait_until([&] { return relays_.empty(); }, std::chrono::milliseconds(5000));
     close_idle();
     co_await wait_until([&] { return sessions_.empty(); }, std::chrono::milliseconds(2000));
+    request_log_.flush();
 }
 
 // A request refused before it was read whole (timeout, too large, malformed, no room): its log line.
 void Server::log_unread(const Error& e) {
     observe::RequestRecord rec;
-    rec.id = fmt::format("{:06x}-{}", run_id_, next_request_++);
+    rec.id = next_request_id();
     rec.route = "-";
     rec.status = static_cast<unsigned>(status_of(e.kind()));
     rec.error_type = broker::to_string(e.kind());
-    request_log_.write(rec);
+    log_request(rec);
+}
+
+void Server::log_request(const observe::RequestRecord& rec) {
+    if (!request_log_.write(rec) || log_flush_armed_) return;
+    log_flush_armed_ = true;
+    log_flush_.expires_after(options_.request_log_flush);
+    log_flush_.async_wait([this, alive = std::weak_ptr<bool>(alive_)](boost::system::error_code) {
+        if (auto a = alive.lock(); !a || !*a) return;
+        log_flush_armed_ = false;
+        request_log_.flush();
+    });
 }
 
 // Every request but the monitoring reads (health, status, metrics, the dashboard and its log stream: polled
 // every second, they would drown the rest) gets its line in the request log; model requests write their
 // own, with their figures (http/model_request.cpp).
-asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {
+asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req, ClientReads& reads) {
     const auto started = std::chrono::steady_clock::now();
     const Route r = route(req.method_string(), req.target());
     unsigned status = 200;
     std::string error_type;
-    const bool keep = co_await dispatch(stream, req, r, status, error_type);
+    const bool keep = co_await dispatch(stream, req, r, status, error_type, reads);
     using K = Route::Kind;
     const bool model = r.kind == K::openai || r.kind == K::ollama_generation;
     const bool monitoring = r.kind == K::health || r.kind == K::status || r.kind == K::metrics ||
@@ -406,13 +429,13 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req) {
         rec.status = status;
         rec.error_type = error_type;
         rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        request_log_.write(rec);
+        log_request(rec);
     }
     co_return keep;
 }
 
 asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, const Route& r,
-                                       unsigned& status, std::string& error_type) {
+                                       unsigned& status, std::string& error_type, ClientReads& reads) {
     const unsigned v = req.version();
     const bool keep = req.keep_alive();
     std::optional<Error> err;
@@ -496,7 +519,7 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
             }
             case Route::Kind::openai:
             case Route::Kind::ollama_generation:
-                co_return co_await model_request(stream, req, r);
+                co_return co_await model_request(stream, req, r, reads);
             case Route::Kind::ollama_show: {
                 const auto body = nlohmann::json::parse(req.body(), nullptr, false);
                 const std::string name = body.is_object() ? body.value("model", body.value("name", "")) : "";

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -56,15 +57,48 @@ struct ServerOptions {
     std::uint16_t port = 8080;  // 0 = any free port (tests)
     std::vector<std::string> api_keys;
     std::uint64_t max_body_bytes = 16 * 1024 * 1024;
-    std::chrono::seconds idle_timeout{30};       // keep-alive connection without a request
-    std::chrono::seconds header_timeout{10};     // first byte of a request → its whole header
-    std::chrono::seconds body_timeout{60};       // header → the whole body
-    std::size_t max_connections = 512;           // open client connections; beyond → 503
-    std::chrono::seconds default_watchdog{600};  // models without a watchdog: still never wait forever
-    std::filesystem::path request_log;           // requests.jsonl; empty = the log line only
+    std::chrono::seconds idle_timeout{30};             // keep-alive connection without a request
+    std::chrono::seconds header_timeout{10};           // first byte of a request → its whole header
+    std::chrono::seconds body_timeout{60};             // header → the whole body
+    std::size_t max_connections = 512;                 // open client connections; beyond → 503
+    std::chrono::seconds default_watchdog{600};        // models without a watchdog: still never wait forever
+    std::filesystem::path request_log;                 // requests.jsonl; empty = the log line only
+    std::chrono::milliseconds request_log_flush{100};  // a finished request's line is in the file within this
     // A streaming client kept waiting (a cold load, a queue) gets an SSE comment after this, then every
     // `heartbeat` (proxies and clients time out on silence).
     std::chrono::milliseconds first_heartbeat{1000}, heartbeat{5000};
+};
+
+struct RelayState;
+
+// A connection's next read, started early by a relay: while the relay waits on its engine, the read that will
+// take the client's next request is already pending, and it is also how loch hears the client hang up (EOF).
+// A readiness wait cancelled after each request cost an epoll_ctl and a posted cancellation, and the
+// session's own next read a speculative recv that found nothing, on every request (issue 9). The session's
+// buffer is left alone while the read is pending; its bytes are committed when the session takes them.
+class ClientReads {
+  public:
+    ClientReads(boost::asio::ip::tcp::socket& socket, boost::beast::flat_buffer& buffer)
+        : socket_(&socket), buffer_(&buffer), state_(std::make_shared<State>()) {}
+    // Starts the read now, telling `relay` when the client hangs up while it runs. False (not started) when
+    // bytes are already buffered (a pipelined request) or a read is pending.
+    bool start(const std::shared_ptr<RelayState>& relay);
+    // The next bytes from the client, committed to the buffer: the read started early, or a new one.
+    boost::asio::awaitable<boost::system::error_code> next();
+
+  private:
+    struct State {
+        bool pending = false, completed = false;
+        boost::system::error_code ec;
+        std::size_t n = 0;
+        std::weak_ptr<RelayState> relay;
+        // (In an optional: Boost 1.81's any_completion_handler move-assignment wraps the handler in another
+        // one instead of moving it.)
+        std::optional<boost::asio::any_completion_handler<void(boost::system::error_code)>> waiter;
+    };
+    boost::asio::ip::tcp::socket* socket_;
+    boost::beast::flat_buffer* buffer_;
+    std::shared_ptr<State> state_;  // shared with the pending read's handler, which may outlive the session
 };
 
 // One model request on its way through the proxy.
@@ -75,15 +109,17 @@ struct ProxyCall {
     KeepAlive keep_alive;                      // a request's keep_alive (Ollama)
     std::optional<std::uint64_t> num_ctx;      // checked against the slot context (Ollama)
     observe::RequestRecord* record = nullptr;  // filled as it goes
+    ClientReads* reads = nullptr;              // the connection's next read (watches for a hang-up)
 };
 
 // One relay's state, shared with the client watch and with shutdown().
 struct RelayState {
     bool done = false;
     bool client_gone = false;
+    bool silent = false;  // a stream's watchdog fired: the engine sent nothing for the model's `watchdog`
     std::optional<broker::Error> abort;  // shutdown: end the relay with this error
     std::shared_ptr<boost::beast::tcp_stream> upstream;
-    boost::asio::ip::tcp::socket* watched = nullptr;  // the client socket while its hang-up is watched
+    boost::asio::ip::tcp::socket* watched = nullptr;  // the client socket while a readiness wait watches it
     void close_upstream();
     void finish();  // done: close the upstream socket now, stop watching the client
 };
@@ -113,15 +149,16 @@ class Server {
   private:
     boost::asio::awaitable<void> accept_loop();
     boost::asio::awaitable<void> session(boost::asio::ip::tcp::socket socket);
-    boost::asio::awaitable<bool> handle(boost::beast::tcp_stream& stream, Request& req);
+    boost::asio::awaitable<bool> handle(boost::beast::tcp_stream& stream, Request& req, ClientReads& reads);
     boost::asio::awaitable<bool> dispatch(boost::beast::tcp_stream& stream, Request& req, const Route& r,
-                                          unsigned& status, std::string& error_type);
+                                          unsigned& status, std::string& error_type, ClientReads& reads);
     boost::asio::awaitable<bool> proxy(boost::beast::tcp_stream& stream, Request& req, ProxyCall call);
     // A model request of either API: the proxy, then its record to the request log and the metrics.
-    boost::asio::awaitable<bool> model_request(boost::beast::tcp_stream& stream, Request& req,
-                                               const Route& r);
+    boost::asio::awaitable<bool> model_request(boost::beast::tcp_stream& stream, Request& req, const Route& r,
+                                               ClientReads& reads);
     boost::asio::awaitable<bool> ollama_request(boost::beast::tcp_stream& stream, Request& req,
-                                                const Route& r, observe::RequestRecord& rec);
+                                                const Route& r, observe::RequestRecord& rec,
+                                                ClientReads& reads);
     // Waits for a slot, sending a streaming client SSE comments (and loch.progress events when it asked)
     // while it waits; `headers_sent` says whether the SSE head went out. nullopt: the client left.
     boost::asio::awaitable<std::optional<broker::Lease>> acquire_with_heartbeat(
@@ -132,8 +169,11 @@ class Server {
                                             const Route& r);
     void finish(observe::RequestRecord& rec, std::chrono::steady_clock::time_point started);
     void log_unread(const broker::Error& e);
+    // Every request log line goes through here: buffered, and flushed by a timer armed for the first one.
+    void log_request(const observe::RequestRecord& rec);
     // The client's X-Request-Id when it is safe to log and echo, else loch's own (run prefix + counter).
     std::string request_id(const Request& req);
+    std::string next_request_id();  // "<run prefix>-<counter>"
     boost::asio::awaitable<void> check_request(const broker::Lease& lease, const OpenAIRequest& r);
     void close_idle();
 
@@ -168,8 +208,10 @@ class Server {
     UpstreamPool pool_{ex_};  // keep-alive connections to the engines (http/upstream_pool.hpp)
     observe::Metrics metrics_;
     observe::RequestLog request_log_;
+    boost::asio::steady_timer log_flush_;
+    bool log_flush_armed_ = false;
     std::uint64_t next_request_ = 1;
-    std::uint32_t run_id_ = 0;
+    std::string id_prefix_;  // a random prefix per run ("5f090c-"): ids unique across restarts
     std::uint16_t port_ = 0;
     std::shared_ptr<bool> alive_;
 };

@@ -83,10 +83,8 @@ asio::awaitable<UpstreamPool::Taken> UpstreamPool::take(const std::string& key,
 
 asio::awaitable<UpstreamPool::Exchange> UpstreamPool::exchange(
     const std::string& key, asio::ip::tcp::endpoint endpoint, const Request& request,
-    beast::flat_buffer& buffer, std::optional<Parser>& parser,
-    std::chrono::steady_clock::duration read_timeout, const std::function<bool()>& may_retry,
+    beast::flat_buffer& buffer, std::optional<Parser>& parser, const std::function<bool()>& may_retry,
     const std::function<void(std::shared_ptr<beast::tcp_stream>)>& on_connection) {
-    constexpr auto tok = asio::as_tuple(asio::use_awaitable);
     Exchange out;
     for (int attempt = 0;; ++attempt) {
         Taken t = co_await take(key, endpoint, /*fresh=*/attempt > 0);
@@ -108,9 +106,7 @@ asio::awaitable<UpstreamPool::Exchange> UpstreamPool::exchange(
             buffer.clear();
             parser.emplace();
             parser->body_limit(boost::none);
-            t.stream->expires_after(read_timeout);
-            auto [hec, hn] = co_await beast::http::async_read_header(*t.stream, buffer, *parser, tok);
-            ec = hec;
+            ec = co_await io_now::read_header(t.stream->socket(), buffer, *parser);
             if (!ec) {
                 out.ec = {};
                 co_return out;
@@ -123,8 +119,9 @@ asio::awaitable<UpstreamPool::Exchange> UpstreamPool::exchange(
         close_stream(*t.stream);
         out.ec = ec;
         if (t.reused && t.after_stream) closes_after_streams_[key] = true;
-        // A timeout is the engine's silence, not a stale connection: never sent twice.
-        if (!retry_allowed || ec == beast::error::timeout || !may_retry()) co_return out;
+        // A cancelled read (the relay's watchdog, a client gone, shutdown) is not a stale connection: never
+        // sent twice.
+        if (!retry_allowed || ec == asio::error::operation_aborted || !may_retry()) co_return out;
         out.retried = true;
     }
 }

@@ -63,7 +63,9 @@ class UpstreamPool {
     // (emplaced anew for each attempt, `buffer` cleared). When a *reused* connection fails before any
     // response byte arrived and `may_retry()` still agrees, once more on a new connection. `on_connection`
     // is told each connection before it is used (the relay registers it to close it on a client's hang-up).
-    // `stream` is null only when connecting failed; `ec` is the last error (write, read or connect).
+    // `stream` is null only when connecting failed; `ec` is the last error (write, read or connect). The
+    // head is read without a timer: the caller bounds the engine's silence by cancelling the socket (a
+    // stream's watchdog); a cancelled read is never retried.
     struct Exchange {
         boost::system::error_code ec;
         bool connect_failed = false;
@@ -75,7 +77,7 @@ class UpstreamPool {
     boost::asio::awaitable<Exchange> exchange(
         const std::string& key, boost::asio::ip::tcp::endpoint endpoint, const Request& request,
         boost::beast::flat_buffer& buffer, std::optional<Parser>& parser,
-        std::chrono::steady_clock::duration read_timeout, const std::function<bool()>& may_retry,
+        const std::function<bool()>& may_retry,
         const std::function<void(std::shared_ptr<boost::beast::tcp_stream>)>& on_connection);
 
     // An idle connection for `key` (unless `fresh`), or a new one connected to `endpoint`.

@@ -12,12 +12,13 @@
 
 namespace loch::observe {
 
-RequestLog::RequestLog(std::filesystem::path file, std::uint64_t rotate_at)
-    : file_(std::move(file)), rotate_at_(rotate_at) {
+RequestLog::RequestLog(std::filesystem::path file, std::uint64_t rotate_at, std::size_t flush_at)
+    : file_(std::move(file)), rotate_at_(rotate_at), flush_at_(flush_at) {
     if (!file_.empty()) open();
 }
 
 RequestLog::~RequestLog() {
+    flush();
     if (fd_ >= 0) ::close(fd_);
 }
 
@@ -30,32 +31,60 @@ void RequestLog::open() {
     size_ = ::fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
 }
 
-void RequestLog::write(const RequestRecord& r) {
-    const std::string line = to_json_line(r);
+bool RequestLog::write(const RequestRecord& r) {
+    const std::size_t before = pending_.size();
+    pending_ += to_json_line(r);
+    const std::string_view line(pending_.data() + before, pending_.size() - before);
     // With the file, loch's own log keeps the requests that went wrong and leaves the rest to the file (at
-    // debug): one write per request instead of two on the request path.
+    // debug).
     if (fd_ >= 0 && r.outcome() == "ok")
         spdlog::debug("request {}", line);
     else
         spdlog::info("request {}", line);
-    if (fd_ < 0) return;
-    if (size_ + line.size() + 1 > rotate_at_ && size_ > 0) {
-        ::close(fd_);
-        fd_ = -1;
-        std::error_code ec;
-        std::filesystem::rename(file_, file_.string() + ".1", ec);
-        try {
-            open();
-        } catch (const std::exception& e) {
-            spdlog::warn("{}", e.what());
-            return;
-        }
+    if (fd_ < 0) {
+        pending_.clear();
+        return false;
     }
-    const std::string out = line + "\n";
-    if (::write(fd_, out.data(), out.size()) == static_cast<ssize_t>(out.size()))
-        size_ += out.size();
-    else
-        spdlog::warn("request log {}: write failed: {}", file_.string(), std::strerror(errno));
+    pending_ += '\n';
+    if (pending_.size() >= flush_at_) {
+        flush();
+        return false;
+    }
+    return before == 0;
+}
+
+void RequestLog::rotate_if_full(std::size_t adding) {
+    if (size_ + adding <= rotate_at_ || size_ == 0) return;
+    ::close(fd_);
+    fd_ = -1;
+    std::error_code ec;
+    std::filesystem::rename(file_, file_.string() + ".1", ec);
+    try {
+        open();
+    } catch (const std::exception& e) {
+        spdlog::warn("{}", e.what());
+    }
+}
+
+void RequestLog::flush() {
+    if (pending_.empty() || file_.empty()) return;
+    if (fd_ >= 0) rotate_if_full(pending_.size());
+    if (fd_ < 0) {  // the file could not be opened again after rotating: the lines are in loch's own log
+        pending_.clear();
+        return;
+    }
+    std::string_view rest = pending_;
+    while (!rest.empty()) {
+        const ssize_t n = ::write(fd_, rest.data(), rest.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            spdlog::warn("request log {}: write failed: {}", file_.string(), std::strerror(errno));
+            break;
+        }
+        size_ += static_cast<std::uint64_t>(n);
+        rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+    pending_.clear();
 }
 
 }  // namespace loch::observe

@@ -82,7 +82,7 @@ asio::awaitable<int> one(UpstreamPool& pool, const std::string& key, tcp::endpoi
     std::optional<UpstreamPool::Parser> parser;
     const auto req = request();
     auto ex = co_await pool.exchange(
-        key, ep, req, buf, parser, 5s, [] { return true; }, [](auto) {});
+        key, ep, req, buf, parser, [] { return true; }, [](auto) {});
     if (retried) *retried = ex.retried;
     if (ex.ec) co_return 0;
     char body[64];
@@ -182,7 +182,7 @@ TEST(UpstreamPool, WhenTheRetryCannotConnectTheFirstFailureIsWhatIsReported) {
         std::optional<UpstreamPool::Parser> parser;
         const auto req = request();
         auto ex = co_await pool.exchange(
-            "e", ep, req, buf, parser, 5s,
+            "e", ep, req, buf, parser,
             [&] {
                 engine.reset();  // gone before the retry connects
                 return true;

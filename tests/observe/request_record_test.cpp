@@ -105,3 +105,69 @@ TEST(RequestLog, WritesOneParsableLinePerRecord) {
     }
     EXPECT_EQ(n, 2);
 }
+
+namespace {
+std::size_t lines_of(const std::filesystem::path& f) {
+    std::ifstream in(f);
+    std::size_t n = 0;
+    for (std::string line; std::getline(in, line);) {
+        EXPECT_NO_THROW((void)nlohmann::json::parse(line)) << line;
+        ++n;
+    }
+    return n;
+}
+}  // namespace
+
+TEST(RequestLog, LinesWaitInMemoryUntilAFlushAndWriteSaysWhenOneIsDue) {
+    loch::test::TempDir dir("loch-request-log");
+    const auto file = dir.path() / "requests.jsonl";
+    RequestLog log(file);
+    EXPECT_TRUE(log.write(full()));   // the first pending line: the owner must schedule a flush
+    EXPECT_FALSE(log.write(full()));  // already due
+    EXPECT_EQ(lines_of(file), 0u);    // nothing written on the request path
+    EXPECT_GT(log.pending_bytes(), 0u);
+    log.flush();
+    EXPECT_EQ(log.pending_bytes(), 0u);
+    EXPECT_EQ(lines_of(file), 2u);
+    EXPECT_TRUE(log.write(full()));  // due again after a flush
+    log.flush();
+    EXPECT_EQ(lines_of(file), 3u);
+}
+
+TEST(RequestLog, FlushesItselfWhenTheBufferIsFullAndWhenDestroyed) {
+    loch::test::TempDir dir("loch-request-log");
+    const auto file = dir.path() / "requests.jsonl";
+    const std::size_t one = to_json_line(full()).size() + 1;
+    {
+        RequestLog log(file, 64ull << 20, /*flush_at=*/one * 3);
+        EXPECT_TRUE(log.write(full()));
+        EXPECT_FALSE(log.write(full()));
+        EXPECT_FALSE(log.write(full()));  // the third fills the buffer: written now
+        EXPECT_EQ(log.pending_bytes(), 0u);
+        EXPECT_EQ(lines_of(file), 3u);
+        EXPECT_TRUE(log.write(full()));
+        EXPECT_EQ(lines_of(file), 3u);
+    }
+    EXPECT_EQ(lines_of(file), 4u);  // the destructor (loch's shutdown) wrote the pending one
+}
+
+TEST(RequestLog, RotatesAtItsLimitKeepingOneOldFileOfWholeLines) {
+    loch::test::TempDir dir("loch-request-log");
+    const auto file = dir.path() / "requests.jsonl";
+    const std::size_t one = to_json_line(full()).size() + 1;
+    {
+        RequestLog log(file, /*rotate_at=*/one * 2 + 1);
+        for (int i = 0; i < 2; ++i) log.write(full());
+        log.flush();  // 2 lines: at the limit, not over it
+        log.write(full());
+        log.flush();  // a third would pass it: the file is rotated first
+    }
+    EXPECT_EQ(lines_of(file.string() + ".1"), 2u);
+    EXPECT_EQ(lines_of(file), 1u);
+}
+
+TEST(RequestLog, WithoutAFileNothingIsPending) {
+    RequestLog log;
+    EXPECT_FALSE(log.write(full()));
+    EXPECT_EQ(log.pending_bytes(), 0u);
+}

@@ -274,6 +274,87 @@ TEST_F(Serve, ClientDisconnectCancelsTheEngineRequest) {
     EXPECT_EQ(loch.engine_status("tiny")["active_requests"], 0);
 }
 
+namespace {
+namespace asio = boost::asio;
+namespace bhttp = boost::beast::http;
+
+std::string raw_request(const std::string& body) {
+    return "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+           "Content-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// Reads one whole response from `sock` (with what `buf` already holds); the status, and the body.
+std::pair<unsigned, std::string> read_response(asio::ip::tcp::socket& sock, boost::beast::flat_buffer& buf) {
+    bhttp::response<bhttp::string_body> res;
+    bhttp::read(sock, buf, res);
+    return {res.result_int(), res.body()};
+}
+}  // namespace
+
+// The connection's next read starts while a request is at its engine (it is also how a hang-up is heard):
+// a request that arrives then, or one pipelined behind the first in the same write, is answered in turn.
+TEST_F(Serve, PipelinedRequestsOnOneConnectionAreEachAnsweredInTurn) {
+    LochServer loch(dir.path(), config(dir, "512MiB", model_entry("tiny", models().tiny.path(), kArgs)));
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+    asio::io_context ioc;
+    asio::ip::tcp::socket sock(ioc);
+    sock.connect({asio::ip::make_address("127.0.0.1"), loch.port()});
+    struct timeval tv {
+        30, 0
+    };
+    ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    boost::beast::flat_buffer buf;
+    // Both in one write: the second is already buffered when the first is relayed.
+    asio::write(sock,
+                asio::buffer(raw_request(chat("tiny", false, 4)) + raw_request(chat("tiny", false, 2))));
+    for (int i = 0; i < 2; ++i) {
+        const auto [status, body] = read_response(sock, buf);
+        EXPECT_EQ(status, 200u) << body;
+        EXPECT_TRUE(json::parse(body)["choices"][0]["message"].contains("content")) << body;
+    }
+    // The second sent while the first is generating: the early read takes it, and it is answered next.
+    asio::write(sock, asio::buffer(raw_request(chat("tiny", false, 64, R"({"ignore_eos":true})"))));
+    std::this_thread::sleep_for(100ms);
+    asio::write(sock, asio::buffer(raw_request(chat("tiny", false, 2))));
+    const auto [s1, b1] = read_response(sock, buf);
+    EXPECT_EQ(s1, 200u) << b1;
+    EXPECT_EQ(json::parse(b1)["usage"]["completion_tokens"], 64) << b1;
+    const auto [s2, b2] = read_response(sock, buf);
+    EXPECT_EQ(s2, 200u) << b2;
+    // And the connection stays usable for a third.
+    asio::write(sock, asio::buffer(raw_request(chat("tiny", false, 2))));
+    EXPECT_EQ(read_response(sock, buf).first, 200u);
+    EXPECT_EQ(loch.get("/health").status, 200);
+}
+
+// A client that hangs up on a non-streamed request is heard by the connection's early read: the engine stops
+// generating and the slot is free again.
+TEST_F(Serve, AClientThatHangsUpOnANonStreamedRequestFreesItsSlot) {
+    LochServer loch(dir.path(), config(dir, "512MiB", long_model()));
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+    {
+        asio::io_context ioc;
+        asio::ip::tcp::socket sock(ioc);
+        sock.connect({asio::ip::make_address("127.0.0.1"), loch.port()});
+        asio::write(sock, asio::buffer(raw_request(chat("tiny", false, 30000, R"({"ignore_eos":true})"))));
+        std::this_thread::sleep_for(500ms);
+        ASSERT_EQ(loch.engine_status("tiny")["active_requests"], 1);
+    }  // closed
+    const auto e = loch.engine_status("tiny");
+    const std::uint16_t engine_port = e["engine"]["port"].get<std::uint16_t>();
+    const int engine_pid = e["engine"]["pid"].get<int>();
+    bool idle = false;
+    for (int i = 0; i < 100 && !idle; ++i) {
+        auto slots = json::parse(engine_get(engine_pid, engine_port, "/slots").body, nullptr, false);
+        idle = slots.is_array() && !slots.empty() && slots[0]["is_processing"] == false;
+        if (!idle) std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_TRUE(idle) << "the engine kept generating for a client that was gone";
+    EXPECT_EQ(loch.engine_status("tiny")["active_requests"], 0);
+    EXPECT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+}
+
 TEST_F(Serve, LochKilledWithSigkillLeavesNoEngine) {
     std::optional<int> pid;
     {
