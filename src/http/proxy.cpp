@@ -597,15 +597,15 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                 if (auto p = lease.kind().request_progress(lease.engine()->log_tail(40));
                     p && p->contains("seconds_per_step"))
                     rec.seconds_per_step = (*p)["seconds_per_step"].get<double>();
-            // The engine is done with it: the slot goes back before the client's write, without a pass of
-            // the scheduler of its own.
-            lease.release();
             bhttp::response<bhttp::string_body> res{uh.result(), v};
             json_head(res);
             res.body() = tr ? tr->answer(body, status) : std::move(body);
             res.prepare_payload();
             rec.status = status;
             const auto ec = co_await io_now::write_message(client, res, kClientWriteTimeout);
+            // The slot goes back now, without a pass of the scheduler of its own — after the client's write,
+            // so that what the broker does next (a keep_alive 0 engine's stop) is not on the answer's path.
+            lease.release();
             co_return keep && !ec;
         }
 
@@ -663,7 +663,6 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         }
         keep_upstream();
         st->finish();
-        lease.release();
         // The last chunk carries the usage (with stream_options.include_usage) or llama-server's timings.
         if (auto j = sse_json(last_data)) take_usage(*j, rec);
         if (!rec.completion_tokens && events > 0) rec.completion_tokens = events;  // one token per chunk
@@ -672,6 +671,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         if (!rest.empty()) co_await write_body(rest);
         if (!chunked) co_return false;  // HTTP/1.0: the end of the stream is the end of the connection
         const auto lec = co_await io_now::write(client, bhttp::make_chunk_last(), kClientWriteTimeout);
+        lease.release();  // (as above)
         co_return keep && !lec;
     } catch (const Error& e) {
         err = e;
