@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -130,18 +131,17 @@ boost::system::error_code on_eof(boost::beast::http::basic_parser<isRequest>& pa
     return ec;
 }
 
-// Reads until the message's head is parsed (what follows it in the same reads stays in `buffer`).
-template <bool isRequest>
-boost::asio::awaitable<boost::system::error_code> read_header(
+// Feeds `parser` what `buffer` holds and reads more until `enough(ec)` (ec: what the last put() said) gives
+// the result to return.
+template <bool isRequest, class Enough>
+boost::asio::awaitable<boost::system::error_code> feed_until(
     boost::asio::ip::tcp::socket& s, boost::beast::flat_buffer& buffer,
-    boost::beast::http::basic_parser<isRequest>& parser) {
-    namespace bhttp = boost::beast::http;
+    boost::beast::http::basic_parser<isRequest>& parser, Enough enough) {
     for (;;) {
         if (buffer.size() > 0) {
             boost::system::error_code ec;
             buffer.consume(parser.put(buffer.data(), ec));
-            if (ec && ec != bhttp::error::need_more) co_return ec;
-            if (parser.is_header_done()) co_return boost::system::error_code{};
+            if (const std::optional<boost::system::error_code> done = enough(ec)) co_return *done;
         }
         auto [rec, n] = co_await s.async_read_some(buffer.prepare(kReadSize),
                                                    boost::asio::as_tuple(boost::asio::use_awaitable));
@@ -151,26 +151,31 @@ boost::asio::awaitable<boost::system::error_code> read_header(
     }
 }
 
+// Reads until the message's head is parsed (what follows it in the same reads stays in `buffer`).
+template <bool isRequest>
+boost::asio::awaitable<boost::system::error_code> read_header(
+    boost::asio::ip::tcp::socket& s, boost::beast::flat_buffer& buffer,
+    boost::beast::http::basic_parser<isRequest>& parser) {
+    return feed_until(s, buffer, parser,
+                      [&parser](boost::system::error_code ec) -> std::optional<boost::system::error_code> {
+                          if (ec && ec != boost::beast::http::error::need_more) return ec;
+                          if (parser.is_header_done()) return boost::system::error_code{};
+                          return std::nullopt;
+                      });
+}
+
 // Beast's read_some (parse what is buffered, else read until the parser makes progress) on the plain socket.
 // need_buffer (the caller's body buffer is full) is not an error.
 template <bool isRequest>
 boost::asio::awaitable<boost::system::error_code> read_some(
     boost::asio::ip::tcp::socket& s, boost::beast::flat_buffer& buffer,
     boost::beast::http::basic_parser<isRequest>& parser) {
-    namespace bhttp = boost::beast::http;
-    for (;;) {
-        if (buffer.size() > 0) {
-            boost::system::error_code ec;
-            buffer.consume(parser.put(buffer.data(), ec));
-            if (ec != bhttp::error::need_more)
-                co_return ec == bhttp::error::need_buffer ? boost::system::error_code{} : ec;
-        }
-        auto [rec, n] = co_await s.async_read_some(buffer.prepare(kReadSize),
-                                                   boost::asio::as_tuple(boost::asio::use_awaitable));
-        if (rec == boost::asio::error::eof) co_return on_eof(parser);
-        if (rec) co_return rec;
-        buffer.commit(n);
-    }
+    return feed_until(s, buffer, parser,
+                      [](boost::system::error_code ec) -> std::optional<boost::system::error_code> {
+                          namespace bhttp = boost::beast::http;
+                          if (ec == bhttp::error::need_more) return std::nullopt;
+                          return ec == bhttp::error::need_buffer ? boost::system::error_code{} : ec;
+                      });
 }
 
 }  // namespace loch::http::io_now
