@@ -26,7 +26,7 @@ void Server::finish(observe::RequestRecord& rec, std::chrono::steady_clock::time
 }
 
 asio::awaitable<bool> Server::model_request(boost::beast::tcp_stream& stream, Request& req, const Route& r,
-                                            ClientReads& reads) {
+                                            Connection& conn) {
     const auto started = std::chrono::steady_clock::now();
     observe::RequestRecord rec;
     rec.id = request_id(req);
@@ -34,13 +34,13 @@ asio::awaitable<bool> Server::model_request(boost::beast::tcp_stream& stream, Re
     rec.route = std::string(target.substr(0, target.find('?')));
     bool keep = false;
     if (r.kind == Route::Kind::ollama_generation) {
-        keep = co_await ollama_request(stream, req, r, rec, reads);
+        keep = co_await ollama_request(stream, req, r, rec, conn);
     } else {
         ProxyCall call;
         call.endpoint = r.endpoint;
         call.upstream_path = std::string(r.model_route->path);
         call.record = &rec;
-        call.reads = &reads;
+        call.conn = &conn;
         keep = co_await proxy(stream, req, std::move(call));
     }
     finish(rec, started);
@@ -48,7 +48,7 @@ asio::awaitable<bool> Server::model_request(boost::beast::tcp_stream& stream, Re
 }
 
 asio::awaitable<bool> Server::ollama_request(boost::beast::tcp_stream& stream, Request& req, const Route& r,
-                                             observe::RequestRecord& rec, ClientReads& reads) {
+                                             observe::RequestRecord& rec, Connection& conn) {
     const unsigned v = req.version();
     const bool keep = req.keep_alive();
     std::optional<Error> err;
@@ -81,7 +81,7 @@ asio::awaitable<bool> Server::ollama_request(boost::beast::tcp_stream& stream, R
         pc.keep_alive = call.keep_alive;
         pc.num_ctx = call.num_ctx;
         pc.record = &rec;
-        pc.reads = &reads;
+        pc.conn = &conn;
         co_return co_await proxy(stream, req, std::move(pc));
     } catch (const Error& e) {
         err = e;

@@ -67,7 +67,7 @@ struct RelayGuard {
 
 // Notices a client that hangs up while loch waits on the engine: readable + recv() == 0 means EOF. Then the
 // upstream connection is closed, which the engine sees as a closed connection and stops generating. Used
-// when the connection's next read cannot be started early (ClientReads: bytes of a pipelined request are
+// when the connection's next read cannot be started early (Connection: bytes of a pipelined request are
 // buffered already).
 //
 // A plain completion handler, not a coroutine: it is armed for every request. RelayState::finish() cancels it
@@ -176,7 +176,7 @@ asio::awaitable<Error> upstream_failure(broker::Broker& broker, const broker::Le
 
 }  // namespace
 
-bool ClientReads::start(const std::shared_ptr<RelayState>& relay) {
+bool Connection::start_next_read(const std::shared_ptr<RelayState>& relay) {
     if (state_->pending || buffer_->size() > 0) return false;
     state_->pending = true;
     state_->completed = false;
@@ -201,7 +201,7 @@ bool ClientReads::start(const std::shared_ptr<RelayState>& relay) {
     return true;
 }
 
-asio::awaitable<boost::system::error_code> ClientReads::next() {
+asio::awaitable<boost::system::error_code> Connection::next_read() {
     if (!state_->pending) {
         auto [ec, n] = co_await socket_->async_read_some(buffer_->prepare(8 * 1024), tok);
         if (!ec) buffer_->commit(n);
@@ -460,7 +460,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
 
         // An engine that stops a request when its connection closes is told so when the client leaves; one
         // that cannot (sd-server) keeps the request, its slot and its reservation until it has finished.
-        if (lease.kind().cancels_on_disconnect() && !(call.reads && call.reads->start(st)))
+        if (lease.kind().cancels_on_disconnect() && !(call.conn && call.conn->start_next_read(st)))
             watch_client(client.socket(), st);
 
         // The engine's own path for this route (and its body, where the kind must change it).
@@ -497,7 +497,12 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         const tcp::endpoint engine_ep(asio::ip::make_address(lease.host(), aec), lease.port());
         // The engine run's secret is in the key: a restarted engine never gets an old run's socket.
         const std::string pool_key = fmt::format("{}#{}", engine_ep.port(), lease.address().api_key);
-        beast::flat_buffer ubuf;
+        // The connection's buffers when it has them (a request from elsewhere gets its own).
+        std::unique_ptr<RelayBuffers> own_buffers;
+        RelayBuffers& buffers =
+            call.conn ? call.conn->relay_buffers() : *(own_buffers = std::make_unique<RelayBuffers>());
+        beast::flat_buffer& ubuf = buffers.upstream;
+        ubuf.clear();
         // One read takes a whole small answer (Beast reads 512 bytes into an empty buffer).
         ubuf.reserve(16 * 1024);
         std::optional<bhttp::response_parser<bhttp::buffer_body>> parser_slot;
@@ -534,7 +539,8 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             m.keep_alive(keep);
         };
         const bool sse = std::string_view(uh[bhttp::field::content_type]).starts_with("text/event-stream");
-        char tmp[16 * 1024];
+        char* const tmp = buffers.body.data();
+        constexpr std::size_t kTmp = sizeof(RelayBuffers::body);
 
         if (!sse) {
             // A JSON answer. A small one (the usual case: llama-server sends the body at once when it is
@@ -559,7 +565,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                     relaying = true;
                 }
                 parser.get().body().data = tmp;
-                parser.get().body().size = sizeof tmp;
+                parser.get().body().size = kTmp;
                 if (const auto ec = co_await io_now::read_some(up, ubuf, parser)) {
                     if (st->client_gone) co_return gone();
                     Error failure =
@@ -571,7 +577,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                     }
                     throw failure;
                 }
-                const std::string_view piece(tmp, sizeof tmp - parser.get().body().size);
+                const std::string_view piece(tmp, kTmp - parser.get().body().size);
                 if (!relaying) {
                     body.append(piece);
                 } else if (co_await write_raw(client, piece)) {
@@ -631,7 +637,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         std::uint64_t events = 0;
         while (!parser.is_done()) {
             parser.get().body().data = tmp;
-            parser.get().body().size = sizeof tmp;
+            parser.get().body().size = kTmp;
             if (const auto ec = co_await io_now::read_some(up, ubuf, parser)) {
                 if (st->client_gone) co_return gone();
                 Error failure =
@@ -639,7 +645,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                 throw failure;
             }
             if (dog) dog->heard();
-            const std::size_t got = sizeof tmp - parser.get().body().size;
+            const std::size_t got = kTmp - parser.get().body().size;
             const auto& read_events = framer.feed_views(std::string_view(tmp, got));
             if (read_events.empty()) continue;
             std::string_view last;

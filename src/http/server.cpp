@@ -241,7 +241,7 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
     Registration<Session> reg(sessions_, Session{&stream, false});
     ReadDeadline deadline(ex_, stream.socket());
     IdleDeadline idle(ex_, stream.socket(), options_.idle_timeout);
-    ClientReads reads(stream.socket(), buffer);
+    Connection conn(stream.socket(), buffer);
     if (sessions_.size() > options_.max_connections || shutting_down_) {
         const Error e = shutting_down_
                             ? Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5)
@@ -264,7 +264,7 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
         // read may have been started by the last request's relay).
         if (buffer.size() == 0) {
             idle.idle();
-            const auto ec = co_await reads.next();
+            const auto ec = co_await conn.next_read();
             idle.busy();
             if (ec) break;  // idle timeout, client closed, or shutdown closing idle connections
         }
@@ -335,7 +335,7 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
             break;
         }
         Request req = parser.release();
-        const bool keep = co_await handle(stream, req, reads);
+        const bool keep = co_await handle(stream, req, conn);
         if (!keep || !req.keep_alive()) break;
     }
     beast::error_code ignored;
@@ -410,12 +410,12 @@ void Server::log_request(const observe::RequestRecord& rec) {
 // Every request but the monitoring reads (health, status, metrics, the dashboard and its log stream: polled
 // every second, they would drown the rest) gets its line in the request log; model requests write their
 // own, with their figures (http/model_request.cpp).
-asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req, ClientReads& reads) {
+asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req, Connection& conn) {
     const auto started = std::chrono::steady_clock::now();
     const Route r = route(req.method_string(), req.target());
     unsigned status = 200;
     std::string error_type;
-    const bool keep = co_await dispatch(stream, req, r, status, error_type, reads);
+    const bool keep = co_await dispatch(stream, req, r, status, error_type, conn);
     using K = Route::Kind;
     const bool model = r.kind == K::openai || r.kind == K::ollama_generation;
     const bool monitoring = r.kind == K::health || r.kind == K::status || r.kind == K::metrics ||
@@ -435,7 +435,7 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req, Cl
 }
 
 asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, const Route& r,
-                                       unsigned& status, std::string& error_type, ClientReads& reads) {
+                                       unsigned& status, std::string& error_type, Connection& conn) {
     const unsigned v = req.version();
     const bool keep = req.keep_alive();
     std::optional<Error> err;
@@ -519,7 +519,7 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
             }
             case Route::Kind::openai:
             case Route::Kind::ollama_generation:
-                co_return co_await model_request(stream, req, r, reads);
+                co_return co_await model_request(stream, req, r, conn);
             case Route::Kind::ollama_show: {
                 const auto body = nlohmann::json::parse(req.body(), nullptr, false);
                 const std::string name = body.is_object() ? body.value("model", body.value("name", "")) : "";

@@ -22,6 +22,7 @@
 // stream, a JSON 503 otherwise) — never a cut stream.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -71,20 +72,34 @@ struct ServerOptions {
 
 struct RelayState;
 
-// A connection's next read, started early by a relay: while the relay waits on its engine, the read that will
-// take the client's next request is already pending, and it is also how loch hears the client hang up (EOF).
-// A readiness wait cancelled after each request cost an epoll_ctl and a posted cancellation, and the
-// session's own next read a speculative recv that found nothing, on every request (issue 9). The session's
-// buffer is left alone while the read is pending; its bytes are committed when the session takes them.
-class ClientReads {
+// What a relay reads its engine's answer into, kept with the client connection from one request to the next
+// (two 16 KiB blocks allocated and freed per request were a tenth of loch's malloc time).
+struct RelayBuffers {
+    boost::beast::flat_buffer upstream;  // the engine's bytes as read
+    std::array<char, 16 * 1024> body;    // a body piece taken from them by the parser
+};
+
+// A client connection's state across its requests.
+//
+// Its next read is started early by a relay: while the relay waits on its engine, the read that will take the
+// client's next request is already pending, and it is also how loch hears the client hang up (EOF). A
+// readiness wait cancelled after each request cost an epoll_ctl and a posted cancellation, and the session's
+// own next read a speculative recv that found nothing, on every request (issue 9). The session's buffer is
+// left alone while the read is pending; its bytes are committed when the session takes them.
+class Connection {
   public:
-    ClientReads(boost::asio::ip::tcp::socket& socket, boost::beast::flat_buffer& buffer)
+    Connection(boost::asio::ip::tcp::socket& socket, boost::beast::flat_buffer& buffer)
         : socket_(&socket), buffer_(&buffer), state_(std::make_shared<State>()) {}
-    // Starts the read now, telling `relay` when the client hangs up while it runs. False (not started) when
-    // bytes are already buffered (a pipelined request) or a read is pending.
-    bool start(const std::shared_ptr<RelayState>& relay);
+    // Starts the next read now, telling `relay` when the client hangs up while it runs. False (not started)
+    // when bytes are already buffered (a pipelined request) or a read is pending.
+    bool start_next_read(const std::shared_ptr<RelayState>& relay);
     // The next bytes from the client, committed to the buffer: the read started early, or a new one.
-    boost::asio::awaitable<boost::system::error_code> next();
+    boost::asio::awaitable<boost::system::error_code> next_read();
+    // The relay's buffers (made on the first model request of the connection).
+    RelayBuffers& relay_buffers() {
+        if (!buffers_) buffers_ = std::make_unique<RelayBuffers>();
+        return *buffers_;
+    }
 
   private:
     struct State {
@@ -99,6 +114,7 @@ class ClientReads {
     boost::asio::ip::tcp::socket* socket_;
     boost::beast::flat_buffer* buffer_;
     std::shared_ptr<State> state_;  // shared with the pending read's handler, which may outlive the session
+    std::unique_ptr<RelayBuffers> buffers_;
 };
 
 // One model request on its way through the proxy.
@@ -109,7 +125,7 @@ struct ProxyCall {
     KeepAlive keep_alive;                      // a request's keep_alive (Ollama)
     std::optional<std::uint64_t> num_ctx;      // checked against the slot context (Ollama)
     observe::RequestRecord* record = nullptr;  // filled as it goes
-    ClientReads* reads = nullptr;              // the connection's next read (watches for a hang-up)
+    Connection* conn = nullptr;                // the client connection: its next read, its relay buffers
 };
 
 // One relay's state, shared with the client watch and with shutdown().
@@ -149,16 +165,16 @@ class Server {
   private:
     boost::asio::awaitable<void> accept_loop();
     boost::asio::awaitable<void> session(boost::asio::ip::tcp::socket socket);
-    boost::asio::awaitable<bool> handle(boost::beast::tcp_stream& stream, Request& req, ClientReads& reads);
+    boost::asio::awaitable<bool> handle(boost::beast::tcp_stream& stream, Request& req, Connection& conn);
     boost::asio::awaitable<bool> dispatch(boost::beast::tcp_stream& stream, Request& req, const Route& r,
-                                          unsigned& status, std::string& error_type, ClientReads& reads);
+                                          unsigned& status, std::string& error_type, Connection& conn);
     boost::asio::awaitable<bool> proxy(boost::beast::tcp_stream& stream, Request& req, ProxyCall call);
     // A model request of either API: the proxy, then its record to the request log and the metrics.
     boost::asio::awaitable<bool> model_request(boost::beast::tcp_stream& stream, Request& req, const Route& r,
-                                               ClientReads& reads);
+                                               Connection& conn);
     boost::asio::awaitable<bool> ollama_request(boost::beast::tcp_stream& stream, Request& req,
                                                 const Route& r, observe::RequestRecord& rec,
-                                                ClientReads& reads);
+                                                Connection& conn);
     // Waits for a slot, sending a streaming client SSE comments (and loch.progress events when it asked)
     // while it waits; `headers_sent` says whether the SSE head went out. nullopt: the client left.
     boost::asio::awaitable<std::optional<broker::Lease>> acquire_with_heartbeat(

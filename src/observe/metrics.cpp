@@ -212,10 +212,8 @@ void Metrics::record(const RequestRecord& r) {
     // A name no model has is not a label value: clients could make the series unbounded.
     const std::string& model = r.model.empty() || r.error_type == "model_not_found" ? kNoModel : r.model;
     const std::string outcome = r.outcome();
-    std::string key;
-    key.reserve(model.size() + r.route.size() + outcome.size() + r.priority.size() + 3);
-    key.append(model).append(1, '\0').append(r.route).append(1, '\0').append(outcome).append(1, '\0').append(
-        r.priority);
+    const std::tuple<std::string_view, std::string_view, std::string_view, std::string_view> key{
+        model, r.route, outcome, r.priority};
     auto it = series_.find(key);
     if (it == series_.end()) {
         Series s{&f_->requests.Add({{"model", model}, {"route", r.route}, {"outcome", outcome}}),
@@ -227,7 +225,7 @@ void Metrics::record(const RequestRecord& r) {
                  &f_->tokens_per_second.Add({{"model", model}}, kTokensPerSecond),
                  &f_->seconds_per_step.Add({{"model", model}}, kSeconds),
                  &f_->real_time_factor.Add({{"model", model}}, kRatio)};
-        it = series_.emplace(std::move(key), s).first;
+        it = series_.emplace(SeriesKey{model, r.route, outcome, r.priority}, s).first;
     }
     const Series& s0 = it->second;
     s0.requests->Increment();

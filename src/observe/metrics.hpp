@@ -18,7 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <unordered_map>
+#include <tuple>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -43,7 +43,9 @@ class Metrics {
     struct Families;
     std::unique_ptr<Families> f_;
     struct Series;
-    std::unordered_map<std::string, Series> series_;  // by model, route, outcome, priority
+    // By model, route, outcome, priority; looked up by views (no key built per request).
+    using SeriesKey = std::tuple<std::string, std::string, std::string, std::string>;
+    std::map<SeriesKey, Series, std::less<>> series_;
     struct Speed {
         std::uint64_t count = 0, errors = 0, ttft_n = 0, tps_n = 0;
         double ttft_sum = 0, tps_sum = 0, last_tps = 0;
