@@ -485,8 +485,11 @@ std::optional<engines::RequestCost> Broker::request_cost(const std::string& name
     // Costed for the device it runs on (the first it may use while cold): placement flags (clip_on_cpu …)
     // change what a GPU holds; on the CPU everything counts.
     engines::RequestView placed = r;
-    const auto devices = allowed_devices(*m);
-    const std::string device = !m->device.empty() ? m->device : devices.empty() ? "cpu" : devices.front();
+    std::string device = m->device;  // a running model's own (the device walk below is for a cold one)
+    if (device.empty()) {
+        const auto devices = allowed_devices(*m);
+        device = devices.empty() ? "cpu" : devices.front();
+    }
     if (auto it = placements_.find(device); it != placements_.end()) placed.where = &it->second;
     return m->kind->request_cost(*m->cfg, placed);
 }

@@ -58,19 +58,22 @@ void count_prompt_item(const nlohmann::json& p, OpenAIRequest& r, const char* fi
 }
 
 void count_prompt(const nlohmann::json& p, OpenAIRequest& r, const char* field) {
-    const auto shape = std::string("'") + field +
-                       "' must be a string, an array of strings or token ids, or an array of such arrays";
+    // (Built only when refused: this runs for every request.)
+    const auto shape = [field] {
+        return std::string("'") + field +
+               "' must be a string, an array of strings or token ids, or an array of such arrays";
+    };
     if (p.is_string()) {
         r.prompt_bytes += p.get_ref<const std::string&>().size();
         return;
     }
-    if (!p.is_array() || p.empty()) bad(shape);
+    if (!p.is_array() || p.empty()) bad(shape());
     for (const auto& x : p) {
         if (!x.is_array()) {
             count_prompt_item(x, r, field);
             continue;
         }
-        if (x.empty()) bad(shape);
+        if (x.empty()) bad(shape());
         for (const auto& y : x) {
             if (y.is_array()) bad(std::string("'") + field + "' is nested too deeply");
             count_prompt_item(y, r, field);

@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
-#include <iterator>
-
-#include <fmt/format.h>
 
 #include "core/time_text.hpp"
 
@@ -62,9 +60,18 @@ void append_string(std::string& out, std::string_view s) {
     out += nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// std::to_chars: the shortest text that reads back as the same double (or integer), without fmt's format
+// string machinery — this is on every request's log line.
+template <class T>
+void append_chars(std::string& out, T v) {
+    char buf[32];
+    const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+    out.append(buf, end);
+}
+
 void append_number(std::string& out, double v) {
     if (std::isfinite(v))
-        fmt::format_to(std::back_inserter(out), "{}", v);
+        append_chars(out, v);
     else
         out += "null";
 }
@@ -89,7 +96,7 @@ std::string to_json_line(const RequestRecord& r) {
     };
     const auto count = [&](std::string_view k, std::uint64_t v) {
         key(k);
-        fmt::format_to(std::back_inserter(out), "{}", v);
+        append_chars(out, v);
     };
     str("at", iso8601_utc(r.at));
     str("id", r.id);
