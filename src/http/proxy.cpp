@@ -92,10 +92,11 @@ void watch_client(tcp::socket& client, const std::shared_ptr<RelayState>& st) {
                       });
 }
 
-// A streamed request's watchdog: the engine's silence for longer than `limit` cancels the upstream read
-// (which then ends with beast's timeout). One timer per request, not per read: a read only notes the time,
-// and the timer, when it fires before the limit, waits for what is left (a Beast stream timeout armed and
-// cancelled a timer on every event). Holds the relay weakly; destroyed with the relay, it cancels its timer.
+// A streamed request's watchdog: an upstream read that waits longer than `limit` is cancelled (and then ends
+// with beast's timeout). One timer per request, not per read: a read only notes when it starts and ends, and
+// the timer, when it fires before the limit, waits for what is left (a Beast stream timeout armed and
+// cancelled a timer on every event). Time spent writing to a slow client is not the engine's silence. Holds
+// the relay weakly; destroyed with the relay, it cancels its timer.
 class StreamWatchdog {
   public:
     StreamWatchdog(asio::any_io_executor ex, const std::shared_ptr<RelayState>& relay,
@@ -106,17 +107,22 @@ class StreamWatchdog {
     ~StreamWatchdog() { s_->timer.cancel(); }
     StreamWatchdog(const StreamWatchdog&) = delete;
     StreamWatchdog& operator=(const StreamWatchdog&) = delete;
-    void heard() { s_->last = std::chrono::steady_clock::now(); }
+    void reading() {  // an upstream read starts
+        s_->since = std::chrono::steady_clock::now();
+        s_->waiting = true;
+    }
+    void heard() { s_->waiting = false; }  // it ended
 
   private:
     struct State {
         State(asio::any_io_executor ex, const std::shared_ptr<RelayState>& r,
               std::chrono::steady_clock::duration l)
-            : timer(std::move(ex)), relay(r), limit(l), last(std::chrono::steady_clock::now()) {}
+            : timer(std::move(ex)), relay(r), limit(l), since(std::chrono::steady_clock::now()) {}
         asio::steady_timer timer;
         std::weak_ptr<RelayState> relay;
         std::chrono::steady_clock::duration limit;
-        std::chrono::steady_clock::time_point last;
+        std::chrono::steady_clock::time_point since;  // when the current (or last) read began
+        bool waiting = true;  // a read waits on the engine (the request's head at first)
     };
     static void arm(const std::shared_ptr<State>& s, std::chrono::steady_clock::duration d) {
         s->timer.expires_after(d);
@@ -125,7 +131,8 @@ class StreamWatchdog {
             if (ec || !st) return;
             const auto relay = st->relay.lock();
             if (!relay || relay->done) return;
-            const auto left = st->last + st->limit - std::chrono::steady_clock::now();
+            if (!st->waiting) return arm(st, st->limit);  // writing to the client: no read to time
+            const auto left = st->since + st->limit - std::chrono::steady_clock::now();
             if (left > std::chrono::steady_clock::duration::zero()) return arm(st, left);
             relay->silent = true;
             if (relay->upstream) {
@@ -566,7 +573,10 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                 }
                 parser.get().body().data = tmp;
                 parser.get().body().size = kTmp;
-                if (const auto ec = co_await io_now::read_some(up, ubuf, parser)) {
+                if (dog) dog->reading();
+                const auto ec = co_await io_now::read_some(up, ubuf, parser);
+                if (dog) dog->heard();
+                if (ec) {
                     if (st->client_gone) co_return gone();
                     Error failure =
                         co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, read_error(ec));
@@ -638,6 +648,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         while (!parser.is_done()) {
             parser.get().body().data = tmp;
             parser.get().body().size = kTmp;
+            if (dog) dog->reading();
             if (const auto ec = co_await io_now::read_some(up, ubuf, parser)) {
                 if (st->client_gone) co_return gone();
                 Error failure =
