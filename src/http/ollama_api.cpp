@@ -17,6 +17,12 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// An engine error's "message" when it is a string, else `fallback` (an engine's odd answer is never a crash).
+std::string message_or(const nlohmann::json& e, std::string fallback) {
+    const auto it = e.find("message");
+    return it != e.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 std::string dump_json(const json& j) {
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -151,8 +157,7 @@ class OllamaGeneration : public Translation {
         if (j->contains("error")) {
             failed_ = true;
             const auto& e = (*j)["error"];
-            return dump_json({{"error", e.is_object() ? e.value("message", dump_json(e)) : dump_json(e)}}) +
-                   "\n";
+            return dump_json({{"error", e.is_object() ? message_or(e, dump_json(e)) : dump_json(e)}}) + "\n";
         }
         if (!j->contains("choices") || !(*j)["choices"].is_array() || (*j)["choices"].empty()) return {};
         const auto& c = (*j)["choices"][0];
@@ -207,17 +212,24 @@ class OllamaGeneration : public Translation {
         }
         return out;
     }
+    // A figure from the engine's answer, or `fallback` when it is missing or not a number (an engine's odd
+    // answer is never a crash).
+    template <class T>
+    static T number_or(const json& o, const char* key, T fallback) {
+        const auto it = o.find(key);
+        return it != o.end() && it->is_number() ? it->template get<T>() : fallback;
+    }
     void take_usage(const json& j) {
         if (j.contains("usage") && j["usage"].is_object()) {
-            prompt_ = j["usage"].value("prompt_tokens", prompt_);
-            eval_ = j["usage"].value("completion_tokens", eval_);
+            prompt_ = number_or(j["usage"], "prompt_tokens", prompt_);
+            eval_ = number_or(j["usage"], "completion_tokens", eval_);
         }
         if (j.contains("timings") && j["timings"].is_object()) {
             const auto& t = j["timings"];
-            prompt_ms_ = t.value("prompt_ms", prompt_ms_);
-            eval_ms_ = t.value("predicted_ms", eval_ms_);
-            prompt_ = t.value("prompt_n", prompt_);
-            eval_ = t.value("predicted_n", eval_);
+            prompt_ms_ = number_or(t, "prompt_ms", prompt_ms_);
+            eval_ms_ = number_or(t, "predicted_ms", eval_ms_);
+            prompt_ = number_or(t, "prompt_n", prompt_);
+            eval_ = number_or(t, "predicted_n", eval_);
         }
     }
     void finish(json& out, const std::string& reason) const {
@@ -233,7 +245,7 @@ class OllamaGeneration : public Translation {
     std::string engine_failure(const json& j, std::string_view raw) const {
         std::string msg(raw);
         if (!j.is_discarded() && j.is_object() && j.contains("error"))
-            msg = j["error"].is_object() ? j["error"].value("message", dump_json(j["error"]))
+            msg = j["error"].is_object() ? message_or(j["error"], dump_json(j["error"]))
                                          : dump_json(j["error"]);
         return dump_json({{"error", msg}});
     }
@@ -257,18 +269,21 @@ class OllamaEmbedding : public Translation {
             !j["data"].is_array()) {
             std::string msg(engine_body);
             if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_object())
-                msg = j["error"].value("message", msg);
+                msg = message_or(j["error"], msg);
             return dump_json({{"error", msg}});
         }
         json vectors = json::array();
-        for (const auto& d : j["data"]) vectors.push_back(d.value("embedding", json::array()));
+        if (j.contains("data") && j["data"].is_array())
+            for (const auto& d : j["data"])
+                if (d.is_object() && d.contains("embedding")) vectors.push_back(d["embedding"]);
         if (legacy_) return dump_json({{"embedding", vectors.empty() ? json::array() : vectors[0]}});
         json out = {{"model", model_},
                     {"embeddings", std::move(vectors)},
                     {"total_duration", ns(Clock::now() - started_)},
                     {"load_duration", 0}};
         if (j.contains("usage") && j["usage"].is_object())
-            out["prompt_eval_count"] = j["usage"].value("prompt_tokens", 0);
+            if (const auto& u = j["usage"]; u.contains("prompt_tokens") && u["prompt_tokens"].is_number())
+                out["prompt_eval_count"] = u["prompt_tokens"];
         return dump_json(out);
     }
     std::string event(std::string_view) override { return {}; }
@@ -368,11 +383,14 @@ OllamaCall translate_ollama(std::string_view path, std::string_view body) {
     } else {
         if (in.contains("prompt") && !in["prompt"].is_string() && !in["prompt"].is_null())
             throw bad("'prompt' must be a string");
-        const std::string prompt = in.value("prompt", "");
+        const std::string prompt =
+            in.contains("prompt") && in["prompt"].is_string() ? in["prompt"].get<std::string>() : "";
         const bool has_images = in.contains("images") && in["images"].is_array() && !in["images"].empty();
         if (prompt.empty() && !has_images)
             call.only = unload ? OllamaCall::Only::unload : OllamaCall::Only::load;
-        if (in.value("raw", false)) {
+        if (in.contains("raw") && !in["raw"].is_null() && !in["raw"].is_boolean())
+            throw bad("'raw' must be true or false");
+        if (in.contains("raw") && in["raw"].is_boolean() && in["raw"].get<bool>()) {
             call.endpoint = Endpoint::completions;
             out["prompt"] = prompt;
         } else {

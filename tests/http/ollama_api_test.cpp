@@ -109,3 +109,29 @@ TEST(OllamaApi, BadInputIsAClearErrorNamingTheField) {
     EXPECT_NE(message("/api/embed", R"({"model":"m"})").find("'input'"), std::string::npos);
     EXPECT_NE(message("/api/generate", R"({"model":"m","format":3})").find("'format'"), std::string::npos);
 }
+
+// Found by the fuzzer: a field of the wrong type is a clear refusal, and an engine answer with odd figures is
+// translated without them — never an exception of the JSON library's.
+TEST(OllamaApi, WrongTypesAreRefusedOrIgnoredNeverThrownThrough) {
+    try {
+        (void)translate_ollama("/api/generate", R"({"model":"m","prompt":"x","raw":"x"})");
+        ADD_FAILURE() << "a non-boolean raw was accepted";
+    } catch (const loch::broker::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("'raw'"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(translate_ollama("/api/generate", R"({"model":"m","prompt":null})").only,
+              OllamaCall::Only::load);
+    auto chat = translate_ollama(
+        "/api/chat", R"({"model":"m","stream":false,"messages":[{"role":"user","content":"hi"}]})");
+    const auto out = json::parse(chat.translation->answer(
+        R"({"choices":[{"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":"many"},)"
+        R"("timings":{"prompt_ms":"slow"}})",
+        200));
+    EXPECT_EQ(out["message"]["content"], "x");
+    auto embed = translate_ollama("/api/embed", R"({"model":"m","input":"x"})");
+    const auto e = json::parse(
+        embed.translation->answer(R"({"data":[1,{"embedding":[0.5]}],"usage":{"prompt_tokens":"x"}})", 200));
+    EXPECT_EQ(e["embeddings"].size(), 1u);
+    const auto err = json::parse(embed.translation->answer(R"({"error":{"message":7}})", 500));
+    EXPECT_TRUE(err["error"].is_string());
+}
