@@ -273,9 +273,8 @@ class OllamaEmbedding : public Translation {
             return dump_json({{"error", msg}});
         }
         json vectors = json::array();
-        if (j.contains("data") && j["data"].is_array())
-            for (const auto& d : j["data"])
-                if (d.is_object() && d.contains("embedding")) vectors.push_back(d["embedding"]);
+        for (const auto& d : j["data"])  // (an array: checked above)
+            if (d.is_object() && d.contains("embedding")) vectors.push_back(d["embedding"]);
         if (legacy_) return dump_json({{"embedding", vectors.empty() ? json::array() : vectors[0]}});
         json out = {{"model", model_},
                     {"embeddings", std::move(vectors)},
@@ -388,9 +387,12 @@ OllamaCall translate_ollama(std::string_view path, std::string_view body) {
         const bool has_images = in.contains("images") && in["images"].is_array() && !in["images"].empty();
         if (prompt.empty() && !has_images)
             call.only = unload ? OllamaCall::Only::unload : OllamaCall::Only::load;
-        if (in.contains("raw") && !in["raw"].is_null() && !in["raw"].is_boolean())
-            throw bad("'raw' must be true or false");
-        if (in.contains("raw") && in["raw"].is_boolean() && in["raw"].get<bool>()) {
+        bool raw = false;
+        if (in.contains("raw") && !in["raw"].is_null()) {
+            if (!in["raw"].is_boolean()) throw bad("'raw' must be true or false");
+            raw = in["raw"].get<bool>();
+        }
+        if (raw) {
             call.endpoint = Endpoint::completions;
             out["prompt"] = prompt;
         } else {

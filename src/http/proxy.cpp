@@ -70,10 +70,9 @@ struct RelayGuard {
 // when the connection's next read cannot be started early (Connection: bytes of a pipelined request are
 // buffered already).
 //
-// A plain completion handler, not a coroutine: it is armed for every request. RelayState::finish() cancels it
-// — in the same pass of the scheduler as the lease's release, so that it costs no pass of its own (left
-// pending, it would complete first when the next request arrives and push the session's read to a pass of
-// its own) — and it holds the relay weakly all the same.
+// A plain completion handler, not a coroutine. RelayState::finish() cancels it (left pending, it would
+// complete first when the next request arrives and push the session's read to a pass of its own), and it
+// holds the relay weakly all the same.
 void watch_client(tcp::socket& client, const std::shared_ptr<RelayState>& st) {
     st->watched = &client;
     client.async_wait(tcp::socket::wait_read,
@@ -183,13 +182,16 @@ asio::awaitable<Error> upstream_failure(broker::Broker& broker, const broker::Le
 
 }  // namespace
 
+// What one read of a client takes: a whole usual request.
+constexpr std::size_t kClientRead = 8 * 1024;
+
 bool Connection::start_next_read(const std::shared_ptr<RelayState>& relay) {
     if (state_->pending || buffer_->size() > 0) return false;
     state_->pending = true;
     state_->completed = false;
     state_->relay = relay;
-    socket_->async_read_some(buffer_->prepare(8 * 1024), [st = state_](boost::system::error_code ec,
-                                                                       std::size_t n) {
+    socket_->async_read_some(buffer_->prepare(kClientRead), [st = state_](boost::system::error_code ec,
+                                                                          std::size_t n) {
         st->completed = true;
         st->ec = ec;
         st->n = n;
@@ -210,7 +212,7 @@ bool Connection::start_next_read(const std::shared_ptr<RelayState>& relay) {
 
 asio::awaitable<boost::system::error_code> Connection::next_read() {
     if (!state_->pending) {
-        auto [ec, n] = co_await socket_->async_read_some(buffer_->prepare(8 * 1024), tok);
+        auto [ec, n] = co_await socket_->async_read_some(buffer_->prepare(kClientRead), tok);
         if (!ec) buffer_->commit(n);
         co_return ec;
     }
@@ -467,7 +469,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
 
         // An engine that stops a request when its connection closes is told so when the client leaves; one
         // that cannot (sd-server) keeps the request, its slot and its reservation until it has finished.
-        if (lease.kind().cancels_on_disconnect() && !(call.conn && call.conn->start_next_read(st)))
+        if (lease.kind().cancels_on_disconnect() && !call.conn->start_next_read(st))
             watch_client(client.socket(), st);
 
         // The engine's own path for this route (and its body, where the kind must change it).
@@ -504,10 +506,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         const tcp::endpoint engine_ep(asio::ip::make_address(lease.host(), aec), lease.port());
         // The engine run's secret is in the key: a restarted engine never gets an old run's socket.
         const std::string pool_key = fmt::format("{}#{}", engine_ep.port(), lease.address().api_key);
-        // The connection's buffers when it has them (a request from elsewhere gets its own).
-        std::unique_ptr<RelayBuffers> own_buffers;
-        RelayBuffers& buffers =
-            call.conn ? call.conn->relay_buffers() : *(own_buffers = std::make_unique<RelayBuffers>());
+        RelayBuffers& buffers = call.conn->relay_buffers();
         beast::flat_buffer& ubuf = buffers.upstream;
         ubuf.clear();
         // One read takes a whole small answer (Beast reads 512 bytes into an empty buffer).
@@ -548,6 +547,16 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         const bool sse = std::string_view(uh[bhttp::field::content_type]).starts_with("text/event-stream");
         char* const tmp = buffers.body.data();
         constexpr std::size_t kTmp = sizeof(RelayBuffers::body);
+        // The next piece of the engine's body into tmp, timed by a stream's watchdog; the error as the relay
+        // tells it.
+        const auto read_piece = [&]() -> asio::awaitable<boost::system::error_code> {
+            parser.get().body().data = tmp;
+            parser.get().body().size = kTmp;
+            if (dog) dog->reading();
+            const auto ec = co_await io_now::read_some(up, ubuf, parser);
+            if (dog) dog->heard();
+            co_return read_error(ec);
+        };
 
         if (!sse) {
             // A JSON answer. A small one (the usual case: llama-server sends the body at once when it is
@@ -571,15 +580,9 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                     body.clear();
                     relaying = true;
                 }
-                parser.get().body().data = tmp;
-                parser.get().body().size = kTmp;
-                if (dog) dog->reading();
-                const auto ec = co_await io_now::read_some(up, ubuf, parser);
-                if (dog) dog->heard();
-                if (ec) {
+                if (const auto ec = co_await read_piece()) {
                     if (st->client_gone) co_return gone();
-                    Error failure =
-                        co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, read_error(ec));
+                    Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ec);
                     if (relaying) {  // the head is out: closing short of the length is the only signal left
                         spdlog::warn("answer of '{}' cut short: {}", lease.model(), failure.what());
                         rec.error_type = broker::to_string(failure.kind());
@@ -646,16 +649,11 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         const auto t0 = std::chrono::steady_clock::now();
         std::uint64_t events = 0;
         while (!parser.is_done()) {
-            parser.get().body().data = tmp;
-            parser.get().body().size = kTmp;
-            if (dog) dog->reading();
-            if (const auto ec = co_await io_now::read_some(up, ubuf, parser)) {
+            if (const auto ec = co_await read_piece()) {
                 if (st->client_gone) co_return gone();
-                Error failure =
-                    co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, read_error(ec));
+                Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ec);
                 throw failure;
             }
-            if (dog) dog->heard();
             const std::size_t got = kTmp - parser.get().body().size;
             const auto& read_events = framer.feed_views(std::string_view(tmp, got));
             if (read_events.empty()) continue;

@@ -125,7 +125,7 @@ struct ProxyCall {
     KeepAlive keep_alive;                      // a request's keep_alive (Ollama)
     std::optional<std::uint64_t> num_ctx;      // checked against the slot context (Ollama)
     observe::RequestRecord* record = nullptr;  // filled as it goes
-    Connection* conn = nullptr;                // the client connection: its next read, its relay buffers
+    Connection* conn = nullptr;                // the client connection (always set): its next read, buffers
 };
 
 // One relay's state, shared with the client watch and with shutdown().
