@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -137,6 +138,30 @@ void write_all(int fd, std::string_view data) {
     const int e = errno;
     [[maybe_unused]] auto r = ::write(err_w, &e, sizeof e);
     ::_exit(127);
+}
+
+// How long spawn() waits for the child to exec (or report why it could not). exec of an engine binary takes
+// milliseconds; the limit only matters when something is badly wrong.
+constexpr std::chrono::milliseconds kExecResultLimit{10'000};
+constexpr ssize_t kExecTimedOut = -2;
+
+// Reads the child's errno from the error pipe: > 0 when exec failed, 0 when the pipe closed at exec, -1 on a
+// read error, kExecTimedOut when neither happened within `limit`.
+ssize_t read_exec_result(int fd, int& child_errno, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                                std::chrono::steady_clock::now());
+        if (left.count() <= 0) return kExecTimedOut;
+        pollfd p{fd, POLLIN, 0};
+        const int r = ::poll(&p, 1, static_cast<int>(left.count()));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) continue;  // the deadline is checked above
+        const ssize_t n = ::read(fd, &child_errno, sizeof child_errno);
+        if (n < 0 && errno == EINTR) continue;
+        return n;
+    }
 }
 
 }  // namespace
@@ -340,12 +365,21 @@ std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpe
     out_w.reset();
     err_w.reset();
 
-    // exec succeeded ⇔ the error pipe closes without data.
+    // exec succeeded ⇔ the error pipe closes without data. The wait is bounded: it runs on loch's only
+    // thread, and a child stuck before exec (a stopped or starved machine, a debugger) must not stop every
+    // other request with it.
     int child_errno = 0;
-    ssize_t n;
-    do {
-        n = ::read(err_r.get(), &child_errno, sizeof child_errno);
-    } while (n < 0 && errno == EINTR);
+    const ssize_t n = read_exec_result(err_r.get(), child_errno, kExecResultLimit);
+    if (n == kExecTimedOut) {
+        ::kill(-pid, SIGKILL);
+        ::kill(pid, SIGKILL);
+        int st = 0;
+        while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        throw SpawnError(fmt::format("cannot start {}: the child did not reach exec within {} s", *path,
+                                     std::chrono::duration_cast<std::chrono::seconds>(kExecResultLimit).count()),
+                         ETIMEDOUT);
+    }
     if (n > 0) {
         int st = 0;
         while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
