@@ -121,8 +121,11 @@ struct DeviceConfig {
 // Global
 
 struct QueueLimits {
-    std::uint32_t interactive = 64;  // waiting requests per priority class; beyond → 503 + Retry-After
-    std::uint32_t batch = 256;
+    // Waiting requests per priority class; beyond → 503 + Retry-After. A waiting request costs a coroutine
+    // and its socket; the bound is for a runaway client, not for a batch job or a benchmark that opens a
+    // thousand streams at once (issue 9), which should wait, not be refused.
+    std::uint32_t interactive = 1024;
+    std::uint32_t batch = 4096;
 };
 
 // Restart/backoff/quarantine policy for crashing engines (engines/restart.hpp applies it).
@@ -154,7 +157,7 @@ struct Config {
     QueueLimits queue;
     std::uint64_t max_body_bytes = 16 * 1024 * 1024;  // request body size limit
     ClientTimeouts client_timeouts;
-    std::uint32_t max_connections = 512;  // open client connections; beyond → 503 too_many_connections
+    std::uint32_t max_connections = 1024;  // open client connections; beyond → 503 too_many_connections
     Seconds max_wait{300};                // longest a request may wait in a queue before 503
     Seconds stop_grace{10};               // SIGTERM → SIGKILL
     RestartConfig restart;

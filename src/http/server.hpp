@@ -61,7 +61,7 @@ struct ServerOptions {
     std::chrono::seconds idle_timeout{30};             // keep-alive connection without a request
     std::chrono::seconds header_timeout{10};           // first byte of a request → its whole header
     std::chrono::seconds body_timeout{60};             // header → the whole body
-    std::size_t max_connections = 512;                 // open client connections; beyond → 503
+    std::size_t max_connections = 1024;                // open client connections; beyond → 503
     std::chrono::seconds default_watchdog{600};        // models without a watchdog: still never wait forever
     std::filesystem::path request_log;                 // requests.jsonl; empty = the log line only
     std::chrono::milliseconds request_log_flush{100};  // a finished request's line is in the file within this
