@@ -158,8 +158,8 @@ struct Config {
     std::uint64_t max_body_bytes = 16 * 1024 * 1024;  // request body size limit
     ClientTimeouts client_timeouts;
     std::uint32_t max_connections = 1024;  // open client connections; beyond → 503 too_many_connections
-    Seconds max_wait{300};                // longest a request may wait in a queue before 503
-    Seconds stop_grace{10};               // SIGTERM → SIGKILL
+    Seconds max_wait{300};                 // longest a request may wait in a queue before 503
+    Seconds stop_grace{10};                // SIGTERM → SIGKILL
     RestartConfig restart;
     std::map<std::string, DeviceConfig> devices;
     std::vector<ModelConfig> models;

@@ -150,8 +150,8 @@ constexpr ssize_t kExecTimedOut = -2;
 ssize_t read_exec_result(int fd, int& child_errno, std::chrono::milliseconds limit) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
     for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                                std::chrono::steady_clock::now());
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) return kExecTimedOut;
         pollfd p{fd, POLLIN, 0};
         const int r = ::poll(&p, 1, static_cast<int>(left.count()));
@@ -376,9 +376,10 @@ std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpe
         int st = 0;
         while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
         }
-        throw SpawnError(fmt::format("cannot start {}: the child did not reach exec within {} s", *path,
-                                     std::chrono::duration_cast<std::chrono::seconds>(kExecResultLimit).count()),
-                         ETIMEDOUT);
+        throw SpawnError(
+            fmt::format("cannot start {}: the child did not reach exec within {} s", *path,
+                        std::chrono::duration_cast<std::chrono::seconds>(kExecResultLimit).count()),
+            ETIMEDOUT);
     }
     if (n > 0) {
         int st = 0;
