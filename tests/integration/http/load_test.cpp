@@ -10,6 +10,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -124,6 +125,117 @@ TEST_F(Load, ManyConnectionsAndAThousandStreamsAllSucceedAndLeaveNoDescriptors) 
         fds_after = open_fds(pid);
     }
     EXPECT_LE(fds_after, fds_before) << "descriptors grew after the load";
+    EXPECT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 1)).status, 200);
+}
+
+namespace {
+
+// The faults a crowd of real clients brings, one per client by its index: a stream dropped after its first
+// event, a body cut off halfway, bytes that are not HTTP, a stream read to the end. What each one saw is
+// counted by name.
+asio::awaitable<void> faulty_client(std::uint16_t port, int index, std::map<std::string, int>& seen) {
+    beast::tcp_stream s(co_await asio::this_coro::executor);
+    s.expires_after(300s);
+    auto [cec] = co_await s.async_connect({asio::ip::make_address("127.0.0.1"), port}, tok);
+    if (cec) {
+        ++seen["connect failed"];
+        co_return;
+    }
+    const int fault = index % 4;
+    if (fault == 1) {  // half a body, then gone
+        const std::string head =
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Content-Length: 400\r\n\r\n{\"model\":\"tiny\",";
+        co_await asio::async_write(s, asio::buffer(head), tok);
+        ++seen["cut body"];
+        co_return;
+    }
+    if (fault == 2) {  // not HTTP: an error answer (or a close), never a hang
+        const std::string junk = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 garbage\r\n\r\n";
+        co_await asio::async_write(s, asio::buffer(junk), tok);
+        beast::flat_buffer buf;
+        bhttp::response<bhttp::string_body> res;
+        auto [rec, rn] = co_await bhttp::async_read(s, buf, res, tok);
+        ++seen[rec ? "junk: closed" : "junk: " + std::to_string(res.result_int())];
+        co_return;
+    }
+    bhttp::request<bhttp::string_body> req{bhttp::verb::post, "/v1/chat/completions", 11};
+    req.set(bhttp::field::host, "127.0.0.1");
+    req.set(bhttp::field::content_type, "application/json");
+    req.body() = chat("tiny", true, 8);
+    req.prepare_payload();
+    auto [wec, wn] = co_await bhttp::async_write(s, req, tok);
+    beast::flat_buffer buf;
+    bhttp::response_parser<bhttp::string_body> p;
+    p.body_limit(boost::none);
+    auto [hec, hn] = co_await bhttp::async_read_header(s, buf, p, tok);
+    if (wec || hec) {
+        ++seen["stream: broken"];
+        co_return;
+    }
+    if (p.get().result_int() != 200) {
+        ++seen["stream: HTTP " + std::to_string(p.get().result_int())];
+        co_return;
+    }
+    while (!p.is_done()) {
+        auto [ec, n] = co_await bhttp::async_read_some(s, buf, p, tok);
+        if (ec) {
+            ++seen["stream: broken"];
+            co_return;
+        }
+        if (fault == 3 && p.get().body().find("data:") != std::string::npos) {
+            ++seen["stream: dropped"];  // gone after the first event, mid-stream
+            co_return;
+        }
+    }
+    const bool whole = p.get().body().find("data: [DONE]") != std::string::npos;
+    ++seen[whole ? "stream: whole" : "stream: short"];
+}
+
+std::string dump(const std::map<std::string, int>& m) {
+    std::string s;
+    for (const auto& [k, v] : m) s += k + ": " + std::to_string(v) + "  ";
+    return s;
+}
+
+}  // namespace
+
+// Faults under load: 1,000 clients at once, a quarter each dropping a stream mid-way, cutting a body off,
+// sending bytes that are not HTTP, or reading a stream whole. Every whole stream ends with [DONE], none is
+// cut or refused, loch frees every slot and descriptor afterwards, and answers the next request.
+TEST_F(Load, AThousandClientsWithFaultsLeaveEveryStreamWholeAndNothingBehind) {
+    const std::string args = "    args:\n      ctx: 8192\n      parallel: 8\n      threads: 1\n";
+    LochServer loch(dir.path(), config(dir, "1GiB", model_entry("tiny", models().tiny.path(), args),
+                                       "client_timeouts: {idle: 30s, header: 3s, body: 3s}\n"));
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 1)).status, 200);
+    const int pid = loch.process().pid();
+    const int fds_before = open_fds(pid);
+
+    std::map<std::string, int> seen;
+    {
+        asio::io_context ioc;
+        for (int i = 0; i < 1000; ++i)
+            asio::co_spawn(ioc, faulty_client(loch.port(), i, seen), asio::detached);
+        ioc.run();
+    }
+    EXPECT_EQ(seen["stream: whole"], 250) << dump(seen);
+    EXPECT_EQ(seen["stream: dropped"], 250) << dump(seen);
+    EXPECT_EQ(seen["cut body"], 250) << dump(seen);
+    EXPECT_EQ(seen["junk: 400"] + seen["junk: closed"], 250) << dump(seen);
+    EXPECT_EQ(seen.count("stream: short") + seen.count("stream: broken") + seen.count("connect failed"), 0u)
+        << dump(seen);
+
+    // Every slot is free again, every descriptor closed (the cut bodies end with the body timeout).
+    int fds_after = open_fds(pid);
+    int active = -1;
+    for (int i = 0; i < 100 && (fds_after > fds_before || active != 0); ++i) {
+        std::this_thread::sleep_for(100ms);
+        fds_after = open_fds(pid);
+        active = loch.engine_status("tiny")["active_requests"].get<int>();
+    }
+    EXPECT_LE(fds_after, fds_before) << "descriptors grew after the load";
+    EXPECT_EQ(active, 0) << loch.engine_status("tiny").dump();
+    EXPECT_EQ(loch.status()["queue"]["interactive"], 0);
     EXPECT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 1)).status, 200);
 }
 
