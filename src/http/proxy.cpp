@@ -312,8 +312,15 @@ void take_usage_scan(std::string_view body, observe::RequestRecord& rec) {
 Error engine_answer_error(unsigned status, std::string_view body, const std::string& model) {
     auto j = nlohmann::json::parse(body, nullptr, false);
     std::string msg(body.substr(0, 500));
-    if (!j.is_discarded() && j.is_object() && j.contains("error"))
-        msg = j["error"].is_object() ? j["error"].value("message", msg) : j["error"].dump();
+    // Engine output: any shape at all (a message that is not a string is shown as the JSON it is).
+    if (!j.is_discarded() && j.is_object() && j.contains("error")) {
+        const auto& e = j["error"];
+        const auto m = e.is_object() ? e.find("message") : e.end();
+        if (!e.is_object())
+            msg = e.is_string() ? e.get<std::string>() : dump(e);
+        else if (m != e.end())
+            msg = m->is_string() ? m->get<std::string>() : dump(*m);
+    }
     return Error(status < 500 ? ErrorKind::invalid_request : ErrorKind::engine_failed,
                  fmt::format("the engine of model '{}' answered {}: {}", model, status, msg),
                  {{"model", model}, {"engine_status", status}});
@@ -439,8 +446,10 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         if (auto now = broker_.try_acquire(oreq.model, needs)) {
             lease = std::move(*now);
         } else if (sse_client) {
-            const bool progress_events = oreq.body.contains("loch") && oreq.body["loch"].is_object() &&
-                                         oreq.body["loch"].value("progress", false);
+            // (The client's JSON: only a boolean true asks for them; anything else is no.)
+            const auto l = oreq.body.find("loch");
+            const bool progress_events = l != oreq.body.end() && l->is_object() && l->contains("progress") &&
+                                         (*l)["progress"].is_boolean() && (*l)["progress"].get<bool>();
             auto got =
                 co_await acquire_with_heartbeat(client, v, oreq.model, needs, progress_events, headers_sent);
             if (!got) co_return gone();

@@ -522,7 +522,12 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
                 co_return co_await model_request(stream, req, r, conn);
             case Route::Kind::ollama_show: {
                 const auto body = nlohmann::json::parse(req.body(), nullptr, false);
-                const std::string name = body.is_object() ? body.value("model", body.value("name", "")) : "";
+                // The client's JSON: a name that is not a string is no name.
+                const auto text = [&](const char* k) {
+                    const auto it = body.is_object() ? body.find(k) : body.end();
+                    return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
+                };
+                const std::string name = text("model").empty() ? text("name") : text("model");
                 if (name.empty())
                     throw Error(ErrorKind::invalid_request,
                                 "POST /api/show needs a JSON body {\"model\": \"<name>\"}");

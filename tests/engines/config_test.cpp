@@ -68,8 +68,8 @@ TEST_F(ConfigTest, MinimalFileGetsDocumentedDefaults) {
     EXPECT_EQ(c.state_dir, dir.path() / "state");
     EXPECT_EQ(c.log_dir, dir.path() / "state" / "logs");
     EXPECT_EQ(c.program("llama-server"), dir.path() / "bin" / "llama-server");
-    EXPECT_EQ(c.queue.interactive, 64u);
-    EXPECT_EQ(c.queue.batch, 256u);
+    EXPECT_EQ(c.queue.interactive, 1024u);
+    EXPECT_EQ(c.queue.batch, 4096u);
     EXPECT_EQ(c.max_body_bytes, 16u * 1024 * 1024);
     ASSERT_EQ(c.models.size(), 1u);
     const ModelConfig& m = c.models[0];
@@ -401,7 +401,7 @@ TEST_F(ConfigTest, ClientTimeoutsAndConnectionCap) {
     const Config d = parse(kMinimal);
     EXPECT_EQ(d.client_timeouts.idle, Seconds{30});
     EXPECT_EQ(d.client_timeouts.header, Seconds{10});
-    EXPECT_EQ(d.max_connections, 512u);
+    EXPECT_EQ(d.max_connections, 1024u);
     const Config c = parse(
         std::string("client_timeouts: {idle: 5s, header: 2s, body: 1m}\nmax_connections: 8\n") + kMinimal);
     EXPECT_EQ(c.client_timeouts.idle, Seconds{5});

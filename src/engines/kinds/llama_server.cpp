@@ -116,8 +116,10 @@ asio::awaitable<ReadyFacts> LlamaServerKind::after_ready(asio::any_io_executor e
     auto reply = co_await engine_request(ex, engine, "GET", "/props", "", 5000ms);
     auto j = nlohmann::json::parse(reply.body, nullptr, false);
     if (reply.status == 200 && j.is_object() && j.contains("default_generation_settings") &&
-        j["default_generation_settings"].is_object() &&
-        j["default_generation_settings"].value("n_ctx", 0) > 0) {
+        j["default_generation_settings"].is_object() && j["default_generation_settings"].contains("n_ctx") &&
+        j["default_generation_settings"]["n_ctx"].is_number_unsigned() &&
+        j["default_generation_settings"]["n_ctx"].get<std::uint64_t>() > 0 &&
+        j["default_generation_settings"]["n_ctx"].get<std::uint64_t>() <= UINT32_MAX) {
         f.slot_ctx = j["default_generation_settings"]["n_ctx"].get<std::uint32_t>();
         f.slot_ctx_source = "engine /props";
     } else {
