@@ -31,6 +31,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -118,6 +119,33 @@ std::uint64_t cpu_ns(int pid) {
         if (in >> run) total += run;
     }
     return total;
+}
+
+// User and kernel CPU of `pid` in clock ticks (/proc/PID/stat: utime, stime), and its context switches
+// (voluntary + not, every thread: /proc/PID/status). Ticks are coarse (10 ms): summed over a whole run.
+struct KernelSide {
+    std::uint64_t user_ticks = 0, kernel_ticks = 0, switches = 0;
+};
+KernelSide kernel_side(int pid) {
+    KernelSide k;
+    {
+        std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+        std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        // Fields after the command name, which is in parentheses and may hold spaces: utime is the 14th.
+        std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+        std::string field;
+        for (int i = 3; i <= 13 && rest >> field; ++i) {
+        }
+        rest >> k.user_ticks >> k.kernel_ticks;
+    }
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    std::string key;
+    while (in >> key) {
+        std::uint64_t v = 0;
+        if ((key == "voluntary_ctxt_switches:" || key == "nonvoluntary_ctxt_switches:") && in >> v)
+            k.switches += v;
+    }
+    return k;
 }
 
 std::uint64_t rss_bytes(int pid) {
@@ -248,7 +276,9 @@ struct Target {
     std::uint16_t port;
     int pid;  // the proxy's process (0 for direct: no proxy)
     std::vector<Figures> rounds;
-    int errors = 0;  // requests that failed (they are left out of the figures)
+    int errors = 0;         // requests that failed (they are left out of the figures)
+    KernelSide keep_alive;  // summed over the keep-alive phases of every round
+    std::uint64_t keep_alive_requests = 0;
 };
 
 double median(std::vector<double> v) {
@@ -385,13 +415,21 @@ int main(int argc, char** argv) {
                         KeepAlive c(t.port);
                         std::vector<double> lat;
                         const auto c0 = t.pid ? cpu_ns(t.pid) : 0;
+                        const auto k0 = t.pid ? kernel_side(t.pid) : KernelSide{};
                         for (int i = 0; i < requests; ++i) try {
                                 lat.push_back(c.request("/v1/completions", one.dump(), false, bearer).back());
                             } catch (const std::exception&) {
                                 ++t.errors;
                                 c.connect();
                             }
-                        if (t.pid) f.cpu_req_ns = double(cpu_ns(t.pid) - c0) / requests;
+                        if (t.pid) {
+                            f.cpu_req_ns = double(cpu_ns(t.pid) - c0) / requests;
+                            const auto k1 = kernel_side(t.pid);
+                            t.keep_alive.user_ticks += k1.user_ticks - k0.user_ticks;
+                            t.keep_alive.kernel_ticks += k1.kernel_ticks - k0.kernel_ticks;
+                            t.keep_alive.switches += k1.switches - k0.switches;
+                            t.keep_alive_requests += std::uint64_t(requests);
+                        }
                         f.ka_p50 = percentile(lat, 50);
                         f.ka_p99 = percentile(lat, 99);
                     }
@@ -500,6 +538,24 @@ int main(int argc, char** argv) {
                 ratio(&Figures::new_p50, true), ratio(&Figures::gap_p50, true),
                 ratio(&Figures::cpu_req_ns, false), ratio(&Figures::cpu_event_ns, false),
                 ratio(&Figures::rps32, false), ratio(&Figures::rps256, false));
+        }
+
+        // Where a keep-alive request's CPU goes: the kernel's share (the two loopback sends, the sleeps in
+        // epoll_wait, which every proxy pays alike) against the proxy's own user space.
+        std::printf(
+            "\nkeep-alive request, whole run: user / kernel CPU per request (clock ticks of %.0f ms) and "
+            "context switches per request\n",
+            1000.0 / double(::sysconf(_SC_CLK_TCK)));
+        for (std::size_t i = 1; i < n_targets; ++i) {
+            const auto& t = targets[i];
+            const double per_tick_us = 1e6 / double(::sysconf(_SC_CLK_TCK));
+            const double n = double(std::max<std::uint64_t>(t.keep_alive_requests, 1));
+            const auto ticks = t.keep_alive.user_ticks + t.keep_alive.kernel_ticks;
+            std::printf("%-10s user %6.1f us  kernel %6.1f us  switches %.2f%s\n", t.name.c_str(),
+                        double(t.keep_alive.user_ticks) * per_tick_us / n,
+                        double(t.keep_alive.kernel_ticks) * per_tick_us / n,
+                        double(t.keep_alive.switches) / n,
+                        ticks < 50 ? "  (under 50 ticks: the split is rough; --requests 2000 or more)" : "");
         }
 
         // Cold start: the engine alone, started with the argv loch gave it, against a request to `cold`.
