@@ -204,10 +204,16 @@ asio::awaitable<StartResult> Engine::start() {
     asio::co_spawn(ex_, watch_exit(weak_self_), asio::detached);
 
     const auto deadline = t0 + spec_.startup_timeout;
-    // A small model is ready in tens of ms, and every ms between its readiness and the next poll is added
-    // cold start: poll every 2 ms for the first 300 ms (a refused connect costs microseconds), then back off
-    // to 250 ms for the models that take minutes. (Doubling from 5 ms made the 19 ms engine wait until 35.)
+    // Every ms between the engine's readiness and loch's next poll is added to a cold start (issue 9: ≤ 5
+    // ms). A small model is ready in tens of ms: poll every 2 ms for the first 300 ms (a refused connect
+    // costs microseconds). A large one takes seconds to minutes, and says in its log when it is ready
+    // (llama-server: "server is listening"): loch wakes on each write to the log and polls then, every 2 ms
+    // while the engine writes (its last lines come just before it answers), and otherwise backs off to 50 ms.
+    // (Doubling from 5 ms made the 19 ms engine wait until 35; backing off to 250 ms without the log wake
+    // added ~125 ms to every cold start over 300 ms.)
+    proc_->watch_output();
     auto interval = 2ms;
+    auto last_write = t0;
     while (true) {
         if (proc_->exited() || stop_requested_) break;
         const auto now = std::chrono::steady_clock::now();
@@ -220,6 +226,7 @@ asio::awaitable<StartResult> Engine::start() {
         const unsigned status = co_await http_get_status(spec_.host, spec_.port, spec_.health_path,
                                                          std::min<std::chrono::milliseconds>(2s, left));
         if (status == 200 && !proc_->exited() && !stop_requested_) {
+            proc_->stop_watching_output();
             state_ = EngineState::ready;
             load_time_ = took();
             startup_log_ = proc_->output_tail(kStartupLogLines);
@@ -228,14 +235,23 @@ asio::awaitable<StartResult> Engine::start() {
             if (spec_.hang_after.count() > 0) asio::co_spawn(ex_, watch_health(weak_self_), asio::detached);
             co_return res;
         }
-        // 503 = llama-server still loading; no answer = not listening yet. Wake early if the process ends.
-        const auto rest = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (rest.count() > 0)
-            co_await proc_->async_wait_for(std::min<std::chrono::milliseconds>(interval, rest));
-        if (std::chrono::steady_clock::now() - t0 > 300ms)
-            interval = std::min<std::chrono::milliseconds>(std::max(interval * 2, 10ms), 250ms);
+        // 503 = llama-server still loading; no answer = not listening yet. Wake early if the process ends or
+        // writes; never poll more often than every 2 ms.
+        const auto polled = std::chrono::steady_clock::now();
+        const auto rest = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - polled);
+        if (rest.count() > 0 &&
+            co_await proc_->async_wait_output_for(std::min<std::chrono::milliseconds>(interval, rest)))
+            last_write = std::chrono::steady_clock::now();
+        if (const auto since = std::chrono::steady_clock::now() - polled; since < 2ms && !proc_->exited())
+            co_await proc_->async_wait_for(
+                std::chrono::duration_cast<std::chrono::milliseconds>(2ms - since));
+        const auto now_after = std::chrono::steady_clock::now();
+        if (now_after - t0 <= 300ms || now_after - last_write <= 20ms)
+            interval = 2ms;
+        else
+            interval = std::min<std::chrono::milliseconds>(std::max(interval * 2, 10ms), 50ms);
     }
+    proc_->stop_watching_output();
     const int status = co_await proc_->async_wait();
     finish(status);
     res.took = took();

@@ -5,6 +5,7 @@
 #include <linux/close_range.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -168,8 +169,16 @@ ssize_t read_exec_result(int fd, int& child_errno, std::chrono::milliseconds lim
 
 struct Process::Impl {
     Impl(asio::any_io_executor ex, std::size_t ring_lines)
-        : out(ex), pidfd(ex), exit_signal(ex), drain_timer(ex), rotate_timer(ex), ring(ring_lines) {
+        : out(ex),
+          pidfd(ex),
+          writes(ex),
+          exit_signal(ex),
+          output_signal(ex),
+          drain_timer(ex),
+          rotate_timer(ex),
+          ring(ring_lines) {
         exit_signal.expires_at(asio::steady_timer::time_point::max());
+        output_signal.expires_at(asio::steady_timer::time_point::max());
     }
 
     pid_t pid = -1;
@@ -178,9 +187,11 @@ struct Process::Impl {
     std::chrono::system_clock::time_point started_at{};
     asio::posix::stream_descriptor out;
     asio::posix::stream_descriptor pidfd;
-    asio::steady_timer exit_signal;   // never expires: cancelled to wake every waiter at exit
-    asio::steady_timer drain_timer;   // bounds the wait for the pipe's EOF after the process ended
-    asio::steady_timer rotate_timer;  // with a log file: the size check
+    asio::posix::stream_descriptor writes;  // inotify on the log file while output is watched
+    asio::steady_timer exit_signal;         // never expires: cancelled to wake every waiter at exit
+    asio::steady_timer output_signal;       // never expires: cancelled when the process writes (watched)
+    asio::steady_timer drain_timer;         // bounds the wait for the pipe's EOF after the process ended
+    asio::steady_timer rotate_timer;        // with a log file: the size check
     Fd log_fd;
     std::filesystem::path log_file;
     std::uint64_t log_max_bytes = 0;
@@ -188,6 +199,8 @@ struct Process::Impl {
     std::uint64_t log_start = 0;  // where this run's output begins in the log file
     LogRing ring;                 // without a log file
     bool eof = false;
+    bool watching_output = false;
+    bool wrote = false;  // output since the last async_wait_output_for (while watched)
     bool reaped = false;
     bool exited = false;
     std::optional<int> status;
@@ -235,6 +248,19 @@ struct Process::Impl {
         exited = true;
         exit_signal.cancel();
         rotate_timer.cancel();
+        stop_watching_output();
+    }
+
+    void note_output() {
+        if (!watching_output) return;
+        wrote = true;
+        output_signal.cancel();
+    }
+    void stop_watching_output() {
+        watching_output = false;
+        boost::system::error_code ec;
+        writes.close(ec);
+        output_signal.cancel();
     }
 
     // Reap with the leader still a zombie first, so that killing its leftover group members can never hit a
@@ -263,12 +289,28 @@ asio::awaitable<void> read_output(std::shared_ptr<Process::Impl> impl) {
         boost::system::error_code ec;
         const std::size_t n = co_await impl->out.async_read_some(
             asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
-        if (n > 0) impl->ring.append(std::string_view(buf.data(), n));
+        if (n > 0) {
+            impl->ring.append(std::string_view(buf.data(), n));
+            impl->note_output();
+        }
         if (ec) break;
     }
     impl->ring.finish();
     impl->eof = true;
     impl->drain_timer.cancel();
+}
+
+// While output is watched, with a log file: every write of the engine to it (inotify IN_MODIFY). The events
+// are only counted, never parsed; the descriptor is closed when the watch ends.
+asio::awaitable<void> watch_log_writes(std::shared_ptr<Process::Impl> impl) {
+    std::array<char, 4096> buf{};
+    for (;;) {
+        boost::system::error_code ec;
+        const std::size_t n = co_await impl->writes.async_read_some(
+            asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+        if (ec || !impl->watching_output) break;
+        if (n > 0) impl->note_output();
+    }
 }
 
 asio::awaitable<void> watch_log_size(std::shared_ptr<Process::Impl> impl) {
@@ -425,6 +467,7 @@ Process::~Process() {
     impl_->pidfd.close(ec);
     impl_->drain_timer.cancel();
     impl_->rotate_timer.cancel();
+    impl_->stop_watching_output();
     // Nobody can read this process's output any more: stop the reader even if an escaped grandchild
     // (one that left the group with setsid) still holds the pipe.
     impl_->out.close(ec);
@@ -482,6 +525,34 @@ asio::awaitable<bool> Process::async_wait_for(std::chrono::milliseconds timeout)
     co_await (impl->exit_signal.async_wait(asio::redirect_error(asio::use_awaitable, ec1)) ||
               t.async_wait(asio::redirect_error(asio::use_awaitable, ec2)));
     co_return impl->exited;
+}
+
+void Process::watch_output() {
+    auto& impl = *impl_;
+    if (impl.watching_output || impl.exited) return;
+    impl.watching_output = true;
+    impl.wrote = false;
+    if (impl.log_file.empty()) return;  // the pipe's reader tells
+    Fd fd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+    if (fd.get() < 0 || ::inotify_add_watch(fd.get(), impl.log_file.c_str(), IN_MODIFY) < 0) return;
+    impl.writes.assign(fd.release());
+    asio::co_spawn(impl.writes.get_executor(), watch_log_writes(impl_), asio::detached);
+}
+
+void Process::stop_watching_output() {
+    impl_->stop_watching_output();
+}
+
+asio::awaitable<bool> Process::async_wait_output_for(std::chrono::milliseconds timeout) {
+    using namespace boost::asio::experimental::awaitable_operators;
+    auto impl = impl_;
+    if (impl->exited || std::exchange(impl->wrote, false)) co_return true;
+    asio::steady_timer t(co_await asio::this_coro::executor, timeout);
+    boost::system::error_code ec1, ec2, ec3;
+    co_await (impl->output_signal.async_wait(asio::redirect_error(asio::use_awaitable, ec1)) ||
+              impl->exit_signal.async_wait(asio::redirect_error(asio::use_awaitable, ec2)) ||
+              t.async_wait(asio::redirect_error(asio::use_awaitable, ec3)));
+    co_return impl->exited || std::exchange(impl->wrote, false);
 }
 
 std::uint16_t find_free_port() {

@@ -83,6 +83,15 @@ class Process {
     // Completes when exited() or after `timeout`; true if exited.
     boost::asio::awaitable<bool> async_wait_for(std::chrono::milliseconds timeout);
 
+    // Output watch, for a start-up: an engine says it is ready in its log, and the readiness poll wakes on
+    // that instead of sleeping out its interval (inotify on the log file, or the pipe's reader). Off again
+    // once the engine is up: every write would otherwise wake loch (llama-server logs every request).
+    void watch_output();
+    void stop_watching_output();
+    // Completes when the process wrote output since the last call (watched), exited, or after `timeout`;
+    // true unless it timed out.
+    boost::asio::awaitable<bool> async_wait_output_for(std::chrono::milliseconds timeout);
+
     // kill(-pgid, sig): the whole group. No-op once exited.
     void signal_group(int sig);
 
