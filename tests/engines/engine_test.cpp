@@ -318,6 +318,33 @@ TEST(ProcessLog, WithoutAFileTheOutputIsKeptInTheRing) {
     EXPECT_EQ(p->output_tail(1000).size(), 50u);
 }
 
+// The start-up's output watch (the readiness poll wakes on it): a write while watched ends the wait at once,
+// with a log file (inotify) and without (the pipe); a wait with nothing written times out; once the watch is
+// off, writes no longer end a wait.
+TEST(ProcessOutputWatch, AWriteEndsTheWaitOnlyWhileWatchedWithAFileAndWithThePipe) {
+    for (const bool with_file : {true, false}) {
+        SCOPED_TRACE(with_file ? "log file" : "pipe");
+        asio::io_context ioc;
+        test::TempDir dir("loch-watch");
+        SpawnSpec spec;
+        spec.argv = {"/bin/sh", "-c", "sleep 0.3; echo loaded; sleep 0.3; echo once more; sleep 5"};
+        if (with_file) spec.log_file = dir / "e.log";
+        auto p = Process::spawn(ioc.get_executor(), spec);
+        p->watch_output();
+        // Nothing yet: the wait times out.
+        EXPECT_FALSE(run(ioc, p->async_wait_output_for(std::chrono::milliseconds(100))));
+        // "loaded" ends the next wait long before its 5 s.
+        const auto t0 = std::chrono::steady_clock::now();
+        EXPECT_TRUE(run(ioc, p->async_wait_output_for(std::chrono::milliseconds(5000))));
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2000));
+        // Off: "once more" is written, and the wait sleeps out its time.
+        p->stop_watching_output();
+        EXPECT_FALSE(run(ioc, p->async_wait_output_for(std::chrono::milliseconds(600))));
+        p->signal_group(SIGKILL);
+        run(ioc, p->async_wait());
+    }
+}
+
 TEST(FreePort, IsBindable) {
     const auto p = find_free_port();
     EXPECT_GT(p, 1023);
