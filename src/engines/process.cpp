@@ -165,6 +165,18 @@ ssize_t read_exec_result(int fd, int& child_errno, std::chrono::milliseconds lim
     }
 }
 
+// Waits for a child of spawn() that will not be returned (it failed before becoming the engine), so that no
+// zombie is left; `kill` first when it may still be running.
+void reap_failed_child(pid_t pid, bool kill) {
+    if (kill) {
+        ::kill(-pid, SIGKILL);
+        ::kill(pid, SIGKILL);  // (also before its own setpgid)
+    }
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+}
+
 }  // namespace
 
 struct Process::Impl {
@@ -413,20 +425,14 @@ std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpe
     int child_errno = 0;
     const ssize_t n = read_exec_result(err_r.get(), child_errno, kExecResultLimit);
     if (n == kExecTimedOut) {
-        ::kill(-pid, SIGKILL);
-        ::kill(pid, SIGKILL);
-        int st = 0;
-        while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-        }
+        reap_failed_child(pid, /*kill=*/true);
         throw SpawnError(
             fmt::format("cannot start {}: the child did not reach exec within {} s", *path,
                         std::chrono::duration_cast<std::chrono::seconds>(kExecResultLimit).count()),
             ETIMEDOUT);
     }
     if (n > 0) {
-        int st = 0;
-        while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-        }
+        reap_failed_child(pid, /*kill=*/false);  // it exits with 127 after telling why
         throw SpawnError("cannot start " + *path + ": " + errno_text(child_errno), child_errno);
     }
 
@@ -438,9 +444,7 @@ std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpe
     Fd pfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
     if (pfd.get() < 0) {
         const int e = errno;
-        ::kill(-pid, SIGKILL);
-        int st = 0;
-        ::waitpid(pid, &st, 0);
+        reap_failed_child(pid, /*kill=*/true);
         throw SpawnError("pidfd_open: " + errno_text(e) + " (loch needs Linux 5.3 or newer)", e);
     }
     impl->pidfd.assign(pfd.release());

@@ -4,6 +4,7 @@
 // before it.
 #include <sys/resource.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -33,6 +34,24 @@ int open_fds(int pid) {
     return n;
 }
 
+// A chat completion request to loch as a client sends it.
+bhttp::request<bhttp::string_body> chat_request(std::string body) {
+    bhttp::request<bhttp::string_body> req{bhttp::verb::post, "/v1/chat/completions", 11};
+    req.set(bhttp::field::host, "127.0.0.1");
+    req.set(bhttp::field::content_type, "application/json");
+    req.body() = std::move(body);
+    req.prepare_payload();
+    return req;
+}
+
+// What each client saw, by status or by name, for a failure message.
+template <class Key>
+std::string dump(const std::map<Key, int>& m) {
+    std::string s;
+    for (const auto& [k, v] : m) s += fmt::format("{}: {}  ", k, v);
+    return s;
+}
+
 // One client connection sending `count` requests one after another (keep-alive); each status is counted.
 asio::awaitable<void> client(std::uint16_t port, std::string body, int count, std::map<int, int>& statuses) {
     beast::tcp_stream s(co_await asio::this_coro::executor);
@@ -44,11 +63,7 @@ asio::awaitable<void> client(std::uint16_t port, std::string body, int count, st
     }
     beast::flat_buffer buf;
     for (int i = 0; i < count; ++i) {
-        bhttp::request<bhttp::string_body> req{bhttp::verb::post, "/v1/chat/completions", 11};
-        req.set(bhttp::field::host, "127.0.0.1");
-        req.set(bhttp::field::content_type, "application/json");
-        req.body() = body;
-        req.prepare_payload();
+        auto req = chat_request(body);
         s.expires_after(300s);
         auto [wec, wn] = co_await bhttp::async_write(s, req, tok);
         bhttp::response<bhttp::string_body> res;
@@ -71,12 +86,6 @@ std::map<int, int> run_clients(std::uint16_t port, const std::string& body, int 
     for (int i = 0; i < n; ++i) asio::co_spawn(ioc, client(port, body, each, statuses), asio::detached);
     ioc.run();
     return statuses;
-}
-
-std::string dump(const std::map<int, int>& m) {
-    std::string s;
-    for (const auto& [k, v] : m) s += std::to_string(k) + ": " + std::to_string(v) + "  ";
-    return s;
 }
 
 }  // namespace
@@ -159,11 +168,7 @@ asio::awaitable<void> faulty_client(std::uint16_t port, int index, std::map<std:
         ++seen[rec ? "junk: closed" : "junk: " + std::to_string(res.result_int())];
         co_return;
     }
-    bhttp::request<bhttp::string_body> req{bhttp::verb::post, "/v1/chat/completions", 11};
-    req.set(bhttp::field::host, "127.0.0.1");
-    req.set(bhttp::field::content_type, "application/json");
-    req.body() = chat("tiny", true, 8);
-    req.prepare_payload();
+    auto req = chat_request(chat("tiny", true, 8));
     auto [wec, wn] = co_await bhttp::async_write(s, req, tok);
     beast::flat_buffer buf;
     bhttp::response_parser<bhttp::string_body> p;
@@ -190,12 +195,6 @@ asio::awaitable<void> faulty_client(std::uint16_t port, int index, std::map<std:
     }
     const bool whole = p.get().body().find("data: [DONE]") != std::string::npos;
     ++seen[whole ? "stream: whole" : "stream: short"];
-}
-
-std::string dump(const std::map<std::string, int>& m) {
-    std::string s;
-    for (const auto& [k, v] : m) s += k + ": " + std::to_string(v) + "  ";
-    return s;
 }
 
 }  // namespace
