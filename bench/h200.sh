@@ -3,11 +3,14 @@
 #   1. builds the pinned llama.cpp with CUDA into build-gpu/ (docs/engine-build.md), once per warm machine;
 #   2. `admission-scenario`: loch serve with models sized against the GPU's empty capacity;
 #   3. `plan-accuracy --mode gpu`: the reservation rule vs nvidia-smi after a long prompt, continuing from
-#      build-gpu/h200.jsonl (--skip-done) until DEADLINE seconds.
+#      build-gpu/h200.jsonl (--skip-done) until DEADLINE seconds;
+#   4. `sweep`: issue 26's settings sweep (plan-accuracy --sweep: shapes x ubatch x flash attention x cache type
+#      x parallel x context, pairwise covered; truth = the per-process peak sampled while every slot
+#      processes its prompt), continuing from build-gpu/sweep.jsonl.
 # Carried in devcarry/: llama.cpp.bundle, loch, plan-accuracy, admission-scenario, lib/libprometheus-cpp-core.so.1.0
 # (built here; besides that library they need only
 # glibc). Results go to $OUT (or ./h200-out).
-#   bash bench/h200.sh [scenario|accuracy|all] [SECONDS]    (SECONDS: the whole call's budget, default 540)
+#   bash bench/h200.sh [scenario|accuracy|sweep|all] [SECONDS]    (SECONDS: the whole call's budget, default 540)
 set -euo pipefail
 WHAT=${1:-all}
 END=$(( $(date +%s) + ${2:-540} ))
@@ -48,4 +51,14 @@ if [ "$WHAT" = accuracy ] || [ "$WHAT" = all ]; then
     >"$OUT/accuracy.txt" 2>&1 || true
   cp -f "$G/h200.jsonl" "$OUT/"
   tail -5 "$OUT/accuracy.txt"
+fi
+if [ "$WHAT" = sweep ]; then
+  touch "$G/sweep.jsonl"
+  DEADLINE=$(( END - $(date +%s) - 100 ))   # the last case may take up to ~100 s (the 70B, 8 slots)
+  "$R/devcarry/plan-accuracy" --mode gpu --sweep --server "$B/llama-server" --fit-params "$B/llama-fit-params" \
+    --work "$G/models" --prompt-ubatches 3 --jsonl "$G/sweep.jsonl" --skip-done "$G/sweep.jsonl" \
+    --markdown "$OUT/sweep.md" --deadline-s "$DEADLINE" --threads 8 ${CASES:+--cases "$CASES"} \
+    >"$OUT/sweep.txt" 2>&1 || true
+  cp -f "$G/sweep.jsonl" "$OUT/"
+  tail -8 "$OUT/sweep.txt"
 fi

@@ -10,6 +10,8 @@
 //   plan-accuracy --mode cpu [--bin-dir DIR] [--work DIR] [--cases a,b] [--markdown F] [--jsonl F]
 //   plan-accuracy --mode gpu --server PATH --fit-params PATH [--deadline-s N] ...
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,7 +19,10 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -52,6 +57,8 @@ struct Case {
     // A `loch plan --fit` answer: the budget it was asked for (the case's ctx or ngl is the planner's
     // answer).
     std::uint64_t fit_budget = 0;
+    std::uint32_t ubatch = 512;                  // -ub (and -b at least 2048)
+    gguf::GgmlType cache = gguf::GgmlType::F16;  // -ctk, and -ctv where the engine allows it
 };
 
 // The settings a case runs with; the same for the live run and for --replan.
@@ -60,6 +67,11 @@ plan::Settings settings_of(const Case& c, bool gpu, double overhead_mib) {
     st.n_ctx = c.ctx;
     st.n_parallel = c.parallel;
     st.flash_attn = c.fa;
+    st.n_ubatch = c.ubatch;
+    st.n_batch = std::max<std::uint32_t>(2048, c.ubatch);
+    st.type_k = c.cache;
+    // A quantized V cache needs flash attention; without it the V cache stays f16 (llama.cpp refuses it).
+    st.type_v = c.fa == plan::FlashAttn::off ? gguf::GgmlType::F16 : c.cache;
     st.gpu_overhead_bytes = static_cast<std::uint64_t>(overhead_mib * 1024 * 1024);
     if (gpu) {
         st.gpus = {"cuda0"};
@@ -125,6 +137,20 @@ std::vector<ModelSpec> gpu_models() {
     for (const char* p : {"llama-3.1-8b", "qwen2.5-14b", "mistral-small-24b", "qwen2.5-32b", "qwen3-30b-a3b",
                           "gemma-3-12b", "deepseek-v2-lite", "llama-3.1-70b"})
         m.push_back({p, std::string(p), {}, "q4_k_m"});
+    return m;
+}
+
+// The sweep's shapes on a GPU: dense, mixture of experts, sliding window, latent attention, a small model
+// with tied embeddings (its output layer is the token embedding, copied to the GPU), and a large one.
+std::vector<ModelSpec> gpu_sweep_models() {
+    std::vector<ModelSpec> m;
+    for (const char* p :
+         {"llama-3.1-8b", "qwen3-30b-a3b", "gemma-3-12b", "deepseek-v2-lite", "llama-3.1-70b"})
+        m.push_back({p, std::string(p), {}, "q4_k_m"});
+    auto s = small("qwen2", 28, 1536, 12, 2, 8960, 151936);  // Qwen2.5-1.5B's shape
+    s.attn_bias = true;
+    s.tied_embeddings = true;
+    m.push_back({"qwen2.5-1.5b-tied", std::nullopt, s, "q4_k_m"});
     return m;
 }
 
@@ -194,6 +220,67 @@ std::vector<Case> cases_for(const std::vector<ModelSpec>& models, bool gpu, doub
         add_fit_cases(c, models, overhead_mib);
     }
     return c;
+}
+
+// The issue-26 sweep: shapes × ubatch {512, 1024, 2048, 4096} × flash attention {on, off} × cache type
+// {f16, q8_0, q4_0} × parallel {1, 4, 8} × context {short, long}, sampled as a pairwise covering set: every
+// value of every setting appears together with every value of every other setting in at least one case
+// (greedy, deterministic). Where the pinned engine refuses a combination (a latent-attention model with K and
+// V of different types, or with a quantized cache without flash attention) the case keeps f16, as loch's
+// config check demands.
+std::vector<Case> sweep_cases(const std::vector<ModelSpec>& models, std::uint32_t short_ctx,
+                              std::uint32_t long_ctx) {
+    const std::vector<std::uint32_t> ubs = {512, 1024, 2048, 4096};
+    const std::vector<plan::FlashAttn> fas = {plan::FlashAttn::on, plan::FlashAttn::off};
+    const std::vector<gguf::GgmlType> caches = {gguf::GgmlType::F16, gguf::GgmlType::Q8_0,
+                                                gguf::GgmlType::Q4_0};
+    const std::vector<std::uint32_t> nps = {1, 4, 8};
+    const std::vector<std::uint32_t> ctxs = {short_ctx, long_ctx};
+    const std::vector<std::size_t> sizes = {models.size(), ubs.size(), fas.size(),
+                                            caches.size(), nps.size(), ctxs.size()};
+    using Combo = std::array<std::size_t, 6>;
+    std::set<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t>> uncovered;  // (f1, v1, f2, v2)
+    for (std::size_t f1 = 0; f1 < 6; ++f1)
+        for (std::size_t f2 = f1 + 1; f2 < 6; ++f2)
+            for (std::size_t v1 = 0; v1 < sizes[f1]; ++v1)
+                for (std::size_t v2 = 0; v2 < sizes[f2]; ++v2) uncovered.insert({f1, v1, f2, v2});
+    const auto gain = [&](const Combo& c) {
+        std::size_t g = 0;
+        for (std::size_t f1 = 0; f1 < 6; ++f1)
+            for (std::size_t f2 = f1 + 1; f2 < 6; ++f2) g += uncovered.count({f1, c[f1], f2, c[f2]});
+        return g;
+    };
+    std::mt19937 rng(26);
+    std::vector<Combo> chosen;
+    while (!uncovered.empty()) {
+        // Start from one uncovered pair, fill the rest by the best of many random completions.
+        const auto [f1, v1, f2, v2] = *uncovered.begin();
+        Combo best{};
+        std::size_t best_gain = 0;
+        for (int t = 0; t < 400; ++t) {
+            Combo c;
+            for (std::size_t f = 0; f < 6; ++f) c[f] = rng() % sizes[f];
+            c[f1] = v1;
+            c[f2] = v2;
+            if (const auto g = gain(c); g > best_gain) best_gain = g, best = c;
+        }
+        for (std::size_t a = 0; a < 6; ++a)
+            for (std::size_t b = a + 1; b < 6; ++b) uncovered.erase({a, best[a], b, best[b]});
+        chosen.push_back(best);
+    }
+    std::vector<Case> out;
+    for (const auto& c : chosen) {
+        Case k{"", &models[c[0]], ctxs[c[5]], nps[c[4]], fas[c[2]]};
+        k.ubatch = ubs[c[1]];
+        k.cache = caches[c[3]];
+        const auto* preset = models[c[0]].preset ? synth::find_preset(*models[c[0]].preset) : nullptr;
+        const bool mla = preset && preset->shape.arch == "deepseek2";
+        if (mla && k.fa == plan::FlashAttn::off) k.cache = gguf::GgmlType::F16;
+        k.id = fmt::format("sweep/{}/c{}/np{}/ub{}/fa-{}/{}", k.model->name, k.ctx, k.parallel, k.ubatch,
+                           k.fa == plan::FlashAttn::off ? "off" : "on", gguf::traits(k.cache).name);
+        out.push_back(k);
+    }
+    return out;
 }
 
 struct Row {
@@ -371,7 +458,13 @@ int main(int argc, char** argv) {
     std::uint32_t prompt_ubatches = 3;
     bool warmup = true;
     std::vector<std::string> from_jsonl, skip_done;
-    bool replan = false;
+    bool replan = false, sweep = false;
+    std::uint32_t sweep_short = 4096, sweep_long = 32768;
+    app.add_flag("--sweep", sweep,
+                 "the settings sweep (issue 26): shapes x ubatch x flash attention x cache type x parallel x "
+                 "context, pairwise covered");
+    app.add_option("--sweep-short-ctx", sweep_short, "the sweep's short context");
+    app.add_option("--sweep-long-ctx", sweep_long, "the sweep's long context");
     app.add_option("--mode", mode, "cpu | gpu")->check(CLI::IsMember({"cpu", "gpu"}));
     app.add_option("--bin-dir", bin_dir,
                    "directory of llama-server and llama-fit-params (default: next to this program)");
@@ -403,8 +496,9 @@ int main(int argc, char** argv) {
     fs::create_directories(work);
     const auto t0 = std::chrono::steady_clock::now();
 
-    const auto models = gpu ? gpu_models() : cpu_models();
-    auto all_cases = cases_for(models, gpu, overhead_mib);
+    const auto models = sweep ? (gpu ? gpu_sweep_models() : cpu_models()) : gpu ? gpu_models() : cpu_models();
+    auto all_cases =
+        sweep ? sweep_cases(models, sweep_short, sweep_long) : cases_for(models, gpu, overhead_mib);
     std::vector<Case> cases;
     for (const auto& c : all_cases) {
         if (cases_filter.empty()) {
@@ -504,24 +598,52 @@ int main(int argc, char** argv) {
                 // measured.
                 try {
                     eng.post_json("/completion", R"({"prompt":"Hello world, this is a test","n_predict":4})");
-                    // Then real work: a prompt of several ubatches (token ids, so no tokenizer is needed),
-                    // after which compute pools and workspaces are at the size a user sees. Issue 8: the
-                    // process grew by 20–140 MiB beyond its size after a 4-token prompt.
+                    // Then real work: every slot at once processes a prompt of several ubatches (token ids,
+                    // so no tokenizer is needed; capped at the slot), and on a GPU the process's memory is
+                    // sampled all the while: pools and workspaces grow during the prompt, and the truth is
+                    // their peak, not what is left after.
                     const std::uint32_t slot = p.n_ctx_seq > 16 ? p.n_ctx_seq - 16 : 0;
                     const std::uint32_t n = std::min<std::uint32_t>(prompt_ubatches * p.n_ubatch, slot);
                     if (n > 0) {
                         nlohmann::json ids = nlohmann::json::array();
                         for (std::uint32_t i = 0; i < n; ++i) ids.push_back(100 + i % 1000);
-                        const nlohmann::json req = {
-                            {"prompt", ids}, {"n_predict", 4}, {"cache_prompt", false}};
-                        eng.post_json("/completion", req.dump());
+                        const std::string req =
+                            nlohmann::json{{"prompt", ids}, {"n_predict", 4}, {"cache_prompt", false}}.dump();
+                        std::atomic<bool> sampling{gpu};
+                        std::uint64_t peak = 0;
+                        std::thread sampler([&] {
+                            while (sampling)
+                                if (auto b = nvidia_smi_process_bytes(eng.process().pid()))
+                                    peak = std::max(peak, *b);
+                        });
+                        std::vector<std::thread> slots;
+                        std::atomic<int> failed{0};
+                        for (std::uint32_t k = 0; k < std::max<std::uint32_t>(1, c.parallel); ++k)
+                            slots.emplace_back([&] {
+                                try {
+                                    if (eng.post_json("/completion", req).status != 200) ++failed;
+                                } catch (const std::exception&) {
+                                    ++failed;
+                                }
+                            });
+                        for (auto& t : slots) t.join();
+                        sampling = false;
+                        sampler.join();
                         rec["long_prompt_tokens"] = n;
+                        rec["long_prompt_slots"] = std::max<std::uint32_t>(1, c.parallel);
+                        if (failed)
+                            rec["completion_error"] = fmt::format("{} prompt(s) failed", failed.load());
+                        if (gpu) rec["nvidia_smi_peak_during_bytes"] = peak;
                     }
                 } catch (const std::exception& e) {
                     rec["completion_error"] = e.what();
                 }
                 if (gpu) {
                     row.smi_bytes = nvidia_smi_process_bytes(eng.process().pid());
+                    if (row.smi_bytes) rec["nvidia_smi_after_bytes"] = *row.smi_bytes;
+                    if (rec.contains("nvidia_smi_peak_during_bytes"))
+                        row.smi_bytes = std::max(row.smi_bytes.value_or(0),
+                                                 rec["nvidia_smi_peak_during_bytes"].get<std::uint64_t>());
                     auto used_after = nvidia_smi_used_bytes();
                     if (used_before > 0 && used_after && *used_after > used_before) {
                         rec["nvidia_smi_used_delta_bytes"] = *used_after - used_before;

@@ -1,13 +1,28 @@
 #!/usr/bin/env bash
-# Sets up everything loch needs on a fresh Debian 12 machine (run as root) and is safe to run again:
-#   1. Debian packages for the build, tests, fuzzing and benchmarks;
-#   2. the pinned engines, built once and cached by version: llama.cpp (source from npm node-llama-cpp@3.22.1),
-#      sd-server (PyPI stable-diffusion-cpp-python), whisper-server (PyPI pywhispercpp);
+# Sets up what loch needs on a fresh Debian 12 machine (run as root) and is safe to run again:
+#   1. Debian packages for the build (and, with --all, for the tests, fuzzing and benchmarks);
+#   2. the pinned engines, built once and cached by version: llama.cpp (source from npm node-llama-cpp@3.22.1)
+#      always; sd-server (PyPI stable-diffusion-cpp-python) with --images; whisper-server (PyPI pywhispercpp)
+#      with --speech;
 #   3. loch itself (build/bin/loch, build/bin/loch-synth) with the engine binaries copied beside it, compiled
-#      by clang++-19 (g++ 12 miscompiles Asio coroutine lambdas: docs/toolchain.md);
+#      by clang++-19 (g++ 12 miscompiles Asio coroutine lambdas: docs/toolchain.md); with --all also the test
+#      suites and benchmarks;
 #   4. a generated demo model (models/demo.gguf) for `loch serve`'s embedded default.
-# Each step says what it does and skips what is already done.
+# Without options it builds only what `loch serve` on its embedded default needs (the README's first command).
+#   bash scripts/setup.sh [--images] [--speech] [--all]      (--all = everything the test command needs)
+# Each step says what it does, how long it took, and skips what is already done.
 set -euo pipefail
+
+WITH_IMAGES=0 WITH_SPEECH=0 WITH_TESTS=0
+for arg in "$@"; do
+  case $arg in
+    --images) WITH_IMAGES=1 ;;
+    --speech) WITH_SPEECH=1 ;;
+    --all) WITH_IMAGES=1 WITH_SPEECH=1 WITH_TESTS=1 ;;
+    *) echo "setup.sh: unknown option '$arg' (use --images, --speech, --all)" >&2; exit 2 ;;
+  esac
+done
+SETUP_START=$SECONDS
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${LOCH_CACHE_DIR:-/var/cache/loch}
@@ -15,15 +30,16 @@ BUILD=${LOCH_BUILD_DIR:-$ROOT/build}
 ENGINE_NPM=node-llama-cpp@3.22.1
 JOBS=$(nproc)
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> %s  [%d s]\n' "$*" $((SECONDS - SETUP_START)); }
 skip() { printf '    (skipped: %s)\n' "$*"; }
 
 # ---------------------------------------------------------------- 1. packages
 PACKAGES=(build-essential g++-12 cmake ninja-build git pkg-config curl ca-certificates
   libboost1.81-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev clang-19 libclang-rt-19-dev clang-format-14 nginx-light procps ccache
-  prometheus-cpp-dev
-  python3 python3-venv  # test peers: a test double of vLLM; the ollama client and Prometheus' parser (venv)
+  clang-19 ccache prometheus-cpp-dev procps python3)
+((WITH_IMAGES || WITH_SPEECH)) && PACKAGES+=(python3-pip)  # pip download of the engines' sdists
+((WITH_TESTS)) && PACKAGES+=(libgtest-dev libgmock-dev libclang-rt-19-dev clang-format-14 nginx-light
+  python3-venv  # test peers: a test double of vLLM; the ollama client and Prometheus' parser (venv)
   chromium-headless-shell fonts-dejavu-core)  # the dashboard's browser test
 step "Debian packages"
 missing=()
@@ -86,7 +102,9 @@ fi
 SD_PYPI=stable-diffusion-cpp-python==0.4.7
 SD_ENGINE=$CACHE/sd-server-${SD_PYPI#*==}
 step "Pinned image engine: stable-diffusion.cpp sd-server from PyPI $SD_PYPI"
-if [[ -x $SD_ENGINE/bin/sd-server ]]; then
+if ((!WITH_IMAGES)); then
+  skip "not asked for (--images or --all builds it, about 6 minutes on 2 cores)"
+elif [[ -x $SD_ENGINE/bin/sd-server ]]; then
   skip "sd-server cached at $SD_ENGINE"
 else
   tmp=$(mktemp -d)
@@ -114,7 +132,9 @@ fi
 WHISPER_PYPI=pywhispercpp==1.5.1
 WHISPER_ENGINE=$CACHE/whisper-server-${WHISPER_PYPI#*==}
 step "Pinned speech engine: whisper.cpp whisper-server from PyPI $WHISPER_PYPI"
-if [[ -x $WHISPER_ENGINE/bin/whisper-server ]]; then
+if ((!WITH_SPEECH)); then
+  skip "not asked for (--speech or --all builds it, about 3 minutes on 2 cores)"
+elif [[ -x $WHISPER_ENGINE/bin/whisper-server ]]; then
   skip "whisper-server cached at $WHISPER_ENGINE"
 else
   tmp=$(mktemp -d)
@@ -138,10 +158,12 @@ fi
 # ---------------------------------------------------------------- 2c. Python test peers
 # Real clients in the tests: Ollama's Python client and Prometheus' own text-format parser, pinned, in a venv
 # from PyPI (cached; rebuilt only when the pins change).
-PY_PINS="ollama==0.6.1 prometheus_client==0.23.1 openai==1.109.1"
+PY_PINS="ollama==0.6.1 prometheus_client==0.23.1 openai==1.109.1 anthropic==2.10.0"
 PYENV=$CACHE/py
 step "Python test peers ($PY_PINS)"
-if [[ -x $PYENV/bin/python3 && "$(cat "$PYENV/PINS" 2>/dev/null)" == "$PY_PINS" ]]; then
+if ((!WITH_TESTS)); then
+  skip "not asked for (--all)"
+elif [[ -x $PYENV/bin/python3 && "$(cat "$PYENV/PINS" 2>/dev/null)" == "$PY_PINS" ]]; then
   skip "venv cached at $PYENV"
 else
   rm -rf "$PYENV"
@@ -158,9 +180,15 @@ step "Building loch"
 export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
   -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLOCH_WERROR=ON >/dev/null
-cmake --build "$BUILD" -j "$JOBS"
-cp -f "$ENGINE/bin/llama-server" "$ENGINE/bin/llama-fit-params" "$SD_ENGINE/bin/sd-server" \
-  "$WHISPER_ENGINE/bin/whisper-server" "$BUILD/bin/"
+if ((WITH_TESTS)); then
+  cmake --build "$BUILD" -j "$JOBS"
+else
+  cmake --build "$BUILD" -j "$JOBS" --target loch loch-synth  # what `loch serve` needs; tests come with --all
+fi
+cp -f "$ENGINE/bin/llama-server" "$ENGINE/bin/llama-fit-params" "$BUILD/bin/"
+for e in "$SD_ENGINE/bin/sd-server" "$WHISPER_ENGINE/bin/whisper-server"; do
+  [[ -x $e ]] && cp -f "$e" "$BUILD/bin/"
+done
 echo "    $BUILD/bin: $(ls "$BUILD/bin" | tr '\n' ' ')"
 
 # ---------------------------------------------------------------- 4. demo model
@@ -172,4 +200,4 @@ else
   skip "models/demo.gguf exists"
 fi
 echo
-echo "loch is set up: $BUILD/bin/loch"
+echo "loch is set up in $((SECONDS - SETUP_START)) s: $BUILD/bin/loch"

@@ -8,7 +8,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${LOCH_BUILD_DIR:-$ROOT/build}
 ASAN=${LOCH_ASAN_BUILD_DIR:-$ROOT/build-asan}
 
-bash "$ROOT/scripts/setup.sh"
+bash "$ROOT/scripts/setup.sh" --all
 export LOCH_TEST_PYTHON=${LOCH_CACHE_DIR:-/var/cache/loch}/py/bin/python3
 # Artifacts the tests keep (the dashboard's screenshot).
 export LOCH_TEST_ARTIFACTS=${LOCH_TEST_ARTIFACTS:-$ROOT/build/test-artifacts}

@@ -178,7 +178,7 @@ void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {
             // A split: each device's own use raises that device's reservation (no peak is remembered for
             // a split: its launch changes with the free memory it was split by).
             each_device(*m, [&](const std::string& dev) {
-                if (auto on = use_on(dev)) ledger_.raise_to_measured(dev, name, *on);
+                if (auto on = use_on(dev)) guard_measured(*m, dev, *on);
             });
             continue;
         } else {
@@ -192,8 +192,61 @@ void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {
             seen->detail += fmt::format(" less {} booked by its running requests", human_bytes(t));
         }
         note_peak(*m, *seen);
-        ledger_.raise_to_measured(m->device, name, *seen);
+        guard_measured(*m, m->device, *seen);
     }
+}
+
+void Broker::guard_measured(Model& m, const std::string& device, const MemoryFigure& seen) {
+    const auto before = ledger_.reservation(device, m.name());
+    if (!before || !ledger_.raise_to_measured(device, m.name(), seen)) return;
+    // The ledger takes the measured figure at once (above); a growth past what was reserved is news.
+    if (m.state == ModelState::ready || m.state == ModelState::asleep) {
+        note("grew", m,
+             fmt::format("uses {} on {}, {} more than its reservation of {} ({}); the ledger now books the "
+                         "measured figure",
+                         human_bytes(seen.bytes), device, human_bytes(seen.bytes - before->bytes),
+                         human_bytes(before->bytes), to_string(before->source)),
+             {{"device", device},
+              {"reserved_bytes", before->bytes},
+              {"reserved_source", to_string(before->source)},
+              {"measured_bytes", seen.bytes},
+              {"over_by_bytes", seen.bytes - before->bytes}},
+             true);
+    }
+    relieve_overcommit(device, m);
+}
+
+void Broker::relieve_overcommit(const std::string& device, const Model& grown) {
+    const std::uint64_t cap = ledger_.capacity(device);
+    std::uint64_t own = ledger_.own(device);
+    if (own <= cap) return;
+    // Over the device's capacity: nothing new is admitted there (its free memory is 0), and idle holders go
+    // first, the longest idle first. A holder with running requests is never stopped for this: their work
+    // would be lost, and the memory the grown engine took is what loch guards, not what it kills for.
+    std::vector<Model*> idle;
+    for (auto& [name, o] : models_) {
+        if (o.get() == &grown || o->state != ModelState::ready || o->active > 0 || o->cfg->pinned) continue;
+        const auto devs = devices_of(*o);
+        if (std::find(devs.begin(), devs.end(), device) != devs.end()) idle.push_back(o.get());
+    }
+    std::sort(idle.begin(), idle.end(),
+              [](const Model* a, const Model* b) { return a->last_used < b->last_used; });
+    const std::uint64_t over = own - cap;
+    std::vector<std::string> victims;
+    std::uint64_t freed = 0;
+    for (Model* v : idle) {
+        if (freed >= over) break;
+        freed += ledger_.reservation(device, v->name()).value_or(MemoryFigure{}).bytes;
+        victims.push_back(v->name());
+    }
+    note("overcommitted", grown,
+         fmt::format("{} is over its capacity by {} after '{}' grew; admitting nothing more there{}", device,
+                     human_bytes(over), grown.name(),
+                     victims.empty() ? " (no idle holder to evict)"
+                                     : fmt::format(" and evicting {} idle holder(s)", victims.size())),
+         {{"device", device}, {"capacity_bytes", cap}, {"booked_bytes", own}, {"over_by_bytes", over}}, true);
+    evict(victims, grown,
+          fmt::format("{} over capacity after '{}' grew past its reservation", device, grown.name()));
 }
 
 void Broker::note_peak(Model& m, const MemoryFigure& f) {
@@ -406,12 +459,35 @@ Lease Broker::make_lease(Model& m, std::string decision, Clock::duration waited,
     return l;
 }
 
+// What the engine keeps after a request (its pool at the largest request so far) stays booked as the
+// engine's: the ledger never shows free what the process still holds (sd-server kept up to ~900 MiB on the
+// H200).
+void Broker::keep_retained(Model& m, const std::string& holder) {
+    const auto it = m.transient_retained.find(holder);
+    if (it == m.transient_retained.end()) return;
+    const std::uint64_t kept = it->second;
+    m.transient_retained.erase(it);
+    if (kept <= m.retained || m.state == ModelState::stopped) return;
+    if (const auto r = ledger_.reservation(m.device, m.name())) {
+        const std::uint64_t grown = kept - m.retained;
+        ledger_.raise_to_measured(
+            m.device, m.name(),
+            {r->bytes + grown, r->source,
+             fmt::format("{} + {} the engine keeps after its largest request (a pool that never shrinks)",
+                         r->detail, human_bytes(grown))});
+    }
+    m.retained = kept;
+}
+
 void Broker::release(const std::string& name, Clock::duration held, const std::string& transient) {
     if (!transient.empty()) ledger_.release(transient);
     auto it = models_.find(name);
     if (it == models_.end()) return;
     Model& m = *it->second;
-    if (!transient.empty()) m.transients.erase(transient);
+    if (!transient.empty()) {
+        m.transients.erase(transient);
+        keep_retained(m, transient);
+    }
     if (m.active > 0) --m.active;
     m.last_used = Clock::now();
     const double s = std::chrono::duration<double>(held).count();
@@ -534,6 +610,7 @@ Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, st
         ledger_.reserve(m.device, *holder, {t.bytes, Source::formula, t.why});
         ledger_.mark_loaded(m.device, *holder);
         m.transients[*holder] = t.bytes;
+        if (t.retained_bytes > 0) m.transient_retained[*holder] = t.retained_bytes;
         return Serve::granted;
     }
     // It fits once memory frees: evict idle engines for it, or wait.
@@ -914,6 +991,7 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
     m.where = where;
     m.facts = {};
     m.measured.reset();
+    m.retained = 0;
     const auto devices = devices_of(m);
     std::shared_ptr<engines::EngineRun> engine;
     try {

@@ -144,6 +144,8 @@ class Broker {
     // Everything /loch/status, the dashboard, `loch ps` and /metrics show: devices (the ledger), engines,
     // the queue with each waiter's reason, recent events (admissions, evictions, loads, exits).
     boost::asio::awaitable<nlohmann::json> status();
+    // The configured models whose engine kind answers `route` ("/sdapi/v1/txt2img": the image models).
+    std::vector<const config::ModelConfig*> models_serving(std::string_view route) const;
     // `loch load`: start the model (as a request would) and wait until it is ready; its status.
     boost::asio::awaitable<nlohmann::json> preload(std::string model);
     // `loch unload`: stop it now, or when its running requests end; its status.
@@ -218,6 +220,12 @@ class Broker {
     boost::asio::awaitable<void> tick_loop();
     void refresh_devices();
     void observe_engines(const std::vector<DeviceSnapshot>& snap);
+    std::int64_t created_of(const config::ModelConfig& mc) const;
+    // The runtime guard: a measured use above the reservation becomes the reservation at once, with an event
+    // that has both numbers; a device then over its capacity admits nothing and evicts idle holders.
+    void guard_measured(Model& m, const std::string& device, const MemoryFigure& seen);
+    void relieve_overcommit(const std::string& device, const Model& grown);
+    void keep_retained(Model& m, const std::string& transient_holder);
     void note_peak(Model& m, const MemoryFigure& f);
     // The planned need raised to the highest use measured on earlier runs (the reservation rule's third
     // candidate).
@@ -255,6 +263,7 @@ class Broker {
     std::map<std::string, std::string> drivers_;            // device → its driver's version, where probed
     RememberedFootprints remembered_;                       // <state_dir>/footprints.json
     std::deque<nlohmann::json> events_;                     // the most recent kMaxEvents
+    std::chrono::system_clock::time_point started_at_ = std::chrono::system_clock::now();
     std::uint64_t next_waiter_ = 1;
     std::uint64_t next_transient_ = 1;
     bool shutting_down_ = false;

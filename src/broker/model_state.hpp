@@ -76,7 +76,9 @@ struct Broker::Model {
     std::map<std::string, std::uint64_t> exits;  // by exit class
     std::uint64_t loads_ok = 0, loads_failed = 0, evictions = 0;
     double load_seconds_total = 0;
-    std::map<std::string, std::uint64_t> transients;  // its requests' own memory, by ledger holder
+    std::map<std::string, std::uint64_t> transients;          // its requests' own memory, by ledger holder
+    std::map<std::string, std::uint64_t> transient_retained;  // what the engine keeps of each (RequestCost)
+    std::uint64_t retained = 0;  // this run: the largest a request left behind, added to its reservation
     std::uint64_t transient_bytes() const {
         std::uint64_t n = 0;
         for (const auto& [h, b] : transients) n += b;
@@ -93,6 +95,13 @@ struct Broker::Model {
     }
 
     const std::string& name() const { return cfg->name; }
+    // What its file says (Kind::describe_file), read once per config entry: the views ask every second.
+    const nlohmann::json& file() const {
+        if (file_of != cfg) file_facts = kind->describe_file(*cfg), file_of = cfg;
+        return file_facts;
+    }
+    mutable const config::ModelConfig* file_of = nullptr;
+    mutable nlohmann::json file_facts;
     std::uint32_t slots() const { return std::max<std::uint32_t>(1, kind->slots(*cfg)); }
 };
 

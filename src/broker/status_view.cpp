@@ -1,4 +1,6 @@
 // The broker's state as JSON (/loch/status, /v1/models, /loch/plan, log tails): read-only views.
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -22,6 +24,7 @@ nlohmann::json Broker::model_status(const Model& m) const {
                         {"active_requests", m.active},
                         {"slots", m.slots()},
                         {"runs", m.runs}};
+    j["file"] = m.file();
     if (m.retired) j["removed_from_config"] = true;
     if (m.next_cfg) j["restarts_for_new_config"] = true;
     if (!m.device.empty()) j["device"] = m.device;
@@ -71,6 +74,28 @@ nlohmann::json Broker::model_status(const Model& m) const {
     return j;
 }
 
+// When the model came to be, as OpenAI's `created` (Unix seconds): its file's modification time, else when
+// this loch started (a command engine without a file).
+std::int64_t Broker::created_of(const config::ModelConfig& mc) const {
+    std::error_code ec;
+    if (!mc.path.empty()) {
+        const auto t = std::filesystem::last_write_time(mc.path, ec);
+        if (!ec)
+            return std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::file_clock::to_sys(t).time_since_epoch())
+                .count();
+    }
+    return std::chrono::duration_cast<std::chrono::seconds>(started_at_.time_since_epoch()).count();
+}
+
+std::vector<const config::ModelConfig*> Broker::models_serving(std::string_view route) const {
+    std::vector<const config::ModelConfig*> out;
+    for (const auto& mc : cfg_->models)
+        if (const auto it = models_.find(mc.name); it != models_.end() && it->second->kind->serves(mc, route))
+            out.push_back(&mc);
+    return out;
+}
+
 asio::awaitable<nlohmann::json> Broker::models() {
     co_return co_await asio::co_spawn(
         ex_,
@@ -80,7 +105,7 @@ asio::awaitable<nlohmann::json> Broker::models() {
                 const auto& m = *models_.at(mc.name);
                 data.push_back({{"id", mc.name},
                                 {"object", "model"},
-                                {"created", 0},
+                                {"created", created_of(mc)},
                                 {"owned_by", "loch"},
                                 {"loch", {{"state", to_string(m.state)}, {"aliases", mc.aliases}}}});
             }

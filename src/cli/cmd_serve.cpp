@@ -2,6 +2,7 @@
 // default), cleans up engines a crashed loch left behind, then runs everything on one io_context until
 // SIGINT/SIGTERM, when every engine is stopped before loch exits.
 #include <sys/resource.h>
+#include <charconv>
 #include <cstdlib>
 
 #include <csignal>
@@ -85,7 +86,12 @@ void apply_overrides(config::Config& cfg, const ServeOptions& o) {
     const auto absolute = [](const std::string& p) {
         return std::filesystem::absolute(p).lexically_normal();
     };
-    if (!o.state_dir.empty()) cfg.state_dir = absolute(o.state_dir);
+    if (!o.state_dir.empty()) {
+        // The logs go with the state dir unless the config or --log-dir put them elsewhere: two lochs with
+        // their own state dirs must not write the same requests.jsonl.
+        if (cfg.log_dir == cfg.state_dir / "logs") cfg.log_dir = absolute(o.state_dir) / "logs";
+        cfg.state_dir = absolute(o.state_dir);
+    }
     if (!o.log_dir.empty()) cfg.log_dir = absolute(o.log_dir);
 }
 
@@ -126,6 +132,9 @@ void run_serve(const ServeOptions& o) {
     so.port = cfg.port;
     so.api_keys = cfg.api_keys;
     so.max_body_bytes = cfg.max_body_bytes;
+    for (const auto& m : cfg.models)
+        if (const auto up = engines::kind_of(m).max_upload(m))
+            so.max_upload_bytes = std::max(so.max_upload_bytes, *up);
     so.idle_timeout = cfg.client_timeouts.idle;
     so.header_timeout = cfg.client_timeouts.header;
     so.body_timeout = cfg.client_timeouts.body;
@@ -210,7 +219,15 @@ void add_serve_command(CLI::App& app) {
     cmd->add_option("--log-dir", o->log_dir, "engine log folder (overrides the config)");
     cmd->add_option("--listen", o->listen, "listen address (overrides the config; default 127.0.0.1)");
     cmd->add_option("--port", o->port, "port (overrides the config; 0 = any free port)")
-        ->check(CLI::Range(0, 65535));
+        ->check(CLI::Validator(
+            [](std::string& v) {
+                int p = -1;
+                const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), p);
+                if (ec != std::errc() || end != v.data() + v.size() || p < 0 || p > 65535)
+                    return "'" + v + "' is not a port: a number 0-65535 (0 = any free port)";
+                return std::string();
+            },
+            "PORT"));
     cmd->add_option("--log-level", o->log_level,
                     "loch's own log: debug adds a line for every request that succeeded (the request log "
                     "has them all)")

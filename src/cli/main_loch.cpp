@@ -17,6 +17,17 @@ int main(int argc, char** argv) {
     loch::cli::add_doctor_command(app);
     loch::cli::add_serve_command(app);
     loch::cli::add_control_commands(app);
+    // `loch help` and `loch help serve` are what people type: the same as --help.
+    if (argc > 1 && std::string(argv[1]) == "help") {
+        if (argc > 2)
+            for (auto* sub : app.get_subcommands({}))
+                if (sub->get_name() == argv[2]) {
+                    std::printf("%s", sub->help().c_str());
+                    return 0;
+                }
+        std::printf("%s", app.help().c_str());
+        return 0;
+    }
     // A word where a command belongs that names none: say which, and what exists (CLI11 would only say that a
     // subcommand is required).
     if (argc > 1 && argv[1][0] != '-') {

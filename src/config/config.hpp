@@ -221,6 +221,9 @@ std::optional<Seconds> parse_duration(std::string_view text, std::string* why = 
 // Model names: 1–128 chars of [A-Za-z0-9._:+-], starting with a letter or digit. Aliases additionally
 // allow '/' (clients send "org/model"), but not "//", a leading/trailing '/', or ".." segments.
 bool valid_model_name(std::string_view name);
+// Why `id` cannot be a device id, or nullopt: cpu, nvidia:N, amd:cardN (what the probes produce). A name that
+// no probe produces (cuda:0) would pass every check and then leave its model nothing to run on.
+std::optional<std::string> device_id_problem(std::string_view id);
 bool valid_model_alias(std::string_view alias);
 // A file stem → a valid model name (invalid characters become '-'); empty if nothing usable remains.
 std::string sanitize_model_name(std::string_view stem);

@@ -101,18 +101,8 @@ class Loader : public Walker {
                  auto xs = str_list(v, k);
                  if (!xs) return;
                  for (std::size_t i = 0; i < xs->size(); ++i) {
-                     const auto& id = (*xs)[i];
-                     const bool ok = std::isalpha(static_cast<unsigned char>(id[0])) && id.size() <= 64 &&
-                                     std::all_of(id.begin(), id.end(), [](char ch) {
-                                         return std::islower(static_cast<unsigned char>(ch)) ||
-                                                std::isdigit(static_cast<unsigned char>(ch)) || ch == '_' ||
-                                                ch == '-' || ch == '.' || ch == ':';
-                                     });
-                     if (!ok) {
-                         error(v[i], k + "[" + std::to_string(i) + "]",
-                               "'" + id +
-                                   "' is not a device id (lower-case, as `loch devices` prints them: cpu, "
-                                   "nvidia:0, amd:card0)");
+                     if (auto why = device_id_problem((*xs)[i])) {
+                         error(v[i], k + "[" + std::to_string(i) + "]", *why);
                          return;
                      }
                  }
@@ -496,19 +486,8 @@ class Loader : public Walker {
                           if (!it->first.IsScalar()) continue;
                           const std::string id = it->first.Scalar();
                           hs.push_back({id, [&c, this, id](auto& kn, auto& v2, auto& k2) {
-                                            const bool ok =
-                                                !id.empty() &&
-                                                std::isalpha(static_cast<unsigned char>(id[0])) &&
-                                                std::all_of(id.begin(), id.end(), [](char ch) {
-                                                    return std::islower(static_cast<unsigned char>(ch)) ||
-                                                           std::isdigit(static_cast<unsigned char>(ch)) ||
-                                                           ch == '_' || ch == '-' || ch == '.' || ch == ':';
-                                                });
-                                            if (!ok) {
-                                                error(kn, k2,
-                                                      "'" + id +
-                                                          "' is not a device id (lower-case, as `loch "
-                                                          "devices` prints them: cpu, nvidia:0, amd:card0)");
+                                            if (auto why = device_id_problem(id)) {
+                                                error(kn, k2, *why);
                                                 return;
                                             }
                                             DeviceConfig d;

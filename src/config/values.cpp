@@ -131,21 +131,33 @@ std::optional<Seconds> parse_duration(std::string_view text, std::string* why) {
             return std::nullopt;
         }
         std::uint64_t factor = 1;
+        // Spaces may stand between a number and its unit ("5 minutes"), and between parts ("1h 30m").
+        while (j < s.size() && s[j] == ' ') ++j;
         if (j < s.size()) {
-            const char u = static_cast<char>(std::tolower(static_cast<unsigned char>(s[j])));
-            if (u == 's')
+            std::size_t k = j;
+            while (k < s.size() && std::isalpha(static_cast<unsigned char>(s[k]))) ++k;
+            const std::string unit = lower(s.substr(j, k - j));
+            // s, m, h, d, and the words people write: sec, secs, second(s), min, mins, minute(s), hr, hrs,
+            // hour(s), day(s).
+            const auto is = [&](std::initializer_list<std::string_view> names) {
+                return std::find(names.begin(), names.end(), unit) != names.end();
+            };
+            if (is({"s", "sec", "secs", "second", "seconds"}))
                 factor = 1;
-            else if (u == 'm')
+            else if (is({"m", "min", "mins", "minute", "minutes"}))
                 factor = 60;
-            else if (u == 'h')
+            else if (is({"h", "hr", "hrs", "hour", "hours"}))
                 factor = 3600;
-            else if (u == 'd')
+            else if (is({"d", "day", "days"}))
                 factor = 86400;
             else {
-                set_why(why, std::string("unknown duration unit '") + s[j] + "' (use s, m, h, d)");
+                set_why(why, "unknown duration unit '" +
+                                 std::string(s.substr(j, std::max<std::size_t>(k - j, 1))) +
+                                 "' (use s, m, h, d, or seconds, minutes, hours, days)");
                 return std::nullopt;
             }
-            ++j;
+            j = k;
+            while (j < s.size() && s[j] == ' ') ++j;
         } else if (any) {
             set_why(why, "a number without unit after another part (write 1h30m, not 1h30)");
             return std::nullopt;
@@ -159,6 +171,30 @@ std::optional<Seconds> parse_duration(std::string_view text, std::string* why) {
         i = j;
     }
     return Seconds{static_cast<Seconds::rep>(total)};
+}
+
+std::optional<std::string> device_id_problem(std::string_view id) {
+    const auto digits = [](std::string_view t) {
+        return !t.empty() && t.size() <= 4 && std::all_of(t.begin(), t.end(), [](char c) {
+            return std::isdigit(static_cast<unsigned char>(c));
+        });
+    };
+    if (id == "cpu") return std::nullopt;
+    if (id.starts_with("nvidia:") && digits(id.substr(7))) return std::nullopt;
+    if (id.starts_with("amd:card") && digits(id.substr(8))) return std::nullopt;
+    std::string hint;
+    // What other tools call the same devices.
+    for (const std::string_view p : {"cuda:", "cuda", "gpu:", "gpu", "nvidia"})
+        if (id.starts_with(p) && digits(id.substr(p.size())))
+            hint = " (did you mean nvidia:" + std::string(id.substr(p.size())) + "?)";
+    for (const std::string_view p : {"rocm:", "rocm", "hip:", "hip", "amd:", "amd", "card"})
+        if (hint.empty() && id.starts_with(p) && digits(id.substr(p.size())))
+            hint = " (did you mean amd:card" + std::string(id.substr(p.size())) + "?)";
+    return "'" + std::string(id) +
+           "' is not a device id: `loch devices` prints them, as cpu, nvidia:N (NVML's order) or amd:cardN "
+           "(the "
+           "DRM card)" +
+           hint;
 }
 
 bool valid_model_name(std::string_view name) {

@@ -101,7 +101,9 @@ bool is_error_line(std::string_view line) {
     const auto p = llama_prefix_len(line);
     if (p > 0 && line[p - 2] == 'E') return true;
     const std::string l = lower(line);
-    return contains(l, "error") || contains(l, "failed") || contains(l, "exception") || contains(l, "abort");
+    return contains(l, "error") || contains(l, "failed") || contains(l, "exception") ||
+           contains(l, "abort") || contains(l, "does not support") || contains(l, "not supported") ||
+           contains(l, "unsupported") || contains(l, "invalid");
 }
 
 // The line that best explains a nonzero exit: the first error of the last burst of errors (the root cause
@@ -136,7 +138,23 @@ std::optional<std::string> first_of_last_burst(std::span<const std::string> line
     return lines[static_cast<std::size_t>(first)];
 }
 
+// What an engine prints after the cause, whatever the cause was ("failed to create context with model …",
+// "failed to load model", "exiting due to model loading error"): never the line that explains.
+bool is_consequence_line(std::string_view line) {
+    const std::string l = lower(line);
+    for (const char* c :
+         {"failed to create context", "failed to load model", "exiting due to", "cleaning up before exit",
+          "failed to initialize the context", "error: failed to load", "llama_model_load_from_file"})
+        if (contains(l, c)) return true;
+    return false;
+}
+
+// The line that explains an exit, found by content: the first error of the last burst of errors that is not a
+// consequence; a burst made only of consequences falls back to an earlier error line, else its own first
+// line.
 std::optional<std::string> find_error_line(std::span<const std::string> lines) {
+    const auto cause = [](std::string_view l) { return is_error_line(l) && !is_consequence_line(l); };
+    if (auto c = first_of_last_burst(lines, cause, is_error_line)) return c;
     return first_of_last_burst(lines, is_error_line, is_error_line);
 }
 

@@ -17,6 +17,8 @@
 //   serves      — which API routes it answers.                         default: the OpenAI text routes
 //   sleep/wake  — a cheaper eviction than a stop (vLLM's sleep mode): what a sleeping engine still holds
 //                 on its device and moved to host RAM;                        default: no sleep (stop)
+//   describe_file — what the model's file says about itself (size, architecture, parameters, quantization,
+//                 context, embedding or not), for clients that list models;   default: the files' size
 //   upstream    — the engine's own path for a route, and what its body needs   default: the route, as sent
 //                 (whisper-server answers both audio routes on one path, translation as a form field)
 // For every optional hook, doing nothing is correct: loch then relies on the formula, the per-process
@@ -74,6 +76,10 @@ struct RequestView {
 // engine is done with the request.
 struct RequestCost {
     std::uint64_t bytes = 0;
+    // What the engine keeps of it after the request ends (part of `bytes`): a memory pool that never shrinks
+    // (ggml-cuda's), at the size of the largest request so far. The broker adds what exceeds the run's
+    // largest so far to the engine's own reservation when the request ends.
+    std::uint64_t retained_bytes = 0;
     std::string why;                                    // "compute at 1024x1024: 1.88 GiB (taesd decode)"
     nlohmann::json details = nlohmann::json::object();  // the numbers per component, for a refusal
     // What would make it fit in `budget` bytes (a smaller size, tiling, flash attention …), for the refusal.
@@ -142,6 +148,12 @@ class Kind : public config::KindSchema {
                                                                          const RequestView& request) const;
     // Whether it answers this API path (default: /v1/chat/completions, /v1/completions, /v1/embeddings).
     virtual bool serves(const config::ModelConfig& model, std::string_view route) const;
+    // The largest upload a request to this model may carry (whisper.max_upload): the HTTP server's body limit
+    // is raised to it for the upload routes. Default: none beyond the server's max_body.
+    virtual std::optional<std::uint64_t> max_upload(const config::ModelConfig&) const { return std::nullopt; }
+    // {"bytes", and where known "format", "architecture", "parameter_count", "quantization",
+    // "context_length", "embedding"}: read once per config (the broker keeps it).
+    virtual nlohmann::json describe_file(const config::ModelConfig& model) const;
     // Sleep instead of a stop when evicted: the level the model's config enables (0: none, stop it).
     virtual std::uint32_t sleep_level(const config::ModelConfig& model) const;
     virtual SleepFootprint asleep(const config::ModelConfig& model, const Need& awake) const;

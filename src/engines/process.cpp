@@ -215,6 +215,7 @@ struct Process::Impl {
     bool wrote = false;  // output since the last async_wait_output_for (while watched)
     bool reaped = false;
     bool exited = false;
+    bool abandoned = false;  // the Process is gone; the child is reaped by watch_exit alone
     std::optional<int> status;
 
     // Read-write: loch reads the tail back through the same descriptor (pread ignores O_APPEND).
@@ -257,6 +258,7 @@ struct Process::Impl {
     }
 
     void mark_exited() {
+        if (exited) return;
         exited = true;
         exit_signal.cancel();
         rotate_timer.cancel();
@@ -270,28 +272,54 @@ struct Process::Impl {
     }
     void stop_watching_output() {
         watching_output = false;
-        boost::system::error_code ec;
-        writes.close(ec);
+        if (writes.is_open()) ::close(writes.release());
         output_signal.cancel();
     }
 
-    // Reap with the leader still a zombie first, so that killing its leftover group members can never hit a
-    // recycled PID: while the zombie exists its PID (= the group id) cannot be reused.
-    void reap() {
-        if (reaped) return;
+    // Never blocks: true once the process is reaped, false while it still runs. Reaps with the leader still a
+    // zombie first, so that killing its leftover group members can never hit a recycled PID: while the zombie
+    // exists its PID (= the group id) cannot be reused. A readiness of the pidfd is only a hint to call this:
+    // loch never waits for a child it has not seen exit (a blocking wait4 on a live engine once stopped every
+    // request for minutes).
+    bool try_reap() {
+        if (reaped) return true;
         siginfo_t info{};
-        if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) == 0) ::kill(-pid, SIGKILL);
-        int st = 0;
-        pid_t r;
+        int r;
         do {
-            r = ::waitpid(pid, &st, 0);
+            r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT | WNOHANG);
         } while (r < 0 && errno == EINTR);
+        if (r == 0 && info.si_pid == 0) return false;  // still running (or stopped)
+        int st = 0;
+        if (r == 0) {
+            ::kill(-pid, SIGKILL);
+            pid_t w;
+            do {
+                w = ::waitpid(pid, &st, WNOHANG);
+            } while (w < 0 && errno == EINTR);
+            if (w == 0) return false;  // (cannot happen after WNOWAIT saw it exit; never wait for it)
+        }
+        // r < 0: ECHILD, not ours to wait for any more; nothing left to reap.
         reaped = true;
-        status = r == pid ? st : 0;
+        status = st;
         // Descendants that left the group (setsid) still carry the tag.
-        kill_tagged(tag);
+        kill_tagged(tag, "/proc", start_ticks);
+        return true;
     }
 };
+
+namespace {
+
+// Closes an Asio descriptor after taking it out of the reactor's epoll set. Asio's close() leaves that to the
+// kernel, which removes an epoll entry only when the last reference to the file goes: a child forked but not
+// yet exec'd still holds one, and the stale entry can then deliver events to the reactor state that Asio
+// reuses for the next descriptor (the next engine's pidfd). release() deregisters (EPOLL_CTL_DEL) first.
+void close_deregistered(asio::posix::stream_descriptor& d) {
+    if (!d.is_open()) return;
+    const int fd = d.release();  // also ends pending operations with operation_aborted
+    if (fd >= 0) ::close(fd);
+}
+
+}  // namespace
 
 namespace {
 
@@ -335,18 +363,33 @@ asio::awaitable<void> watch_log_size(std::shared_ptr<Process::Impl> impl) {
     }
 }
 
+// A pidfd turns readable when its process exits; a wake without an exit (a stale reactor event, an error) is
+// answered by looking again a little later, never by waiting on the process.
+constexpr std::chrono::milliseconds kRecheckAfterFalseWake{20};
+
 asio::awaitable<void> watch_exit(std::shared_ptr<Process::Impl> impl) {
     boost::system::error_code ec;
-    co_await impl->pidfd.async_wait(asio::posix::descriptor_base::wait_read,
-                                    asio::redirect_error(asio::use_awaitable, ec));
-    if (impl->exited) co_return;  // the destructor got there first
-    impl->reap();
-    if (!impl->eof) {
+    asio::steady_timer recheck(impl->pidfd.get_executor());
+    for (;;) {
+        if (impl->pidfd.is_open()) {
+            co_await impl->pidfd.async_wait(asio::posix::descriptor_base::wait_read,
+                                            asio::redirect_error(asio::use_awaitable, ec));
+        }
+        if (impl->exited) co_return;
+        if (impl->try_reap()) break;
+        recheck.expires_after(kRecheckAfterFalseWake);
+        co_await recheck.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        if (impl->exited) co_return;
+        if (impl->try_reap()) break;
+    }
+    close_deregistered(impl->pidfd);
+    if (!impl->eof && !impl->abandoned) {
         // Let the reader drain what the engine wrote last (its dying words are the useful ones).
         impl->drain_timer.expires_after(std::chrono::milliseconds(500));
         co_await impl->drain_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     }
     impl->mark_exited();
+    if (impl->abandoned) close_deregistered(impl->out);
 }
 
 }  // namespace
@@ -460,21 +503,21 @@ std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpe
 
 Process::Process(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+// SIGKILLs the group if it still runs. It is reaped here when it is already gone, else by watch_exit as soon
+// as it is (a dying engine may take seconds to give its GPU memory back: loch's thread must not wait for it).
 Process::~Process() {
     if (!impl_) return;
-    if (!impl_->reaped) {
-        ::kill(-impl_->pid, SIGKILL);
-        impl_->reap();
-    }
-    if (!impl_->exited) impl_->mark_exited();
-    boost::system::error_code ec;
-    impl_->pidfd.close(ec);
+    impl_->abandoned = true;
+    if (!impl_->reaped) ::kill(-impl_->pid, SIGKILL);
     impl_->drain_timer.cancel();
     impl_->rotate_timer.cancel();
     impl_->stop_watching_output();
+    if (!impl_->try_reap()) return;  // watch_exit finishes the job
+    if (!impl_->exited) impl_->mark_exited();
+    close_deregistered(impl_->pidfd);
     // Nobody can read this process's output any more: stop the reader even if an escaped grandchild
     // (one that left the group with setsid) still holds the pipe.
-    impl_->out.close(ec);
+    close_deregistered(impl_->out);
 }
 
 pid_t Process::pid() const {
@@ -596,7 +639,8 @@ bool inherited_env_allowed(std::string_view name) {
     return false;
 }
 
-std::vector<pid_t> kill_tagged(const std::string& tag, const std::filesystem::path& proc_root) {
+std::vector<pid_t> kill_tagged(const std::string& tag, const std::filesystem::path& proc_root,
+                               std::uint64_t started_since_ticks) {
     std::vector<pid_t> killed;
     if (tag.empty()) return killed;
     const std::string needle = std::string(kTagVariable) + "=" + tag;
@@ -607,6 +651,8 @@ std::vector<pid_t> kill_tagged(const std::string& tag, const std::filesystem::pa
         if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
         const pid_t pid = static_cast<pid_t>(std::stol(name));
         if (pid == self) continue;
+        if (started_since_ticks != 0 && proc_start_ticks(pid, proc_root).value_or(0) < started_since_ticks)
+            continue;
         std::ifstream in(entry.path() / "environ", std::ios::binary);
         if (!in) continue;
         const std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

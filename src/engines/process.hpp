@@ -3,8 +3,10 @@
 // spawn(): fork + execve (never a shell); the child gets its own process group (setpgid), dies with loch
 // (prctl PR_SET_PDEATHSIG SIGKILL, checked against a parent that died before the prctl), stdin from
 // /dev/null, every other descriptor closed. An exec failure is reported back through a close-on-exec pipe,
-// so spawn() throws SpawnError with errno instead of returning a dead child. Exit is observed through a
-// pidfd (pidfd_open + stream_descriptor), then reaped with waitpid.
+// so spawn() throws SpawnError with errno instead of returning a dead child (that wait is bounded, and exec
+// takes microseconds: libuv's uv_spawn does the same). Exit is observed through a pidfd (pidfd_open +
+// stream_descriptor) and reaped with WNOHANG only: loch's thread never waits for a child
+// (docs/ARCHITECTURE.md, "Nothing blocks the loop").
 //
 // Output (stdout+stderr, one stream): with a log file, the child writes straight into it (O_APPEND) and
 // loch reads lines back only when it needs them (output_tail: errors, exit diagnosis, the startup log).
@@ -12,7 +14,8 @@
 // syscalls per proxied request. Without a log file, the output goes through a pipe into a LogRing.
 //
 // PR_SET_PDEATHSIG fires when the *thread* that forked exits: spawn from the io_context's own thread.
-// The destructor SIGKILLs the process group if it is still running and reaps it: no orphans, no zombies.
+// The destructor SIGKILLs the process group if it is still running; it is reaped at once if already gone,
+// else as soon as it is (asynchronously, on the same executor): no orphans, no zombies, no wait on the loop.
 //
 // Environment: the child does not inherit loch's environment. Only the names in inherited_env_allowed()
 // pass (locale, PATH/HOME, GPU runtime and math-library tuning), then SpawnSpec::env_add. API keys,
@@ -118,8 +121,12 @@ std::string random_token();
 bool inherited_env_allowed(std::string_view name);
 
 // SIGKILLs every process (other than loch itself) whose environment has LOCH_ENGINE_TAG=`tag`; returns
-// their PIDs. A no-op for an empty tag.
-std::vector<pid_t> kill_tagged(const std::string& tag, const std::filesystem::path& proc_root = "/proc");
+// their PIDs. A no-op for an empty tag. With `started_since_ticks` (the engine's own start, /proc stat field
+// 22), only processes started since then are read: a descendant cannot be older than its ancestor, and
+// reading another process's environ waits for its memory map lock (a dying GPU engine's can be held for
+// seconds).
+std::vector<pid_t> kill_tagged(const std::string& tag, const std::filesystem::path& proc_root = "/proc",
+                               std::uint64_t started_since_ticks = 0);
 
 // Start time of a process in clock ticks since boot (/proc/PID/stat field 22); nullopt if no such PID.
 std::optional<std::uint64_t> proc_start_ticks(pid_t pid, const std::filesystem::path& proc_root = "/proc");

@@ -49,7 +49,9 @@ nlohmann::json error_body(const broker::Error& e) {
     err["type"] = std::string(to_string(e.kind()));
     err["message"] = e.what();
     if (e.retry_after_s()) err["retry_after_s"] = *e.retry_after_s();
-    return {{"error", std::move(err)}};
+    // "type": "error" at the top as well: Anthropic's error shape ({"type":"error","error":{type,message}}),
+    // which OpenAI's clients ignore — one body that both families of clients read.
+    return {{"type", "error"}, {"error", std::move(err)}};
 }
 
 std::string sse_error_event(const broker::Error& e) {

@@ -4,6 +4,7 @@
 #include <boost/beast/http.hpp>
 
 #include "http/errors.hpp"
+#include "http/ollama.hpp"
 #include "http/ollama_api.hpp"
 #include "http/server.hpp"
 
@@ -88,8 +89,8 @@ asio::awaitable<bool> Server::ollama_request(boost::beast::tcp_stream& stream, R
     }
     rec.status = static_cast<unsigned>(status_of(err->kind()));
     rec.error_type = broker::to_string(err->kind());
-    const nlohmann::json body = {
-        {"error", err->what()}, {"type", broker::to_string(err->kind())}, {"details", err->details()}};
+    const nlohmann::json body =
+        ollama_error_body(err->what(), broker::to_string(err->kind()), err->details());
     co_await write_json(stream, v, keep, rec.status, body, err->retry_after_s());
     co_return keep;
 }

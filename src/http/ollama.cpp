@@ -1,14 +1,63 @@
 #include "http/ollama.hpp"
 
+#include <cstdio>
 #include <string>
 
 #include "core/time_text.hpp"
 
 namespace loch::http {
 
-nlohmann::json ollama_details() {
-    return {{"parent_model", ""},  {"format", "gguf"},     {"family", ""},
-            {"families", nullptr}, {"parameter_size", ""}, {"quantization_level", ""}};
+namespace {
+
+const nlohmann::json& file_of(const nlohmann::json& e) {
+    static const nlohmann::json kNone = nlohmann::json::object();
+    const auto it = e.find("file");
+    return it != e.end() && it->is_object() ? *it : kNone;
+}
+
+// Ollama writes parameter counts as "8.0B", "494.03M".
+std::string parameter_size(std::uint64_t n) {
+    char buf[32];
+    if (n >= 1'000'000'000)
+        std::snprintf(buf, sizeof buf, "%.1fB", double(n) / 1e9);
+    else if (n >= 1'000'000)
+        std::snprintf(buf, sizeof buf, "%.2fM", double(n) / 1e6);
+    else
+        std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(n));
+    return buf;
+}
+
+}  // namespace
+
+nlohmann::json ollama_error_body(std::string_view message, std::string_view type,
+                                 const nlohmann::json& details) {
+    return {{"error", std::string(message)}, {"type", std::string(type)}, {"details", details}};
+}
+
+nlohmann::json ollama_details(const nlohmann::json& e) {
+    const auto& f = file_of(e);
+    const std::string arch = f.value("architecture", "");
+    const std::uint64_t params = f.value("parameter_count", std::uint64_t{0});
+    return {{"parent_model", ""},
+            {"format", f.value("format", "gguf")},
+            {"family", arch},
+            {"families", arch.empty() ? nlohmann::json(nullptr) : nlohmann::json::array({arch})},
+            {"parameter_size", params ? parameter_size(params) : ""},
+            {"quantization_level", f.value("quantization", "")}};
+}
+
+nlohmann::json ollama_model_info(const nlohmann::json& e) {
+    const auto& f = file_of(e);
+    const std::string arch = f.value("architecture", e.value("engine_kind", ""));
+    nlohmann::json info = {{"general.architecture", arch}};
+    if (f.contains("parameter_count")) info["general.parameter_count"] = f["parameter_count"];
+    if (f.contains("context_length")) info[arch + ".context_length"] = f["context_length"];
+    if (f.contains("embedding_length")) info[arch + ".embedding_length"] = f["embedding_length"];
+    return info;
+}
+
+nlohmann::json ollama_capabilities(const nlohmann::json& e) {
+    return nlohmann::json::array({file_of(e).value("embedding", false) ? "embedding" : "completion"});
 }
 
 nlohmann::json ollama_models(const nlohmann::json& status, bool running_only,
@@ -19,14 +68,13 @@ nlohmann::json ollama_models(const nlohmann::json& status, bool running_only,
         const std::string state = e.value("state", "stopped");
         const bool running = state == "ready" || state == "loading";
         if (running_only && !running) continue;
-        std::uint64_t size = 0;
-        if (running && e.contains("reservation"))
+        // /api/tags: the file's size (what Ollama lists); /api/ps: what it holds in memory.
+        std::uint64_t size = file_of(e).value("bytes", std::uint64_t{0});
+        if (running_only && e.contains("reservation"))
             size = e["reservation"].value("bytes", std::uint64_t{0});
-        else if (e.contains("footprint") && !e["footprint"]["needs"].empty())
-            size = e["footprint"]["needs"][0].value("bytes", std::uint64_t{0});
         const std::string name = e.value("name", "");
         nlohmann::json m = {{"name", name}, {"model", name}, {"modified_at", iso8601_utc(now)},
-                            {"size", size}, {"digest", ""},  {"details", ollama_details()}};
+                            {"size", size}, {"digest", ""},  {"details", ollama_details(e)}};
         if (running_only) {
             const std::string device = e.value("device", "cpu");
             m["size_vram"] = device == "cpu" ? 0 : size;

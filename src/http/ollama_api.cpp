@@ -432,15 +432,15 @@ std::optional<json> ollama_show(const json& status, const std::string& model) {
         const auto aliases = e.value("aliases", json::array());
         if (e.value("name", "") != model && std::find(aliases.begin(), aliases.end(), model) == aliases.end())
             continue;
-        json info = {{"general.architecture", e.value("engine_kind", "")}};
+        json info = ollama_model_info(e);
         if (e.contains("slot_ctx")) info["loch.slot_context_length"] = e["slot_ctx"];
         return json{{"modelfile", ""},
                     {"parameters", ""},
                     {"template", ""},
                     {"modified_at", now_text()},
-                    {"details", ollama_details()},
+                    {"details", ollama_details(e)},
                     {"model_info", info},
-                    {"capabilities", json::array({"completion"})},
+                    {"capabilities", ollama_capabilities(e)},
                     {"loch", e}};
     }
     return std::nullopt;

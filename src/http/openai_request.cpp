@@ -33,6 +33,12 @@ std::string_view to_string(Endpoint e) {
             return "/v1/audio/translations";
         case Endpoint::audio_speech:
             return "/v1/audio/speech";
+        case Endpoint::responses:
+            return "/v1/responses";
+        case Endpoint::anthropic_messages:
+            return "/v1/messages";
+        case Endpoint::rerank:
+            return "/v1/rerank";
     }
     return "?";
 }
@@ -97,6 +103,25 @@ void count_message_content(const nlohmann::json& content, OpenAIRequest& r) {
 
 }  // namespace
 
+namespace {
+
+// What a file is, by its first bytes: the audio formats whisper-server reads and the image formats sd-server
+// reads; "" when none of them.
+std::string file_format(std::string_view b) {
+    if (b.size() >= 12 && b.substr(0, 4) == "RIFF" && b.substr(8, 4) == "WAVE") return "wav";
+    if (b.starts_with("fLaC")) return "flac";
+    if (b.starts_with("OggS")) return "ogg";
+    if (b.starts_with("ID3") || (b.size() >= 2 && static_cast<unsigned char>(b[0]) == 0xFF &&
+                                 (static_cast<unsigned char>(b[1]) & 0xE0) == 0xE0))
+        return "mp3";
+    if (b.starts_with("\x89PNG")) return "png";
+    if (b.starts_with("\xFF\xD8\xFF")) return "jpeg";
+    if (b.size() >= 12 && b.substr(0, 4) == "RIFF" && b.substr(8, 4) == "WEBP") return "webp";
+    return "";
+}
+
+}  // namespace
+
 // A form's fields as a JSON object: text as strings (all digits: a number), files as their sizes.
 nlohmann::json form_as_json(std::string_view body, std::string_view content_type) {
     const auto boundary = form_boundary(content_type);
@@ -113,6 +138,7 @@ nlohmann::json form_as_json(std::string_view body, std::string_view content_type
             } else if (const auto s = audio_seconds(p.value)) {
                 j[p.name]["seconds"] = *s;
             }
+            if (const auto f = file_format(p.value); !f.empty()) j[p.name]["format"] = f;
             continue;
         }
         std::uint64_t n = 0;
@@ -148,17 +174,25 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
     if (r.body.is_discarded()) bad("the request body is not valid JSON", {{"body_bytes", body.size()}});
     if (!r.body.is_object()) bad("the request body must be a JSON object");
 
-    auto model = r.body.find("model");
-    if (model == r.body.end()) bad("'model' is required: name one of GET /v1/models");
-    if (!model->is_string() || model->get_ref<const std::string&>().empty())
-        bad("'model' must be a non-empty string");
-    r.model = model->get<std::string>();
+    if (auto model = r.body.find("model"); model != r.body.end()) {
+        if (!model->is_string() || model->get_ref<const std::string&>().empty())
+            bad("'model' must be a non-empty string");
+        r.model = model->get<std::string>();
+    } else if (endpoint == Endpoint::sdapi_txt2img) {
+        // A1111's clients name the checkpoint in override_settings, or nothing (the one loaded): the model is
+        // the checkpoint they name, else (left empty here) the only image model, which the server resolves.
+        if (auto o = r.body.find("override_settings"); o != r.body.end() && o->is_object())
+            if (auto c = o->find("sd_model_checkpoint"); c != o->end() && c->is_string())
+                r.model = c->get<std::string>();
+    } else {
+        bad("'model' is required: name one of GET /v1/models");
+    }
 
     if (auto s = r.body.find("stream"); s != r.body.end() && !s->is_null()) {
         if (!s->is_boolean()) bad("'stream' must be true or false");
         r.stream = s->get<bool>();
     }
-    for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"}) {
+    for (const char* key : {"max_tokens", "max_completion_tokens", "max_output_tokens", "n_predict"}) {
         auto m = r.body.find(key);
         if (m == r.body.end() || m->is_null()) continue;
         if (m->is_number_unsigned()) {
@@ -207,7 +241,8 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
             r.prompt_bytes = p->get_ref<const std::string&>().size();
             r.stream = false;  // images come whole
             // The size, checked before anything starts: OpenAI's "WxH", A1111's width and height.
-            if (auto s = r.body.find("size"); s != r.body.end() && !s->is_null()) {
+            // "auto" (OpenAI's default in its newer image models): the engine's default size.
+            if (auto s = r.body.find("size"); s != r.body.end() && !s->is_null() && *s != "auto") {
                 const std::string sz = s->is_string() ? s->get<std::string>() : std::string();
                 const auto x = sz.find('x');
                 std::uint64_t w = 0, h = 0;
@@ -217,7 +252,8 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
                 };
                 if (x == std::string::npos || !num(std::string_view(sz).substr(0, x), w) ||
                     !num(std::string_view(sz).substr(x + 1), h))
-                    bad("'size' must be \"WIDTHxHEIGHT\" with each side 16-16384 (e.g. \"512x512\")");
+                    bad("'size' must be \"WIDTHxHEIGHT\" with each side 16-16384 (e.g. \"512x512\"), or "
+                        "\"auto\"");
             }
             for (const char* key : {"width", "height"})
                 if (auto v = r.body.find(key); v != r.body.end() && !v->is_null())
@@ -248,6 +284,53 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
             }
             if (auto p = r.body.find("prompt"); p != r.body.end() && p->is_string())
                 r.prompt_bytes = p->get_ref<const std::string&>().size();
+            break;
+        }
+        case Endpoint::responses: {
+            // input: a string, or items ({role, content} messages whose content is text or typed parts);
+            // instructions: the system text.
+            auto in = r.body.find("input");
+            if (in == r.body.end()) bad("'input' is required (a string or a list of input items)");
+            if (in->is_string()) {
+                r.prompt_bytes += in->get_ref<const std::string&>().size();
+            } else if (in->is_array()) {
+                for (const auto& item : *in)
+                    if (item.is_object())
+                        if (auto c = item.find("content"); c != item.end()) count_message_content(*c, r);
+            } else {
+                bad("'input' must be a string or a list of input items");
+            }
+            if (auto i = r.body.find("instructions"); i != r.body.end() && i->is_string())
+                r.prompt_bytes += i->get_ref<const std::string&>().size();
+            break;
+        }
+        case Endpoint::anthropic_messages: {
+            auto msgs = r.body.find("messages");
+            if (msgs == r.body.end() || !msgs->is_array() || msgs->empty())
+                bad("'messages' must be a non-empty array");
+            for (const auto& m : *msgs) {
+                if (!m.is_object()) bad("each message must be an object with 'role' and 'content'");
+                if (auto c = m.find("content"); c != m.end()) count_message_content(*c, r);
+            }
+            if (auto sys = r.body.find("system"); sys != r.body.end()) count_message_content(*sys, r);
+            break;
+        }
+        case Endpoint::rerank: {
+            auto q = r.body.find("query");
+            if (q == r.body.end() || !q->is_string()) bad("'query' must be a string");
+            auto docs = r.body.find("documents");
+            if (docs == r.body.end() || !docs->is_array() || docs->empty())
+                bad("'documents' must be a non-empty array");
+            r.prompt_bytes = q->get_ref<const std::string&>().size();
+            for (const auto& d : *docs) {
+                if (d.is_string())
+                    r.prompt_bytes =
+                        std::max<std::uint64_t>(r.prompt_bytes, q->get_ref<const std::string&>().size() +
+                                                                    d.get_ref<const std::string&>().size());
+                else if (!d.is_object())
+                    bad("each document must be a string or an object with 'text'");
+            }
+            r.stream = false;  // scores come whole
             break;
         }
         case Endpoint::audio_speech: {  // text to speech: the answer is audio bytes

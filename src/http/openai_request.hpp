@@ -22,7 +22,10 @@ enum class Endpoint {
     sdapi_txt2img,
     audio_transcriptions,
     audio_translations,
-    audio_speech
+    audio_speech,
+    responses,           // OpenAI's Responses API (Codex, the Agents SDK)
+    anthropic_messages,  // Anthropic's Messages API (Claude Code and the anthropic SDKs)
+    rerank               // llama-server's reranking (Jina/Cohere shape)
 };
 std::string_view to_string(Endpoint e);  // its path: "/v1/chat/completions" (http/routes.hpp has the table)
 

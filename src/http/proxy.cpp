@@ -23,6 +23,7 @@
 #include "engines/engine_client.hpp"
 #include "http/errors.hpp"
 #include "http/io_now.hpp"
+#include "http/sdapi.hpp"
 #include "http/server.hpp"
 #include "http/sse.hpp"
 
@@ -37,6 +38,17 @@ using broker::ErrorKind;
 using namespace std::chrono_literals;
 
 namespace {
+
+// Whether the client closed its connection (a FIN or a reset is waiting on the socket): one non-blocking
+// peek, no read of the client's bytes. A request whose client left while it waited in the queue is dropped at
+// its grant, whatever its kind: an engine that does not stop on a hang-up (sd-server) would otherwise spend
+// minutes on a picture nobody will see.
+bool client_hung_up(tcp::socket& s) {
+    char byte = 0;
+    const ssize_t n = ::recv(s.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return true;
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
 
 constexpr auto tok = asio::as_tuple(asio::use_awaitable);
 
@@ -424,7 +436,9 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         std::string_view content_type = "application/json";
         if (const auto ct = req.find(bhttp::field::content_type); ct != req.end())
             content_type = std::string_view(ct->value().data(), ct->value().size());
-        const OpenAIRequest oreq = parse_openai_request(call.endpoint, req.body(), content_type);
+        OpenAIRequest oreq = parse_openai_request(call.endpoint, req.body(), content_type);
+        if (oreq.endpoint == Endpoint::sdapi_txt2img && !oreq.body.contains("model"))
+            oreq.model = sdapi_model(oreq.model, broker_.models_serving(to_string(oreq.endpoint)));
         rec.model = oreq.model;
         rec.stream = oreq.stream;
         broker::RequestNeeds needs;
@@ -462,6 +476,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         rec.decision = lease.decision();
         rec.queue_wait_s = std::chrono::duration<double>(lease.queue_wait()).count();
         if (st->abort) throw *st->abort;
+        if (client_hung_up(client.socket())) co_return gone();  // (the lease goes back as it leaves scope)
         if (call.num_ctx && lease.slot_ctx() && *call.num_ctx > *lease.slot_ctx())
             throw Error(
                 ErrorKind::context_length_exceeded,

@@ -65,6 +65,7 @@ Route route(std::string_view method, std::string_view target) {
         return check(method, "POST", r);
     }
     if (path == "/metrics") return check(method, "GET", with(Route::Kind::metrics));
+    if (path == "/sdapi/v1/sd-models") return check(method, "GET", with(Route::Kind::sdapi_models));
     if (path == "/" || path == "/index.html") {
         Route r = with(Route::Kind::dashboard);
         r.path = "index.html";

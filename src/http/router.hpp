@@ -30,6 +30,7 @@ struct Route {
         dashboard,          // GET / (the web page), GET /loch/ui/… (its files)
         model_load,         // POST /loch/models/{name}/load
         model_unload,       // POST /loch/models/{name}/unload
+        sdapi_models,       // GET /sdapi/v1/sd-models (A1111's checkpoint list: the image models)
         not_found,
         method_not_allowed,
     };

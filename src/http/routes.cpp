@@ -17,6 +17,9 @@ constexpr std::array kRoutes{
                Endpoint::audio_transcriptions},
     ModelRoute{"/v1/audio/translations", "POST", BodyKind::multipart, "model", Endpoint::audio_translations},
     ModelRoute{"/v1/audio/speech", "POST", BodyKind::json, "model", Endpoint::audio_speech},
+    ModelRoute{"/v1/responses", "POST", BodyKind::json, "model", Endpoint::responses},
+    ModelRoute{"/v1/messages", "POST", BodyKind::json, "model", Endpoint::anthropic_messages},
+    ModelRoute{"/v1/rerank", "POST", BodyKind::json, "model", Endpoint::rerank},
 };
 
 }  // namespace

@@ -20,6 +20,8 @@
 #include "http/ollama.hpp"
 #include "http/ollama_api.hpp"
 #include "http/router.hpp"
+#include "http/routes.hpp"
+#include "http/sdapi.hpp"
 
 namespace loch::http {
 
@@ -126,6 +128,10 @@ asio::awaitable<void> write_json(beast::tcp_stream& stream, unsigned version, bo
     res.set(bhttp::field::content_type, "application/json");
     if (retry_after_s) res.set(bhttp::field::retry_after, std::to_string(*retry_after_s));
     if (!allow.empty()) res.set(bhttp::field::allow, allow);
+    // A refusal that the same request can never get past (bad input, no such model, too large for the
+    // hardware): OpenAI's and Anthropic's SDKs would otherwise retry a 507 three times.
+    if (status == 400 || status == 401 || status == 404 || status == 405 || status == 413 || status == 507)
+        res.set("x-should-retry", "false");
     res.keep_alive(keep_alive);
     res.body() = dump(body);
     res.prepare_payload();
@@ -156,6 +162,9 @@ Server::Server(asio::any_io_executor ex, broker::Broker& broker, ServerOptions o
       acceptor_(ex),
       request_log_(options_.request_log),
       log_flush_(ex),
+      loop_lag_(
+          ex, [this] { return describe_activity(); }, [this](double s) { metrics_.observe_loop_lag(s); },
+          observe::LoopLag::Options{}),
       alive_(std::make_shared<bool>(true)) {
     // Request ids unique across restarts: a random prefix per run, then a counter.
     id_prefix_ = fmt::format("{:06x}-", std::random_device{}() & 0xffffff);
@@ -192,9 +201,27 @@ std::uint16_t Server::listen() {
 
 void Server::start() {
     asio::co_spawn(ex_, accept_loop(), asio::detached);
+    loop_lag_.start();
+}
+
+std::string Server::describe_activity() const {
+    const auto busy =
+        std::count_if(sessions_.begin(), sessions_.end(), [](const Session& s) { return s.busy; });
+    return fmt::format("{} connection(s), {} with a request; {} relay(s) to engines; {} request(s) so far",
+                       sessions_.size(), busy, relays_.size(), next_request_ - 1);
+}
+
+nlohmann::json Server::connection_figures() const {
+    const auto busy =
+        std::count_if(sessions_.begin(), sessions_.end(), [](const Session& s) { return s.busy; });
+    return {{"open", sessions_.size()},
+            {"busy", busy},
+            {"max", options_.max_connections},
+            {"idle_closed_at_cap", shed_connections_}};
 }
 
 void Server::stop() {
+    loop_lag_.stop();
     boost::system::error_code ec;
     acceptor_.close(ec);
     pool_.close();  // idle engine connections: nothing new will use them
@@ -214,6 +241,7 @@ asio::awaitable<void> Server::accept_loop() {
                 // Out of descriptors: retrying at once spins and floods the log. Wait for sessions to end,
                 // and say so once per interval with the count.
                 ++fd_refusals;
+                shed_longest_idle(nullptr);  // an idle keep-alive connection gives its descriptor back
                 const auto now = std::chrono::steady_clock::now();
                 if (now - last_fd_warning >= std::chrono::seconds(10)) {
                     spdlog::warn(
@@ -238,15 +266,21 @@ asio::awaitable<void> Server::accept_loop() {
 asio::awaitable<void> Server::session(tcp::socket socket) {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
-    Registration<Session> reg(sessions_, Session{&stream, false});
+    Registration<Session> reg(sessions_, Session{&stream, false, std::chrono::steady_clock::now()});
     ReadDeadline deadline(ex_, stream.socket());
     IdleDeadline idle(ex_, stream.socket(), options_.idle_timeout);
     Connection conn(stream.socket(), buffer);
-    if (sessions_.size() > options_.max_connections || shutting_down_) {
+    const auto open_connections = [&] {
+        return std::count_if(sessions_.begin(), sessions_.end(), [](const Session& s) { return !s.shed; });
+    };
+    if (!shutting_down_ && static_cast<std::size_t>(open_connections()) > options_.max_connections)
+        shed_longest_idle(&*reg.it);
+    if (static_cast<std::size_t>(open_connections()) > options_.max_connections || shutting_down_) {
         const Error e = shutting_down_
                             ? Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5)
                             : Error(ErrorKind::too_many_connections,
-                                    fmt::format("loch already has {} open connections (max_connections {})",
+                                    fmt::format("loch already has {} open connections, each with a request "
+                                                "running (max_connections {}): none idle to close",
                                                 sessions_.size() - 1, options_.max_connections),
                                     {{"open_connections", sessions_.size() - 1},
                                      {"max_connections", options_.max_connections}},
@@ -259,7 +293,8 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
     }
     for (;;) {
         reg.it->busy = false;
-        if (shutting_down_) break;
+        reg.it->idle_since = std::chrono::steady_clock::now();
+        if (shutting_down_ || reg.it->shed) break;
         // Idle: wait for the first bytes of the next request (a pipelined one may be buffered already; the
         // read may have been started by the last request's relay).
         if (buffer.size() == 0) {
@@ -270,7 +305,7 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
         }
         reg.it->busy = true;
         bhttp::request_parser<bhttp::string_body> parser;
-        parser.body_limit(options_.max_body_bytes);
+        parser.body_limit(std::max(options_.max_body_bytes, options_.max_upload_bytes));
         parser.header_limit(64 * 1024);
         // The usual request arrived whole in the read above: parsed here, without a pass of the scheduler.
         boost::system::error_code ec;
@@ -301,18 +336,34 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
         if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
             ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
             break;
-        if (ec == bhttp::error::body_limit) {
+        // Over the limit of its route: the upload routes take up to the largest max_upload, others max_body.
+        const auto route_limit = [&] {
+            const auto target = parser.get().target();
+            const ModelRoute* mr = find_model_route(target.substr(0, target.find('?')));
+            return mr && mr->body == BodyKind::multipart
+                       ? std::max(options_.max_body_bytes, options_.max_upload_bytes)
+                       : options_.max_body_bytes;
+        };
+        if (ec == bhttp::error::body_limit ||
+            (!ec && parser.is_done() && parser.get().body().size() > route_limit())) {
+            const std::uint64_t limit = route_limit();
             // (Not parser.content_length(): Beast reports the limit before it marks the header done.)
-            nlohmann::json d = {{"limit_bytes", options_.max_body_bytes}};
+            nlohmann::json d = {{"limit_bytes", limit}};
             if (auto cl = parser.get().find(bhttp::field::content_length); cl != parser.get().end())
                 if (std::uint64_t n = 0;
                     std::from_chars(cl->value().data(), cl->value().data() + cl->value().size(), n).ec ==
                     std::errc())
                     d["content_length"] = n;
-            const Error e(ErrorKind::request_too_large,
-                          "the request body is larger than max_body_bytes (" +
-                              std::to_string(options_.max_body_bytes) + " bytes)",
-                          d);
+            const Error e(
+                ErrorKind::request_too_large,
+                fmt::format(
+                    "the request body is larger than {} ({} bytes){}",
+                    limit > options_.max_body_bytes ? "the largest max_upload of the models" : "max_body",
+                    limit,
+                    limit > options_.max_body_bytes
+                        ? ""
+                        : ": raise max_body in loch.yaml (uploads: the model's max_upload)"),
+                d);
             log_unread(e);
             co_await write_error(stream, 11, false, e);
             // Read (and drop) what the client is still sending for a moment: closing with unread data would
@@ -353,6 +404,17 @@ asio::awaitable<void> wait_until(Done done, std::chrono::milliseconds limit) {
     }
 }
 }  // namespace
+
+bool Server::shed_longest_idle(const Session* except) {
+    Session* oldest = nullptr;
+    for (auto& s : sessions_)
+        if (&s != except && !s.busy && !s.shed && (!oldest || s.idle_since < oldest->idle_since)) oldest = &s;
+    if (!oldest) return false;
+    oldest->shed = true;
+    oldest->stream->socket().cancel();  // its wait for a next request ends; the session closes the socket
+    ++shed_connections_;
+    return true;
+}
 
 void Server::close_idle() {
     for (auto& s : sessions_)
@@ -490,6 +552,8 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
             case Route::Kind::status: {
                 nlohmann::json body = co_await broker_.status();
                 body["requests"] = metrics_.summary();
+                body["event_loop"] = loop_lag_.json();
+                body["connections"] = connection_figures();
                 body["upstream_connections"] = {
                     {"idle", pool_.idle_count()}, {"connects", pool_.connects()}, {"reuses", pool_.reuses()}};
                 co_await write_json(stream, v, keep, 200, body);
@@ -539,13 +603,19 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
                 co_return keep;
             }
             case Route::Kind::metrics: {
-                const auto status = co_await broker_.status();
+                auto status = co_await broker_.status();
+                status["event_loop"] = loop_lag_.json();
+                status["connections"] = connection_figures();
                 co_await write_text(stream, v, keep, 200, "text/plain; version=0.0.4; charset=utf-8",
                                     metrics_.exposition(status));
                 co_return keep;
             }
             case Route::Kind::dashboard:
                 co_return co_await dashboard(stream, req);
+            case Route::Kind::sdapi_models:
+                co_await write_json(stream, v, keep, 200,
+                                    sd_models(broker_.models_serving(to_string(Endpoint::sdapi_txt2img))));
+                co_return keep;
             case Route::Kind::model_load: {
                 const nlohmann::json answer = co_await broker_.preload(r.engine);
                 co_await write_json(stream, v, keep, 200, answer);
@@ -573,7 +643,15 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
     }
     status = static_cast<unsigned>(status_of(err->kind()));
     error_type = broker::to_string(err->kind());
-    co_await write_error(stream, v, keep, *err, allow);
+    // Ollama's own routes answer in Ollama's error shape: its clients read `error` as a string.
+    const bool ollama = r.kind == Route::Kind::ollama_show || r.kind == Route::Kind::ollama_pull ||
+                        r.kind == Route::Kind::ollama_tags || r.kind == Route::Kind::ollama_ps ||
+                        r.kind == Route::Kind::ollama_version;
+    if (ollama)
+        co_await write_json(stream, v, keep, status,
+                            ollama_error_body(err->what(), error_type, err->details()), err->retry_after_s());
+    else
+        co_await write_error(stream, v, keep, *err, allow);
     co_return keep;
 }
 

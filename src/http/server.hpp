@@ -48,6 +48,7 @@
 #include "http/router.hpp"
 #include "http/translation.hpp"
 #include "http/upstream_pool.hpp"
+#include "observe/loop_lag.hpp"
 #include "observe/metrics.hpp"
 #include "observe/request_log.hpp"
 
@@ -58,6 +59,9 @@ struct ServerOptions {
     std::uint16_t port = 8080;  // 0 = any free port (tests)
     std::vector<std::string> api_keys;
     std::uint64_t max_body_bytes = 16 * 1024 * 1024;
+    // The largest upload a model allows (whisper.max_upload): the multipart upload routes take bodies up to
+    // it (each model's own limit is checked by its kind); every other route stays at max_body_bytes.
+    std::uint64_t max_upload_bytes = 0;
     std::chrono::seconds idle_timeout{30};             // keep-alive connection without a request
     std::chrono::seconds header_timeout{10};           // first byte of a request → its whole header
     std::chrono::seconds body_timeout{60};             // header → the whole body
@@ -192,11 +196,19 @@ class Server {
     std::string next_request_id();  // "<run prefix>-<counter>"
     boost::asio::awaitable<void> check_request(const broker::Lease& lease, const OpenAIRequest& r);
     void close_idle();
+    std::string describe_activity() const;  // for the event loop's lag warning
+    nlohmann::json connection_figures() const;
 
     struct Session {
         boost::beast::tcp_stream* stream = nullptr;
         bool busy = false;  // a request is being handled (not waiting for the next one)
+        std::chrono::steady_clock::time_point idle_since{};
+        bool shed = false;  // closed to make room for a new connection
     };
+    // At the connection cap: closes the keep-alive connection idle the longest (Envoy's overload manager
+    // does the same), so that idle connections never keep a client with a request out. False when every
+    // other connection is busy.
+    bool shed_longest_idle(const Session* except);
     // Unregisters on destruction (RAII): a relay or session can never be left in the registry.
     template <class T>
     struct Registration {
@@ -229,6 +241,8 @@ class Server {
     std::uint64_t next_request_ = 1;
     std::string id_prefix_;  // a random prefix per run ("5f090c-"): ids unique across restarts
     std::uint16_t port_ = 0;
+    std::uint64_t shed_connections_ = 0;  // idle connections closed at the cap
+    observe::LoopLag loop_lag_;
     std::shared_ptr<bool> alive_;
 };
 

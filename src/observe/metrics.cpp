@@ -198,6 +198,14 @@ struct Metrics::Families {
             .Name("loch_image_seconds_per_step")
             .Help("Seconds per sampling step of image requests")
             .Register(*registry);
+    prometheus::Family<prometheus::Histogram>& loop_lag_family =
+        BuildHistogram()
+            .Name("loch_event_loop_lag_seconds")
+            .Help("How late loch's event loop woke a periodic timer: every request waits as long")
+            .Register(*registry);
+    prometheus::Histogram& loop_lag =
+        loop_lag_family.Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                                        0.25, 0.5, 1, 2.5, 5, 10});
     prometheus::Family<prometheus::Histogram>& real_time_factor =
         BuildHistogram()
             .Name("loch_audio_real_time_factor")
@@ -244,6 +252,10 @@ void Metrics::record(const RequestRecord& r) {
     if (auto tps = r.tokens_per_second()) s.tps_sum += *tps, ++s.tps_n, s.last_tps = *tps;
 }
 
+void Metrics::observe_loop_lag(double seconds) {
+    f_->loop_lag.Observe(seconds);
+}
+
 nlohmann::json Metrics::summary() const {
     nlohmann::json out = nlohmann::json::object();
     for (const auto& [model, s] : speed_) {
@@ -268,6 +280,18 @@ std::string Metrics::exposition(const nlohmann::json& status) const {
         for (const char* cls : {"interactive", "batch"})
             s.gauge("loch_queue_depth", "Requests waiting, by priority class", {{"priority", cls}},
                     double(u64(q, cls)));
+    }
+    if (const auto it = status.find("event_loop"); it != status.end() && it->is_object()) {
+        s.gauge("loch_event_loop_lag_last_seconds", "The event loop's lag at its last sample", {},
+                it->value("lag_s", 0.0));
+        s.gauge("loch_event_loop_lag_max_seconds", "The event loop's highest lag since loch started", {},
+                it->value("max_lag_s", 0.0));
+    }
+    if (const auto it = status.find("connections"); it != status.end() && it->is_object()) {
+        s.gauge("loch_client_connections", "Open client connections", {}, double(it->value("open", 0)));
+        s.counter("loch_client_connections_idle_closed_total",
+                  "Idle keep-alive connections closed to make room at max_connections", {},
+                  double(it->value("idle_closed_at_cap", 0)));
     }
     for (auto& f : s.families) families.push_back(std::move(f));
     std::ostringstream out;

@@ -34,6 +34,8 @@ class Metrics {
     Metrics& operator=(const Metrics&) = delete;
 
     void record(const RequestRecord& r);
+    // One sample of the event loop's lag (observe/loop_lag.hpp): loch_event_loop_lag_seconds.
+    void observe_loop_lag(double seconds);
     // The whole exposition: the request series and the snapshot of `status` (Broker::status()).
     std::string exposition(const nlohmann::json& status) const;
     // Per model, for /loch/status and the dashboard: requests, errors, average TTFT and tokens/s.

@@ -345,7 +345,7 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
                          fmt::format("logits: {} vocab x {} row(s) x 4 bytes", s.n_vocab, out_rows)};
 
     // ---- overhead and margin
-    const std::uint64_t growth = runtime_growth_bytes(s, d.flash_attn);
+    const std::uint64_t growth = runtime_growth_bytes(ci);
     for (std::size_t i = 0; i < n_gpu; ++i)
         dev[i].overhead = {st.gpu_overhead_bytes + growth, Source::formula,
                            fmt::format("per-process GPU context (CUDA context, cuBLAS workspace) {} + growth "
@@ -533,13 +533,42 @@ std::optional<std::uint64_t> parse_bytes(std::string_view t) {
 
 namespace loch::plan {
 
-std::uint64_t runtime_growth_bytes(const ModelShape& shape, bool flash_attn) {
-    // Additive terms. H200 (bench/plan-accuracy --prompt-ubatches 3, 2026-12-01): dense + FA needs 20–26;
-    // MoE + FA ~110; dense without FA ~140; MoE without FA ~162 (one case was 1.6 MiB under a flat 160).
-    std::uint64_t g = 32 * kMiB;
-    if (shape.n_expert > 0) g += 96 * kMiB;
-    if (!flash_attn) g += 128 * kMiB;
-    return g;
+std::uint64_t runtime_growth_bytes(const ComputeInputs& in) {
+    const ModelShape& shape = in.shape;
+    // The CUDA backend's memory pool (ggml-cuda.cu, ggml_cuda_pool_vmm): temporaries of one op at a time,
+    // allocated and freed in stack order, so the pool's physical size is the largest single op's need, mapped
+    // in 2 MiB granules and never given back. Not in any ggml buffer, so neither the dry run nor the engine's
+    // buffer lines show it.
+    constexpr std::uint64_t kGranule = 2 * kMiB;
+    const auto granules = [](std::uint64_t b) { return (b + kGranule - 1) / kGranule * kGranule; };
+    const std::uint64_t n = in.n_ubatch;
+    std::uint64_t pool = 0;
+    if (!in.flash_attn) {
+        // Attention without flash attention goes through ggml_cuda_mul_mat_batched_cublas with f16 compute
+        // (every card but Volta, RDNA4 and CDNA): KQ = K·Q converts Q to f16 (head_k x n x heads) and writes
+        // an f16 result before widening it (n_kv x n x heads); KQV = V·softmax(KQ) converts KQ to f16
+        // (n_kv x n x heads) and writes head_v x n x heads in f16. A quantized K is converted to f16 whole.
+        // n_kv is the widest cache a layer attends over (the whole per-slot context once a prompt fills it).
+        const std::uint64_t kv = std::max(in.n_kv, in.n_kv_swa);
+        const std::uint64_t heads = shape.n_head;
+        const std::uint64_t head = std::max(shape.head_k, shape.head_v ? shape.head_v : shape.head_k);
+        std::uint64_t k_f16 = 0;
+        if (gguf::traits(in.type_k).quantized) {
+            for (std::uint32_t il = 0; il < shape.n_layer; ++il)
+                k_f16 = std::max<std::uint64_t>(k_f16, std::uint64_t{shape.n_embd_k_gqa(il)} * kv * 2);
+        }
+        pool = std::max(pool, 2 * n * heads * (kv + head) + k_f16);
+    }
+    if (shape.n_expert > 0 && shape.n_expert_used > 0) {
+        // ggml_cuda_mul_mat_id sorts each expert's rows into pool buffers: the input (n_embd or n_ff_exp) and
+        // the output rows of every selected expert, f32. At least the 96 MiB the H200 showed for MoE models
+        // with flash attention at ubatch 512 (other temporaries of the expert path: mmq's q8_1 inputs).
+        const std::uint64_t rows = n * shape.n_expert_used;
+        pool = std::max({pool, 96 * kMiB, rows * (std::uint64_t{shape.n_embd} + shape.n_ff_expert) * 4});
+    }
+    // Plus what every GPU process grows by with real prompts (cuBLAS workspace, small pool temporaries):
+    // 20-26 MiB on the H200 for dense models with flash attention.
+    return 32 * kMiB + granules(pool);
 }
 
 }  // namespace loch::plan

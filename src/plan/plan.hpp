@@ -20,6 +20,7 @@
 
 #include "core/memory.hpp"
 #include "gguf/model.hpp"
+#include "plan/compute.hpp"
 #include "plan/shape.hpp"
 
 namespace loch::plan {
@@ -90,10 +91,11 @@ struct Plan {
 };
 
 // What a GPU process grows by after real prompts (several ubatches), beyond its state after a trivial
-// decode: cuBLAS/cuDNN workspaces and allocator pools. H200, pinned llama.cpp, ~1100-token prompt:
-// +20–26 MiB dense with flash attention, ~110 MiB MoE, ~140 MiB without flash attention, ~162 MiB MoE
-// without. Planned as 32 MiB + 96 for MoE + 128 without flash attention.
-std::uint64_t runtime_growth_bytes(const ModelShape& shape, bool flash_attn);
+// decode: the CUDA backend's memory pool, sized from the pinned source by the largest op's temporaries —
+// attention without flash attention (f16 copies of KQ, growing with ubatch x context x heads), the MoE
+// expert path — plus 32 MiB of workspaces. H200, ~1100-token prompt at ubatch 512: +20–26 MiB dense with
+// flash attention, ~110 MiB MoE, ~140 MiB without flash attention, ~162 MiB MoE without.
+std::uint64_t runtime_growth_bytes(const ComputeInputs& in);
 
 // Throws std::runtime_error for settings llama.cpp would reject (n_parallel 0, ubatch 0, ...).
 Plan make_plan(const gguf::Model& model, const Settings& settings);

@@ -359,6 +359,91 @@ TEST_F(BrokerTest, TheMeasuredUseOfTheWholeProcessGroupRaisesTheReservation) {
     EXPECT_TRUE(seen);
 }
 
+// The runtime guard: an engine measured above its reservation is booked at its measured use at once, an event
+// says so with both numbers, and the device, now over its capacity, evicts its idle holder (never the one
+// with a running request) and admits a newcomer only into what is really free.
+TEST_F(BrokerTest, AnEngineThatGrowsPastItsReservationIsBookedAsMeasuredAndIdleHoldersMakeRoom) {
+    add_model("grower", 4 * kGiB);
+    add_model("idle", 4 * kGiB);
+    add_model("late", 2 * kGiB);
+    fake->configure = [](test::FakeRun& r) {
+        r.fake_pid = r.spec().model_name == "grower" ? 4242 : r.spec().model_name == "idle" ? 4343 : 4444;
+    };
+    // What the probe sees per process: the grower uses 7 GiB though it reserved 4.
+    start(fast(), {{4242, 7 * kGiB}, {4343, 1 * kGiB}, {4444, 1 * kGiB}});
+    {
+        auto i = acquire("idle");
+        ASSERT_TRUE(settle(i));
+        i.get().release();
+    }
+    auto g = acquire("grower");
+    ASSERT_TRUE(settle(g));
+    Lease running = g.get();
+    run_for(150ms);  // a few ticks of the probe
+    EXPECT_TRUE(fake->of("idle")[0]->ended()) << "the idle holder makes room on the overcommitted device";
+    EXPECT_FALSE(fake->of("grower")[0]->ended()) << "the engine that grew keeps its running request";
+    auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+    ASSERT_TRUE(settle(st));
+    const auto status = st.get();
+    bool grew = false, over = false;
+    for (const auto& e : status["events"]) {
+        if (e["kind"] == "grew" && e["model"] == "grower") {
+            grew = true;
+            EXPECT_EQ(e["reserved_bytes"], 4 * kGiB) << e.dump();
+            EXPECT_EQ(e["measured_bytes"], 7 * kGiB) << e.dump();
+            EXPECT_EQ(e["over_by_bytes"], 3 * kGiB) << e.dump();
+        }
+        if (e["kind"] == "overcommitted") {
+            over = true;
+            EXPECT_EQ(e["over_by_bytes"], 1 * kGiB) << e.dump();
+        }
+    }
+    EXPECT_TRUE(grew) << status["events"].dump(2);
+    EXPECT_TRUE(over) << status["events"].dump(2);
+    for (const auto& e : status["engines"])
+        if (e["name"] == "grower") EXPECT_EQ(e["reservation"]["bytes"], 7 * kGiB) << e.dump(2);
+    // 10 GiB - 7 booked as measured = 3 free: the 2 GiB model fits beside it, the idle one's place is gone.
+    auto l = acquire("late");
+    ASSERT_TRUE(settle(l));
+    EXPECT_TRUE(l.get().valid());
+    auto back = acquire("idle");
+    run_for(150ms);
+    EXPECT_NE(back.wait_for(0s), std::future_status::ready) << "4 GiB do not fit into the 1 GiB left";
+    running.release();
+    ASSERT_TRUE(settle(back));
+}
+
+// Issue 26: what an engine keeps after a request (ggml-cuda's pool, at the largest request so far: sd-server
+// held up to ~900 MiB more than its reservation while idle) stays booked as the engine's once the request
+// ends; a smaller request adds nothing, a larger one adds the difference.
+TEST_F(BrokerTest, WhatAnEngineKeepsAfterARequestStaysBookedAtTheLargestSoFar) {
+    add_model("img", 4 * kGiB);
+    start(fast());
+    const auto reservation = [&] {
+        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        EXPECT_TRUE(settle(st));
+        const auto status =
+            st.get();  // (not st.get()["engines"] in the loop head: the temporary would dangle)
+        for (const auto& e : status["engines"])
+            if (e["name"] == "img") return e["reservation"]["bytes"].get<std::uint64_t>();
+        return std::uint64_t{0};
+    };
+    const auto request = [&](std::uint64_t bytes, std::uint64_t kept) {
+        RequestNeeds n;
+        n.transient = engines::RequestCost{bytes, kept, "compute", nlohmann::json::object(), nullptr};
+        auto f = asio::co_spawn(ioc, broker->acquire("img", n), asio::use_future);
+        ASSERT_TRUE(settle(f));
+        f.get().release();
+        run_for(20ms);
+    };
+    request(2 * kGiB, 512 * kMiB);
+    EXPECT_EQ(reservation(), 4 * kGiB + 512 * kMiB);
+    request(1 * kGiB, 256 * kMiB);  // smaller: the pool is already larger
+    EXPECT_EQ(reservation(), 4 * kGiB + 512 * kMiB);
+    request(3 * kGiB, 1 * kGiB);
+    EXPECT_EQ(reservation(), 5 * kGiB);
+}
+
 TEST_F(BrokerTest, AnUnknownModelOrARouteItsKindDoesNotServeIsRefusedBeforeAnythingStarts) {
     add_model("a", 4 * kGiB);
     start(fast());

@@ -37,8 +37,34 @@ TEST(ConfigValues, Durations) {
     EXPECT_EQ(parse_duration("2d"), Seconds{172800});
     EXPECT_FALSE(parse_duration("1h30"));
     EXPECT_FALSE(parse_duration("-5"));
-    EXPECT_FALSE(parse_duration("5 minutes"));
     EXPECT_FALSE(parse_duration("9999999999999h"));
+    // What people write (issue 27: "5 minutes" was "unknown duration unit ' '").
+    EXPECT_EQ(parse_duration("5 minutes"), Seconds{300});
+    EXPECT_EQ(parse_duration("5 min"), Seconds{300});
+    EXPECT_EQ(parse_duration("30 seconds"), Seconds{30});
+    EXPECT_EQ(parse_duration("1 hour 30 minutes"), Seconds{5400});
+    EXPECT_EQ(parse_duration("2 days"), Seconds{172800});
+    EXPECT_EQ(parse_duration("1h 30m"), Seconds{5400});
+    std::string why;
+    EXPECT_FALSE(parse_duration("5 fortnights", &why));
+    EXPECT_NE(why.find("'fortnights'"), std::string::npos) << why;
+    EXPECT_NE(why.find("minutes"), std::string::npos) << why;
+}
+
+// Issue 27: `devices: [cuda:0]` passed the check and left its model nothing to run on.
+TEST(ConfigValues, DeviceIdsAreTheOnesTheProbesProduce) {
+    for (const char* ok : {"cpu", "nvidia:0", "nvidia:12", "amd:card0", "amd:card1"})
+        EXPECT_FALSE(device_id_problem(ok)) << ok;
+    for (const auto& [bad, hint] :
+         {std::pair{"cuda:0", "nvidia:0"}, std::pair{"cuda1", "nvidia:1"}, std::pair{"gpu0", "nvidia:0"},
+          std::pair{"rocm:0", "amd:card0"}, std::pair{"card1", "amd:card1"}}) {
+        const auto why = device_id_problem(bad);
+        ASSERT_TRUE(why) << bad;
+        EXPECT_NE(why->find(std::string("did you mean ") + hint), std::string::npos) << *why;
+    }
+    EXPECT_TRUE(device_id_problem("nvidia:"));
+    EXPECT_TRUE(device_id_problem("NVIDIA:0"));
+    EXPECT_TRUE(device_id_problem("vulkan0"));
 }
 
 TEST(ConfigValues, Names) {

@@ -381,18 +381,28 @@ TEST(WhisperServerKind, ArgvRoutesTheTranslationAndTheFootprintPlansTheWorstDeco
     EXPECT_EQ(got->source, Source::measured);
 
     // A request over the model's limits is refused from the config alone.
-    nlohmann::json req = {{"model", "w"}, {"file", {{"file_bytes", 30u << 20}}}};
+    nlohmann::json req = {{"model", "w"}, {"file", {{"file_bytes", 30u << 20}, {"format", "wav"}}}};
     RequestView v;
     v.body = &req;
     auto no = k.check_before_start(m, v);
     ASSERT_TRUE(no);
     EXPECT_EQ(no->kind, Refusal::Kind::too_large);
-    req = {{"model", "w"}, {"file", {{"file_bytes", 1000}, {"seconds", 5.0}}}, {"best_of", "6"}};
+    req = {{"model", "w"},
+           {"file", {{"file_bytes", 1000}, {"seconds", 5.0}, {"format", "wav"}}},
+           {"best_of", "6"}};
     no = k.check_before_start(m, v);
     ASSERT_TRUE(no);
     EXPECT_EQ(no->details["max_decoders"], 5);
     req.erase("best_of");
     EXPECT_FALSE(k.check_before_start(m, v));
+    // Issue 27: a file that is not audio is refused by what its bytes are, not passed to whisper-server.
+    req["file"] = {{"file_bytes", 1000}, {"format", "png"}, {"filename", "photo.png"}};
+    no = k.check_before_start(m, v);
+    ASSERT_TRUE(no);
+    EXPECT_EQ(no->kind, Refusal::Kind::invalid_request);
+    EXPECT_NE(no->message.find("not audio"), std::string::npos) << no->message;
+    req["file"] = {{"file_bytes", 1000}, {"filename", "noise.bin"}};
+    EXPECT_TRUE(k.check_before_start(m, v));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include <fstream>
 
+#include "support/synth_model.hpp"
 #include "support/temp_dir.hpp"
 
 namespace loch::config {
@@ -98,7 +99,7 @@ queue: {interactive: 8, batch: 2}
 max_body: 1MiB
 max_wait: 2m
 devices:
-  cuda0: {reserve: 512MiB, budget: 24GiB, margin: 600MiB}
+  nvidia:0: {reserve: 512MiB, budget: 24GiB, margin: 600MiB}
   cpu:
     budget: 1.5GiB
 models:
@@ -114,7 +115,7 @@ models:
       cache_type_v: q8_0
       ubatch: 256
       extra: [--mlock]
-    devices: [cuda0]
+    devices: [nvidia:0]
     cpu_fallback: yes
     priority: batch
     keep_alive: forever
@@ -130,9 +131,9 @@ models:
     EXPECT_EQ(c.queue.interactive, 8u);
     EXPECT_EQ(c.max_body_bytes, 1024u * 1024);
     EXPECT_EQ(c.max_wait, Seconds{120});
-    EXPECT_EQ(c.device("cuda0").reserve, 512ull << 20);
-    EXPECT_EQ(c.device("cuda0").budget, 24ull << 30);
-    EXPECT_EQ(c.device("cuda0").margin, 600ull << 20);
+    EXPECT_EQ(c.device("nvidia:0").reserve, 512ull << 20);
+    EXPECT_EQ(c.device("nvidia:0").budget, 24ull << 30);
+    EXPECT_EQ(c.device("nvidia:0").margin, 600ull << 20);
     EXPECT_EQ(c.device("cpu").budget, 3ull << 29);
     EXPECT_FALSE(c.device("rocm0").budget.has_value());
     const ModelConfig& m = c.models.at(0);
@@ -142,7 +143,7 @@ models:
     EXPECT_EQ(engines::llama_args(m).cache_type_k, "q8_0");
     EXPECT_EQ(engines::llama_args(m).ubatch, 256u);
     EXPECT_EQ(engines::llama_args(m).extra, std::vector<std::string>{"--mlock"});
-    EXPECT_EQ(m.devices, std::vector<std::string>{"cuda0"});
+    EXPECT_EQ(m.devices, std::vector<std::string>{"nvidia:0"});
     EXPECT_TRUE(m.cpu_fallback);
     EXPECT_EQ(m.priority, Priority::batch);
     EXPECT_FALSE(m.keep_alive.has_value());
@@ -198,7 +199,8 @@ TEST_F(ConfigTest, TypeAndRangeErrorsPointAtTheValue) {
 
 TEST_F(ConfigTest, BadSizeAndDurationStringsAreErrors) {
     const auto d = errors(
-        "devices:\n  cuda0: {budget: 24GB5}\nmax_wait: 5 minutes\nmodels:\n  - {name: a, path: a.gguf}\n");
+        "devices:\n  nvidia:0: {budget: 24GB5}\nmax_wait: 5 fortnights\nmodels:\n  - {name: a, path: "
+        "a.gguf}\n");
     ASSERT_EQ(d.size(), 2u);
     EXPECT_EQ(d[0].line, 2);
     EXPECT_THAT(d[0].message, HasSubstr("bad size '24GB5'"));
@@ -578,6 +580,62 @@ TEST(SdServerProgress, TheLastStepLineOfTheRunningGenerationIsItsProgress) {
     EXPECT_DOUBLE_EQ((*p)["eta_s"].get<double>(), 26.0);
     // Loading progress (MB/s) is not sampling; nothing after generate_image yet is step 0.
     EXPECT_EQ((*kind.request_progress({"generate_image 64x64", "|===| 52/382 - 47.75MB/s"}))["step"], 0);
+}
+
+}  // namespace
+}  // namespace loch::config
+
+namespace loch::config {
+namespace {
+
+// Issue 26: a flag in args.extra that changes memory in a way loch does not plan is refused at config time
+// with the reason; one the planner models reaches it; a setting that has its own key is refused in extra.
+TEST_F(ConfigTest, ExtraFlagsThatChangeMemoryAreModelledOrRefused) {
+    const auto entry = [](const std::string& extra) {
+        return "models:\n  - name: a\n    path: a.gguf\n    args: {extra: " + extra + "}\n";
+    };
+    for (const auto& [flags, why] :
+         {std::pair{"[--model-draft, d.gguf]", "draft model"},
+          std::pair{"[--mmproj, p.gguf]", "vision projector"}, std::pair{"[--lora, x.gguf]", "adapters"},
+          std::pair{"[-nkvo]", "host memory"}, std::pair{"[-ub, '2048']", "args.ubatch"},
+          std::pair{"[--flash-attn=off]", "args.flash_attn"},
+          std::pair{"[-ot, 'blk\\.1\\..*=CUDA1']", "CPU only"}}) {
+        const auto d = errors(entry(flags));
+        ASSERT_EQ(d.size(), 1u) << flags;
+        EXPECT_THAT(d[0].message, HasSubstr(why)) << flags;
+    }
+    const auto c =
+        parse(entry("[--kv-unified, --swa-full, --n-cpu-moe, '3', -ot, 'exps=CPU', --no-repack, --jinja]"));
+    const auto st = engines::llama_plan_settings(c.models.at(0), engines::Placement{"nvidia:0", "cuda", 0});
+    EXPECT_TRUE(st.kv_unified);
+    EXPECT_TRUE(st.swa_full);
+    EXPECT_EQ(st.n_cpu_moe, 3u);
+    EXPECT_EQ(st.cpu_tensor_patterns, std::vector<std::string>{"exps"});
+    EXPECT_FALSE(st.cpu_repack);
+}
+
+}  // namespace
+}  // namespace loch::config
+
+namespace loch::config {
+namespace {
+
+// Issue 26: a quantized K cache on a latent-attention model made llama-server exit 1 at its start; the pinned
+// llama.cpp's refusals are said at config time, with the reason.
+TEST_F(ConfigTest, CacheTypesTheEngineRefusesForALatentAttentionModelAreRefusedAtConfigTime) {
+    const test::SynthModel mla({"--preset", "tiny-deepseek2"}, "mla.gguf");
+    const auto yaml = [&](const std::string& args) {
+        return "models:\n  - name: a\n    path: " + mla.path().string() + "\n    args: " + args + "\n";
+    };
+    auto d = errors(yaml("{cache_type_k: q8_0}"));  // V stays f16
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_THAT(d[0].message, HasSubstr("latent attention"));
+    EXPECT_THAT(d[0].message, HasSubstr("cache_type_k q8_0, cache_type_v f16"));
+    d = errors(yaml("{cache_type_k: q4_0, cache_type_v: q4_0, flash_attn: off}"));
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_THAT(d[0].message, HasSubstr("flash_attn"));
+    EXPECT_NO_THROW(parse(yaml("{cache_type_k: q8_0, cache_type_v: q8_0}")));
+    EXPECT_NO_THROW(parse(yaml("{flash_attn: off}")));
 }
 
 }  // namespace

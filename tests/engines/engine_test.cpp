@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -18,6 +19,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -256,9 +258,67 @@ TEST_F(EngineTest, DestroyingARunningEngineKillsIt) {
     auto e = Engine::create(ioc.get_executor(), spec_for({"/bin/sleep", "1000"}, health.port(), dir));
     ASSERT_TRUE(run(ioc, e->start()).ready);
     const pid_t pid = *e->pid();
-    e.reset();
-    EXPECT_FALSE(alive(pid));
+    e.reset();  // SIGKILL; reaped by the loop as soon as it is gone, never waited for on it
+    for (int i = 0; i < 100 && std::filesystem::exists("/proc/" + std::to_string(pid)); ++i)
+        run_for(ioc, 20ms);
+    EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(pid))) << "not reaped (a zombie is left)";
     run_for(ioc, 100ms);  // the background watchers finish without touching the dead engine
+}
+
+// The hang found under faults: an engine's pidfd closed while a forked child still held it left a stale entry
+// in the reactor's epoll set, whose event woke the next engine's exit watch, which then waited (wait4,
+// blocking) for that live engine on loch's only thread. Whatever wakes the watch, loch never waits for a live
+// child: here a child holds the first process's descriptors across its end, the next process is spawned at
+// once, and the loop must keep turning (a watchdog thread kills the live process if it does not, and the test
+// fails).
+TEST(ProcessReap, NothingWakingTheExitWatchMakesTheLoopWaitForALiveChild) {
+    for (int round = 0; round < 20; ++round) {
+        SCOPED_TRACE(round);
+        asio::io_context ioc;
+        auto first = Process::spawn(ioc.get_executor(), SpawnSpec{{"/bin/sleep", "1000"}, {}, {}, {}, 10});
+        const pid_t holder = ::fork();  // holds copies of every descriptor, the pidfd among them, for 300 ms
+        ASSERT_GE(holder, 0);
+        if (holder == 0) {
+            ::usleep(300'000);
+            ::_exit(0);
+        }
+        first.reset();
+        auto second = Process::spawn(ioc.get_executor(), SpawnSpec{{"/bin/sleep", "1000"}, {}, {}, {}, 10});
+        const pid_t live = second->pid();
+        std::atomic<bool> done{false}, rescued{false};
+        std::thread watchdog([&] {
+            for (int i = 0; i < 60 && !done; ++i) std::this_thread::sleep_for(50ms);
+            if (!done) {
+                rescued = true;
+                ::kill(live, SIGKILL);
+            }
+        });
+        const auto t0 = std::chrono::steady_clock::now();
+        run_for(ioc, 500ms);
+        const auto took = std::chrono::steady_clock::now() - t0;
+        done = true;
+        watchdog.join();
+        EXPECT_FALSE(rescued) << "the loop blocked on a live child";
+        EXPECT_LT(took, 1500ms);
+        EXPECT_FALSE(second->exited());
+        int st = 0;
+        ::waitpid(holder, &st, 0);
+    }
+}
+
+// A stopped engine (SIGSTOP) is alive: its exit watch keeps waiting without blocking the loop, and a SIGKILL
+// still ends and reaps it.
+TEST(ProcessReap, AStoppedChildIsNotExitedAndIsReapedOnceKilled) {
+    asio::io_context ioc;
+    auto p = Process::spawn(ioc.get_executor(), SpawnSpec{{"/bin/sleep", "1000"}, {}, {}, {}, 10});
+    p->signal_group(SIGSTOP);
+    EXPECT_FALSE(run(ioc, p->async_wait_for(300ms)));
+    EXPECT_FALSE(p->exited());
+    p->signal_group(SIGKILL);
+    EXPECT_TRUE(run(ioc, p->async_wait_for(5000ms)));
+    ASSERT_TRUE(p->wait_status().has_value());
+    EXPECT_TRUE(WIFSIGNALED(*p->wait_status()));
+    EXPECT_EQ(WTERMSIG(*p->wait_status()), SIGKILL);
 }
 
 TEST_F(EngineTest, EngineDiesWithItsParent) {

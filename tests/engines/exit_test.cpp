@@ -120,6 +120,30 @@ TEST(ClassifyExit, BadModelFileNamesTheRootCause) {
     EXPECT_EQ(plain.matched_line, "fatal error: bad flag");
 }
 
+// Issue 26: a setting the engine refuses at context creation. Its own line comes first, then lines that are
+// no errors, then the consequences every failed start prints: the summary names the cause, found by content.
+TEST(ClassifyExit, ARefusedSettingNamesTheEnginesOwnLineNotItsConsequences) {
+    for (const bool prefixed : {true, false}) {
+        const std::string e = prefixed ? "0.01.000.100 E " : "", i = prefixed ? "0.01.000.200 I " : "";
+        const std::vector<std::string> log{
+            i + "llama_model_loader: - kv  30: deepseek2.attention.kv_lora_rank u32 = 512",
+            e + "llama_init_from_model: model does not support different K (q8_0) and V (f16) cache types",
+            i + "llama_model_loader: unloading",
+            i + "print_info: freeing the model",
+            i + "llama_memory_breakdown_print: | memory breakdown [MiB] |",
+            i + "llama_memory_breakdown_print: |   - Host | 120 = 100 + 0 + 20 |",
+            e + "common_init_from_params: failed to create context with model 'mla.gguf'",
+            e + "srv    load_model: failed to load model, 'mla.gguf'",
+            i + "srv    operator(): operator(): cleaning up before exit...",
+            e + "srv  llama_server: exiting due to model loading error",
+        };
+        const auto r = classify_exit({exited_with(1)}, log);
+        EXPECT_EQ(r.matched_line,
+                  "llama_init_from_model: model does not support different K (q8_0) and V (f16) cache types")
+            << (prefixed ? "with" : "without") << " llama.cpp's prefixes";
+    }
+}
+
 TEST(ClassifyExit, PortInUseAndCleanExit) {
     const auto r =
         classify_exit({exited_with(1)},

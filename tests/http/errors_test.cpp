@@ -30,6 +30,8 @@ TEST(Errors, BodyCarriesTypeMessageAndNumbers) {
     EXPECT_EQ(j["error"]["message"], "does not fit");
     EXPECT_EQ(j["error"]["need_bytes"], 17179869184ull);
     EXPECT_EQ(j["error"]["capacity_bytes"], 1024);
+    // Anthropic's shape as well ({"type":"error","error":{type,message}}): its SDK and Claude Code read it.
+    EXPECT_EQ(j["type"], "error");
 }
 
 TEST(Errors, RetryAfterIsInTheBody) {

@@ -87,3 +87,48 @@ TEST(OpenAIRequest, PromptShapesAreCheckedBeforeTheEngineSeesThem) {
     EXPECT_NE(error_of(Endpoint::embeddings, R"({"model":"m","input":5.5})").find("'input'"),
               std::string::npos);
 }
+
+// Issue 27: the Responses API, Anthropic's Messages API and reranking, as their official clients send them.
+TEST(OpenAIRequest, ResponsesMessagesAndRerank) {
+    auto r = parse_openai_request(Endpoint::responses,
+                                  R"({"model":"m","input":"hello","instructions":"be brief","stream":true,
+                                      "max_output_tokens":32})");
+    EXPECT_EQ(r.model, "m");
+    EXPECT_TRUE(r.stream);
+    EXPECT_EQ(r.max_tokens, 32u);
+    EXPECT_EQ(r.prompt_bytes, 13u);
+    r = parse_openai_request(
+        Endpoint::responses,
+        R"({"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"abc"}]},
+                                                      {"type":"function_call_output","call_id":"c","output":"x"}]})");
+    EXPECT_EQ(r.prompt_bytes, 3u);
+    EXPECT_NE(error_of(Endpoint::responses, R"({"model":"m"})").find("'input'"), std::string::npos);
+
+    r = parse_openai_request(Endpoint::anthropic_messages,
+                             R"({"model":"m","max_tokens":64,"system":[{"type":"text","text":"sys"}],
+                                 "messages":[{"role":"user","content":"hi"}]})");
+    EXPECT_EQ(r.max_tokens, 64u);
+    EXPECT_EQ(r.prompt_bytes, 5u);
+    EXPECT_NE(error_of(Endpoint::anthropic_messages, R"({"model":"m","messages":[]})").find("'messages'"),
+              std::string::npos);
+
+    r = parse_openai_request(Endpoint::rerank, R"({"model":"m","query":"q","documents":["a","bcd"]})");
+    EXPECT_FALSE(r.stream);
+    EXPECT_EQ(r.prompt_bytes, 4u);  // the longest query + document pair
+    EXPECT_NE(error_of(Endpoint::rerank, R"({"model":"m","query":"q"})").find("'documents'"),
+              std::string::npos);
+}
+
+// Issue 27: A1111 clients name the checkpoint in override_settings or not at all; "auto" is a size.
+TEST(OpenAIRequest, A1111WithoutAModelAndSizeAuto) {
+    auto r = parse_openai_request(
+        Endpoint::sdapi_txt2img,
+        R"({"prompt":"a cat","override_settings":{"sd_model_checkpoint":"flux [abc]"}})");
+    EXPECT_EQ(r.model, "flux [abc]");
+    r = parse_openai_request(Endpoint::sdapi_txt2img, R"({"prompt":"a cat","width":512,"height":512})");
+    EXPECT_EQ(r.model, "");  // the server picks the only image model
+    EXPECT_NE(error_of(Endpoint::image_generations, R"({"prompt":"a cat"})").find("'model'"),
+              std::string::npos);
+    r = parse_openai_request(Endpoint::image_generations, R"({"model":"m","prompt":"a cat","size":"auto"})");
+    EXPECT_EQ(r.model, "m");
+}

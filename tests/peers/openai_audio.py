@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # A real client in the test: OpenAI's own Python client (pip `openai`, pinned by scripts/setup.sh) sending loch
 # an audio file: a generated WAV (16 kHz mono, a 440 Hz tone) of SECONDS seconds.
-#   openai_audio.py PORT MODEL transcribe|translate SECONDS [response_format] [extra form fields as JSON]
+#   openai_audio.py PORT MODEL transcribe|translate|transcribe-png SECONDS [response_format] [extra fields as JSON]
+# (transcribe-png sends a PNG picture instead of audio, as a user who picked the wrong file does.)
 # Prints {"text": …} (or {"raw": …} for text formats); an API error prints {"status", "body"} and exits 3.
 import json, math, struct, sys
 
@@ -19,9 +20,11 @@ wav = (b"RIFF" + struct.pack("<I", 36 + len(pcm)) + b"WAVEfmt " +
        struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16) + b"data" + struct.pack("<I", len(pcm)) + pcm)
 
 try:
-    api = client.audio.transcriptions if mode == "transcribe" else client.audio.translations
+    api = client.audio.translations if mode == "translate" else client.audio.transcriptions
     kwargs = {"model": model, "file": ("tone.wav", wav, "audio/wav"), "response_format": fmt}
-    if mode == "transcribe":
+    if mode == "transcribe-png":
+        kwargs["file"] = ("photo.png", b"\x89PNG\r\n\x1a\n" + bytes(64), "image/png")
+    if mode != "translate":
         kwargs["language"] = "en"
     if extra:
         kwargs["extra_body"] = extra

@@ -215,15 +215,38 @@ TEST(Overhead, Gpu_overhead_includes_growth_after_real_prompts_and_margin_is_con
     const auto* g = p.find("cuda0");
     // 600 MiB after a trivial decode + 32 MiB for a dense model with flash attention (H200: +20–26 MiB).
     EXPECT_EQ(g->overhead.bytes, 632 * kMiB);
+    // Without flash attention the CUDA pool holds f16 copies of KQ: 4096 cells x 512 tokens x 32 heads x 2
+    // bytes = 128 MiB, plus Q's f16 copy (128 x 512 x 32 x 2 = 4 MiB) (H200: ~140 MiB in all).
     s.flash_attn = FlashAttn::off;
-    EXPECT_EQ(make_plan(preset("llama-3.1-8b"), s).find("cuda0")->overhead.bytes, 760 * kMiB);
+    EXPECT_EQ(make_plan(preset("llama-3.1-8b"), s).find("cuda0")->overhead.bytes, (600 + 32 + 132) * kMiB);
     s.flash_attn = FlashAttn::on;
     EXPECT_EQ(make_plan(preset("qwen3-30b-a3b"), s).find("cuda0")->overhead.bytes, 728 * kMiB);
-    s.flash_attn = FlashAttn::off;  // H200: MoE without flash attention grew ~162 MiB
-    EXPECT_EQ(make_plan(preset("qwen3-30b-a3b"), s).find("cuda0")->overhead.bytes, 856 * kMiB);
+    // MoE without flash attention: the pool holds one op's temporaries at a time, the larger of the two
+    // (H200: ~162 MiB).
+    s.flash_attn = FlashAttn::off;
+    EXPECT_EQ(make_plan(preset("qwen3-30b-a3b"), s).find("cuda0")->overhead.bytes, (600 + 32 + 132) * kMiB);
     EXPECT_EQ(g->weights.source, Source::formula);
     const std::uint64_t base = g->total() - g->margin.bytes;
     EXPECT_NEAR(static_cast<double>(g->margin.bytes), base * 0.05, 1.0);
+}
+
+// The growth the last check found under: without flash attention a larger physical batch grows the CUDA
+// pool's KQ copies in proportion (ubatch x context x heads); the planner follows every value, not one.
+TEST(Overhead, Without_flash_attention_the_pool_grows_with_ubatch_and_context) {
+    for (const std::uint32_t ub : {512u, 1024u, 2048u, 4096u}) {
+        for (const std::uint32_t c : {4096u, 32768u}) {
+            Settings s = ctx(c);
+            s.gpus = {"cuda0"};
+            s.flash_attn = FlashAttn::off;
+            s.n_ubatch = ub;
+            s.n_batch = std::max(ub, 2048u);
+            const auto* g = make_plan(preset("llama-3.1-8b"), s).find("cuda0");
+            const std::uint64_t kq_f16 = std::uint64_t{c} * ub * 32 * 2;
+            EXPECT_GE(g->overhead.bytes, 600 * kMiB + 32 * kMiB + kq_f16) << "ubatch " << ub << " ctx " << c;
+            EXPECT_LE(g->overhead.bytes,
+                      600 * kMiB + 32 * kMiB + kq_f16 + std::uint64_t{ub} * 32 * 128 * 2 + 2 * kMiB);
+        }
+    }
 }
 
 TEST(Repack, Cpu_weights_of_repackable_types_count_twice_mapped_and_repacked) {

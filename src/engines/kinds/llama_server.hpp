@@ -70,6 +70,23 @@ std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
 // llama-server's settings for `model` on `where`, as the planner takes them.
 plan::Settings llama_plan_settings(const config::ModelConfig& model, const Placement& where);
 
+// What args.extra changes in the engine's memory, read from the pinned llama.cpp's flags (common/arg.cpp).
+// Flags the planner models reach it (--kv-unified, --swa-full, --no-repack, --cpu-moe, --n-cpu-moe,
+// --override-tensor PATTERN=CPU); a flag that changes memory in a way loch does not model (a draft model,
+// a vision projector, LoRA adapters, KV or ops kept off the GPU, metadata overrides, ubatch/batch/flash
+// attention/cache types given twice) is refused at config time with the reason: a reservation loch cannot
+// compute could be under the truth. Anything else passes untouched.
+struct ExtraPlanFlags {
+    bool kv_unified = false;
+    bool swa_full = false;
+    bool no_repack = false;
+    bool cpu_moe = false;
+    std::uint32_t n_cpu_moe = 0;
+    std::vector<std::string> cpu_tensor_patterns;
+};
+// nullopt and `out` filled, or the refusal's text.
+std::optional<std::string> read_extra_plan_flags(const std::vector<std::string>& extra, ExtraPlanFlags& out);
+
 class LlamaServerKind final : public Kind {
   public:
     std::string_view name() const override { return "llama-server"; }
@@ -112,6 +129,9 @@ class LlamaServerKind final : public Kind {
     // "… does not support embeddings. Start it with `--embeddings`" → the model's `args: {extra: […]}`.
     std::optional<Refusal> explain_error(const config::ModelConfig& model, std::string_view route,
                                          unsigned status, std::string_view body) const override;
+    // From the GGUF header (gguf::summarize): architecture, parameters, file type, trained context; an
+    // embedding model by its pooling type, its architecture (BERT family) or its args (--embeddings).
+    nlohmann::json describe_file(const config::ModelConfig& model) const override;
 };
 
 }  // namespace loch::engines

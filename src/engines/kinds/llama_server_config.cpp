@@ -1,8 +1,14 @@
 // The llama-server kind's config: the `args:` section of a model entry, and its checks.
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "engines/kinds/llama_server.hpp"
+#include "gguf/reader.hpp"
+#include "gguf/summary.hpp"
+#include "plan/shape.hpp"
 
 namespace loch::engines {
 
@@ -31,7 +37,83 @@ void cache_type(config::Walker& w, const YAML::Node& v, const std::string& k,
     out = t;
 }
 
+// Flags whose memory loch does not model, with the reason given to the user.
+struct Unmodelled {
+    std::vector<std::string_view> names;
+    std::string_view why;
+};
+const std::vector<Unmodelled> kUnmodelledFlags = {
+    {{"-md", "--model-draft", "--spec-draft-model", "-hfd", "-hfrd", "--hf-repo-draft", "--spec-draft-hf"},
+     "a draft model (speculative decoding) loads a second model and its KV cache, which loch does not plan"},
+    {{"-mm", "--mmproj", "-mmu", "--mmproj-url"},
+     "a vision projector (mmproj) adds weights and a compute buffer loch does not plan"},
+    {{"--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled"},
+     "adapters add weights loch does not plan"},
+    {{"-nkvo", "--no-kv-offload"}, "a KV cache kept in host memory is not planned"},
+    {{"--no-op-offload"}, "keeping large-batch ops on the host changes the compute buffers loch plans"},
+    {{"--override-kv"}, "metadata overrides can change the model's shape as the engine sees it"},
+    {{"-ub", "--ubatch-size"}, "set it with args.ubatch, so that the planner and the dry run see it"},
+    {{"-b", "--batch-size"}, "set it with args.batch, so that the planner and the dry run see it"},
+    {{"-fa", "--flash-attn"}, "set it with args.flash_attn, so that the planner and the dry run see it"},
+    {{"-ctk", "--cache-type-k"}, "set it with args.cache_type_k, so that the planner and the dry run see it"},
+    {{"-ctv", "--cache-type-v"}, "set it with args.cache_type_v, so that the planner and the dry run see it"},
+};
+
 }  // namespace
+
+std::optional<std::string> read_extra_plan_flags(const std::vector<std::string>& extra, ExtraPlanFlags& out) {
+    for (std::size_t i = 0; i < extra.size(); ++i) {
+        const std::string& arg = extra[i];
+        const auto eq = arg.find('=');
+        const std::string flag = arg.substr(0, eq);
+        // A flag's value: after '=' in the same entry, else the next entry.
+        const auto value = [&]() -> std::optional<std::string> {
+            if (eq != std::string::npos) return arg.substr(eq + 1);
+            if (i + 1 < extra.size()) return extra[++i];
+            return std::nullopt;
+        };
+        for (const auto& u : kUnmodelledFlags)
+            if (std::find(u.names.begin(), u.names.end(), flag) != u.names.end())
+                return "'" + flag + "' is refused: " + std::string(u.why);
+        if (flag == "-kvu" || flag == "--kv-unified") {
+            out.kv_unified = true;
+        } else if (flag == "--swa-full") {
+            out.swa_full = true;
+        } else if (flag == "-nr" || flag == "--no-repack") {
+            out.no_repack = true;
+        } else if (flag == "-cmoe" || flag == "--cpu-moe") {
+            out.cpu_moe = true;
+        } else if (flag == "-ncmoe" || flag == "--n-cpu-moe") {
+            const auto v = value();
+            std::uint32_t n = 0;
+            if (!v || std::from_chars(v->data(), v->data() + v->size(), n).ec != std::errc())
+                return "'" + flag + "' needs a number of layers";
+            out.n_cpu_moe = n;
+        } else if (flag == "-ot" || flag == "--override-tensor") {
+            const auto v = value();
+            if (!v) return "'" + flag + "' needs <tensor name pattern>=<buffer type>";
+            // A list: PATTERN=BUFFER,PATTERN=BUFFER. Only the host is a buffer loch can plan: which GPU a
+            // tensor goes to is placement, and placement is loch's.
+            std::string_view rest = *v;
+            while (!rest.empty()) {
+                const auto comma = rest.find(',');
+                const std::string_view item = rest.substr(0, comma);
+                const auto at = item.rfind('=');
+                const std::string buffer =
+                    at == std::string_view::npos ? "" : config::lower(std::string(item.substr(at + 1)));
+                if (at == std::string_view::npos || at == 0)
+                    return "'" + flag + " " + *v + "': each item is <tensor name pattern>=<buffer type>";
+                if (buffer != "cpu")
+                    return "'" + flag + " " + std::string(item) +
+                           "': loch plans tensors overridden to the CPU only (=CPU); which GPU holds what is "
+                           "loch's placement";
+                out.cpu_tensor_patterns.emplace_back(item.substr(0, at));
+                rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+            }
+        }
+    }
+    return std::nullopt;
+}
 
 std::string_view to_string(FlashAttn f) {
     switch (f) {
@@ -104,11 +186,62 @@ config::Walker::Keys LlamaServerKind::keys(config::Walker& w, config::KindSettin
                                   return;
                               }
                           }
+                          ExtraPlanFlags flags;
+                          if (auto refused = read_extra_plan_flags(*xs, flags)) {
+                              w.error(v, k, *refused);
+                              return;
+                          }
                           a.extra = std::move(*xs);
                       }},
                  });
          }}};
 }
+
+namespace {
+
+// The cache-type combinations the pinned llama.cpp refuses at context creation for this model
+// (src/llama-context.cpp, llama_init_from_model): said here, at config time, with the reason, instead of an
+// engine that exits 1 at its first start.
+void check_cache_types_against_model(config::Walker& w, const YAML::Node& entry, const std::string& path,
+                                     const config::ModelConfig& m) {
+    const auto& a = llama_args(m);
+    std::optional<plan::ModelShape> shape;
+    try {
+        shape = plan::shape_of(gguf::read_model(m.path));
+    } catch (const std::exception&) {
+        return;  // not a model llama.cpp reads either: the engine's start says why
+    }
+    const std::string k = a.cache_type_k.value_or("f16"), v = a.cache_type_v.value_or("f16");
+    const auto quantized = [](const std::string& t) { return t != "f32" && t != "f16" && t != "bf16"; };
+    if (shape->mla && k != v) {
+        w.error(entry, path + ".args",
+                "this model uses latent attention (MLA, " + shape->arch +
+                    "): llama.cpp refuses different K and V cache types (cache_type_k " + k +
+                    ", cache_type_v " + v + "); set both to the same type");
+        return;
+    }
+    // (With K and V alike, a quantized MLA cache without flash attention is the quantized-V case, said
+    // above.)
+    if (a.flash_attn == FlashAttn::off) return;
+    for (const auto& [which, type] : {std::pair{"cache_type_k", k}, std::pair{"cache_type_v", v}}) {
+        const auto t = gguf::type_from_name(type);
+        if (!t || !quantized(type)) continue;
+        const std::uint32_t block = gguf::traits(*t).block_size;
+        const std::uint32_t head = std::string(which) == "cache_type_k"
+                                       ? shape->head_k
+                                       : (shape->head_v ? shape->head_v : shape->head_k);
+        if (head % block != 0) {
+            w.error(
+                entry, path + ".args." + which,
+                fmt::format("{} has blocks of {} values, which do not divide this model's head size {}: "
+                            "llama.cpp refuses it with flash attention (use f16, or flash_attn off for K)",
+                            type, block, head));
+            return;
+        }
+    }
+}
+
+}  // namespace
 
 void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const std::string& path,
                             const config::ModelConfig& m, bool check_files) const {
@@ -139,9 +272,34 @@ void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const st
         w.error(at, key, "cannot read " + m.path.string() + " (permissions?) or it is shorter than 4 bytes");
         return;
     }
-    if (std::string_view(magic, 4) != "GGUF")
+    if (std::string_view(magic, 4) != "GGUF") {
         w.error(at, key,
                 m.path.string() + " is not a GGUF file (llama-server needs one; it starts with other bytes)");
+        return;
+    }
+    check_cache_types_against_model(w, entry, path, m);
+}
+
+nlohmann::json LlamaServerKind::describe_file(const config::ModelConfig& m) const {
+    nlohmann::json d = Kind::describe_file(m);
+    d["format"] = "gguf";
+    try {
+        const auto model = gguf::read_model(m.path);
+        const auto s = gguf::summarize(model);
+        d["architecture"] = s.architecture;
+        if (s.parameter_count) d["parameter_count"] = s.parameter_count;
+        if (!s.file_type.empty()) d["quantization"] = s.file_type;
+        if (s.context_length) d["context_length"] = *s.context_length;
+        if (s.embedding_length) d["embedding_length"] = *s.embedding_length;
+        bool embedding = model.arch_uint("pooling_type").value_or(0) > 0 ||
+                         s.architecture.find("bert") != std::string::npos;
+        for (const auto& x : llama_args(m).extra)
+            embedding = embedding || x == "--embedding" || x == "--embeddings" || x.starts_with("--pooling");
+        d["embedding"] = embedding;
+    } catch (const std::exception&) {
+        // Not readable now: the size alone (the start will say what is wrong).
+    }
+    return d;
 }
 
 }  // namespace loch::engines

@@ -168,6 +168,15 @@ plan::Settings llama_plan_settings(const config::ModelConfig& model, const Place
     if (a.ubatch) s.n_ubatch = *a.ubatch;
     if (a.batch) s.n_batch = *a.batch;
     s.n_ubatch = std::min(s.n_ubatch, s.n_batch);
+    // args.extra's memory flags (checked at config time: anything unmodelled was refused there).
+    ExtraPlanFlags x;
+    if (!read_extra_plan_flags(a.extra, x)) {
+        s.kv_unified = x.kv_unified;
+        s.swa_full = x.swa_full;
+        if (x.no_repack) s.cpu_repack = false;
+        s.n_cpu_moe = x.cpu_moe ? 1u << 20 : x.n_cpu_moe;
+        s.cpu_tensor_patterns = std::move(x.cpu_tensor_patterns);
+    }
     return s;
 }
 
@@ -277,8 +286,8 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
         std::vector<std::string> args;
         for (std::size_t i = 1; i < argv.size(); ++i) {
             const auto& a = argv[i];
-            if (a == "--host" || a == "--port" || a == "-lv" || a == "--fit" || a == "-np" ||
-                a == "--alias") {
+            // (-np stays: the pinned llama-fit-params takes it, and the slots' streams change the KV cache.)
+            if (a == "--host" || a == "--port" || a == "-lv" || a == "--fit" || a == "--alias") {
                 ++i;
                 continue;
             }

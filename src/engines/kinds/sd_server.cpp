@@ -257,6 +257,10 @@ class SdServerKind final : public Kind {
         const auto p = plan::plan_diffusion(files, opts, asked_w, asked_h);
         RequestCost c;
         c.bytes = p.device_compute;
+        // On a GPU, ggml-cuda's pool (the x1.08 of each phase) stays at its largest after the request ends.
+        if (gpu)
+            c.retained_bytes = static_cast<std::uint64_t>(
+                std::ceil(double(p.device_compute) * (plan::kGpuPoolFactor - 1) / plan::kGpuPoolFactor));
         c.why = fmt::format("compute at {}x{}: {} ({})", p.width, p.height, human_bytes(p.device_compute),
                             p.largest_phase);
         nlohmann::json phases = nlohmann::json::array();
@@ -385,26 +389,32 @@ class SdServerKind final : public Kind {
         return std::nullopt;
     }
 
-    boost::asio::awaitable<std::optional<Refusal>> check_request(boost::asio::any_io_executor,
-                                                                 const EngineAddress&, const ReadyFacts&,
-                                                                 const RequestView& r) const override {
-        if (r.body == nullptr || !r.body->is_object()) co_return std::nullopt;
-        if (r.model == nullptr) co_return std::nullopt;
-        const auto& s = sd_settings(*r.model);
-        const auto files = files_of(*r.model);
+    // Above what the reservation was made for: refused from the config alone, before the request waits in the
+    // queue or sd-server starts (it would not say no). The advice names sizes within max_size only.
+    std::optional<Refusal> check_before_start(const config::ModelConfig& m,
+                                              const RequestView& r) const override {
+        if (r.body == nullptr || !r.body->is_object()) return std::nullopt;
+        const auto& s = sd_settings(m);
+        const auto files = files_of(m);
         const auto asked = request_size(*r.body);
         const auto [w, h] = plan::aligned_size(files.arch, asked.first, asked.second);
-        if (w <= s.max_width && h <= s.max_height) co_return std::nullopt;
+        if (w <= s.max_width && h <= s.max_height) return std::nullopt;
         const auto compute = [&](std::uint64_t x, std::uint64_t y) {
             return plan::plan_diffusion(files, options_of(s, false), x, y).device_compute;
         };
-        // Above what the reservation was made for: refused before sd-server starts it (it would not say no).
-        co_return Refusal{
+        // The same shape within max_size: each side scaled down by the larger overshoot.
+        const double scale = std::min(double(s.max_width) / double(w), double(s.max_height) / double(h));
+        const auto [fw, fh] = plan::aligned_size(files.arch, std::uint64_t(double(w) * scale) / 64 * 64,
+                                                 std::uint64_t(double(h) * scale) / 64 * 64);
+        return Refusal{
             Refusal::Kind::invalid_request,
-            fmt::format("{}x{} is larger than the model's max_size {}x{}: its compute at {}x{} would need {} "
-                        "(at {}x{}: {}); ask for a smaller size, or raise sd.max_size in loch.yaml",
-                        w, h, s.max_width, s.max_height, w, h, human_bytes(compute(w, h)), s.max_width,
-                        s.max_height, human_bytes(compute(s.max_width, s.max_height))),
+            fmt::format(
+                "{}x{} is larger than the model's max_size {}x{}: its compute at {}x{} would need {} "
+                "(at {}x{}: {}); ask for at most {}x{} (e.g. {}x{} for this shape), or raise sd.max_size "
+                "in loch.yaml",
+                w, h, s.max_width, s.max_height, w, h, human_bytes(compute(w, h)), s.max_width, s.max_height,
+                human_bytes(compute(s.max_width, s.max_height)), s.max_width, s.max_height,
+                std::min<std::uint64_t>(fw, s.max_width), std::min<std::uint64_t>(fh, s.max_height)),
             {{"width", w},
              {"height", h},
              {"max_width", s.max_width},

@@ -254,12 +254,29 @@ class WhisperServerKind final : public Kind {
         return c;
     }
 
+    std::optional<std::uint64_t> max_upload(const config::ModelConfig& m) const override {
+        return whisper_settings(m).max_upload;
+    }
+
     std::optional<Refusal> check_before_start(const config::ModelConfig& m,
                                               const RequestView& r) const override {
         if (r.body == nullptr || !r.body->is_object()) return std::nullopt;
         const auto& s = whisper_settings(m);
         const auto file = r.body->find("file");
         if (file != r.body->end() && file->is_object()) {
+            // whisper-server reads WAV, MP3, FLAC and Ogg (miniaudio); anything else got its bare text/plain
+            // "Invalid request", which a client's SDK shows as no reason at all.
+            const std::string format = file->value("format", "");
+            if (format != "wav" && format != "mp3" && format != "flac" && format != "ogg")
+                return Refusal{
+                    Refusal::Kind::invalid_request,
+                    fmt::format(
+                        "the uploaded file '{}' is not audio whisper-server can read ({}): "
+                        "send WAV, MP3, FLAC or Ogg",
+                        file->value("filename", ""),
+                        format.empty() ? "its first bytes are no known audio format" : "it is " + format),
+                    {{"format", format.empty() ? nlohmann::json(nullptr) : nlohmann::json(format)},
+                     {"accepted", {"wav", "mp3", "flac", "ogg"}}}};
             const auto upload = file->value("file_bytes", std::uint64_t{0});
             if (upload > s.max_upload)
                 return Refusal{Refusal::Kind::too_large,

@@ -24,11 +24,6 @@ AudioModels& audio_models() {
     return m;
 }
 
-fs::path python() {
-    const char* p = std::getenv("LOCH_TEST_PYTHON");
-    return p && *p ? fs::path(p) : fs::path("/var/cache/loch/py/bin/python3");
-}
-
 std::string whisper_entry(const std::string& name, const fs::path& path, const std::string& more = "") {
     return "  - name: " + name + "\n    engine: whisper-server\n    path: " + path.string() +
            "\n    whisper: {threads: 2" + more + "}\n";
@@ -134,6 +129,37 @@ TEST(Audio, UploadsOverTheLimitsAndTooManyDecodersAreRefusedBeforeTheEngineSeesT
     // Within the limits it works, beam search included.
     const auto [rc, got] = ask(loch, dir.path(), "whisper", "transcribe", 2.0, "json", R"({"beam_size": 3})");
     EXPECT_EQ(rc, 0) << got << loch.log();
+}
+
+// Issue 27: a model's max_upload above the server's max_body is what its upload routes take (a 1.3 MB WAV
+// with max_body 1 MiB and max_upload 4 MiB is transcribed; a chat body of the same size is still refused),
+// and a file that is not audio is refused with the reason instead of whisper-server's bare "Invalid request".
+TEST(Audio, AModelsMaxUploadRaisesTheBodyLimitOfItsRoutesAndAPictureIsNoAudio) {
+    test::TempDir dir{"loch-itest-audio-upload"};
+    LochServer loch(dir.path(),
+                    config(dir, "2GiB",
+                           whisper_entry("whisper", audio_models().tiny.path(), ", max_upload: 4MiB") +
+                               model_entry("tiny", models().tiny.path(), kArgs),
+                           "max_body: 1MiB\n"));
+    {
+        const auto [rc, got] = ask(loch, dir.path(), "whisper", "transcribe", 40.0);  // 1.28 MB
+        EXPECT_EQ(rc, 0) << got << loch.log();
+    }
+    const auto big = chat("tiny", false, 1, R"({"padding":")" + std::string(1300 * 1024, 'x') + "\"}");
+    const auto r = loch.post("/v1/chat/completions", big);
+    EXPECT_EQ(r.status, 413) << r.body;
+    EXPECT_NE(r.body.find("max_body"), std::string::npos) << r.body;
+    EXPECT_EQ(r.body.find("max_body_bytes"), std::string::npos)
+        << "names a key that does not exist: " << r.body;
+    EXPECT_EQ(r.headers.count("x-should-retry") ? r.headers.at("x-should-retry") : "", "false");
+    {
+        const auto [rc, got] = ask(loch, dir.path(), "whisper", "transcribe-png", 1.0);
+        ASSERT_EQ(rc, 3) << got;
+        EXPECT_EQ(got["status"], 400) << got;
+        EXPECT_NE(got["body"]["error"]["message"].get<std::string>().find("not audio"), std::string::npos)
+            << got;
+        EXPECT_EQ(got["body"]["error"]["format"], "png") << got;
+    }
 }
 
 TEST(Audio, TheCpuReservationCoversTheEngineAfterBeamSearch) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -25,6 +26,13 @@ struct Models {
 inline Models& models() {
     static Models m;
     return m;
+}
+
+// The Python with the pinned client peers (scripts/setup.sh --all: openai, anthropic, ollama,
+// prometheus_client).
+inline fs::path python() {
+    const char* p = std::getenv("LOCH_TEST_PYTHON");
+    return p && *p ? fs::path(p) : fs::path("/var/cache/loch/py/bin/python3");
 }
 
 // A process's resident memory now (/proc/PID/status VmRSS), in bytes; 0 when it is gone.

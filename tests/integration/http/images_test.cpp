@@ -23,11 +23,6 @@ ImageModels& image_models() {
     return m;
 }
 
-fs::path python() {
-    const char* p = std::getenv("LOCH_TEST_PYTHON");
-    return p && *p ? fs::path(p) : fs::path("/var/cache/loch/py/bin/python3");
-}
-
 std::string flux_entry(const std::string& more = "", int steps = 2, const std::string& max_size = "512x512") {
     const auto& m = image_models();
     return "  - name: flux\n    engine: sd-server\n    path: " + m.flux.path().string() +
@@ -118,6 +113,75 @@ TEST(Images, ASizeThatCanNeverFitBesideTheWeightsIsRefusedAtOnceWithPerComponent
     ASSERT_FALSE(e["would_help"].empty()) << e;
     EXPECT_NE(e["would_help"][0].get<std::string>().find("it fits at"), std::string::npos) << e;
     EXPECT_NE(e["message"].get<std::string>().find("can ever give"), std::string::npos) << e;
+    // Issue 27: a refusal that can never succeed tells the SDKs not to retry it (openai retries 5xx 3 times).
+    EXPECT_EQ(r.headers.count("x-should-retry") ? r.headers.at("x-should-retry") : "", "false");
+}
+
+// Issue 27: a size above max_size is refused before it waits in the queue (here behind a long generation),
+// and the advice names a size within max_size.
+TEST(Images, ASizeAboveMaxSizeIsRefusedWithoutWaitingInTheQueue) {
+    test::TempDir dir{"loch-itest-images"};
+    LochServer loch(dir.path(), config(dir, "2GiB", flux_entry("", 30)));
+    ASSERT_EQ(loch.post("/v1/images/generations", image("128x128")).status, 200);  // loaded
+    auto busy =
+        std::async(std::launch::async, [&] { return loch.post("/v1/images/generations", image("512x512")); });
+    std::this_thread::sleep_for(300ms);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = loch.post("/v1/images/generations", image("1024x768"));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s) << "it waited behind the running generation";
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(r.body.find("ask for at most 512x512 (e.g. 512x384 for this shape)"), std::string::npos)
+        << r.body;
+    EXPECT_EQ(busy.get().status, 200);
+}
+
+// Issue 27: AUTOMATIC1111-style clients name no `model` (or the checkpoint in override_settings) and list the
+// checkpoints at /sdapi/v1/sd-models.
+TEST(Images, A1111ClientsAreRoutedWithoutAModelField) {
+    test::TempDir dir{"loch-itest-images"};
+    LochServer loch(dir.path(),
+                    config(dir, "2GiB", model_entry("chat", models().demo.path(), kArgs) + flux_entry()));
+    const auto list = loch.get("/sdapi/v1/sd-models");
+    ASSERT_EQ(list.status, 200) << list.body;
+    const auto models_json = json::parse(list.body);
+    ASSERT_EQ(models_json.size(), 1u) << list.body;  // the image model only, not the chat one
+    EXPECT_EQ(models_json[0]["title"], "flux");
+    const std::string prompt = R"({"prompt":"a lighthouse","width":128,"height":128,"steps":2)";
+    auto r = loch.post("/sdapi/v1/txt2img", prompt + "}");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_FALSE(json::parse(r.body)["images"].empty()) << r.body.substr(0, 200);
+    r = loch.post("/sdapi/v1/txt2img",
+                  prompt + R"(,"override_settings":{"sd_model_checkpoint":"flux [0a1b2c]"}})");
+    EXPECT_EQ(r.status, 200) << r.body.substr(0, 300);
+    r = loch.post("/sdapi/v1/txt2img", prompt + R"(,"override_settings":{"sd_model_checkpoint":"sdxl"}})");
+    EXPECT_EQ(r.status, 404) << r.body;
+    EXPECT_NE(r.body.find("image models: flux"), std::string::npos) << r.body;
+}
+
+// Issue 27: an image request whose client left while it waited is dropped when its turn comes: sd-server
+// never sees it (it cannot stop a generation once begun).
+TEST(Images, AQueuedImageWhoseClientLeftIsDroppedBeforeItStarts) {
+    test::TempDir dir{"loch-itest-images"};
+    LochServer loch(dir.path(), config(dir, "2GiB", flux_entry("", 12)));
+    ASSERT_EQ(loch.post("/v1/images/generations", image("128x128")).status, 200);
+    auto busy =
+        std::async(std::launch::async, [&] { return loch.post("/v1/images/generations", image("512x512")); });
+    std::this_thread::sleep_for(300ms);
+    {
+        // A client that sends its request, waits a moment in the queue, and goes.
+        SseClient gone(loch.port(), "/v1/images/generations", image("256x256"), /*read_head=*/false);
+        std::this_thread::sleep_for(300ms);
+        gone.close();
+    }
+    EXPECT_EQ(busy.get().status, 200);
+    std::this_thread::sleep_for(500ms);
+    const auto e = loch.engine_status("flux");
+    EXPECT_EQ(e["active_requests"], 0) << e.dump(1);
+    // The engine generated two images (warm-up and the busy one), not the abandoned one.
+    int generated = 0;
+    for (const auto& l : json::parse(loch.get("/loch/engines/flux/log?lines=2000").body)["lines"])
+        generated += l.get<std::string>().find("generate_image completed") != std::string::npos;
+    EXPECT_EQ(generated, 2) << "the abandoned request reached sd-server";
 }
 
 TEST(Images, AnImageThatFitsOnlyAfterEvictingAnIdleChatModelEvictsItAndIsServed) {

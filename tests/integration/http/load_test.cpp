@@ -1,8 +1,11 @@
-// Load (issue 9): 256 keep-alive client connections and 1,000 concurrent streams through `loch serve` (its
-// default limits) to the real llama-server. Asserted, not timed: every request ends 200 (no 502, no 503), the
-// upstream keep-alive pool carries nearly all of them, and loch holds no more descriptors after the load than
-// before it.
+// Load (issues 9, 26): 256 keep-alive client connections and 1,000 concurrent streams through `loch serve`
+// (its default limits) to the real llama-server. Asserted, not timed: every request ends 200 (no 502, no
+// 503), the upstream keep-alive pool carries nearly all of them, and loch holds no more descriptors after the
+// load than before it.
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -251,4 +254,60 @@ TEST_F(Load, ALongNonStreamedAnswerIsRelayedWhole) {
     EXPECT_EQ(std::stoul(*r.header("content-length")), r.body.size());
     const auto j = json::parse(r.body);
     EXPECT_EQ(j["usage"]["completion_tokens"], 1000);
+}
+
+namespace {
+
+// A blocking client socket to loch that has sent `request` (if any) and read one response to it; closed
+// with the object.
+struct IdleClient {
+    explicit IdleClient(std::uint16_t port, bool with_request) {
+        fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
+        connected = true;
+        if (!with_request) return;
+        const std::string req = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+        if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) return;
+        timeval tv{10, 0};
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        char buf[1024];
+        const auto n = ::recv(fd, buf, sizeof buf, 0);
+        answered = n > 0 && std::string_view(buf, static_cast<std::size_t>(n)).starts_with("HTTP/1.1 200");
+    }
+    ~IdleClient() {
+        if (fd >= 0) ::close(fd);
+    }
+    IdleClient(const IdleClient&) = delete;
+    IdleClient& operator=(const IdleClient&) = delete;
+    int fd = -1;
+    bool connected = false, answered = false;
+};
+
+}  // namespace
+
+// Issue 26: 2,000 idle connections — half of them keep-alive after a request, half that never sent a byte —
+// on loch's default cap of 1,024 must not lock a client with a request out: at the cap loch closes the
+// longest-idle connection for each newcomer, and refuses only when every connection is busy.
+TEST_F(Load, TwoThousandIdleConnectionsNeverKeepARequestOut) {
+    LochServer loch(dir.path(), config(dir, "1GiB", model_entry("tiny", models().tiny.path(), kArgs)));
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 1)).status, 200);
+    std::vector<std::unique_ptr<IdleClient>> idle;
+    int answered = 0;
+    for (int i = 0; i < 2000; ++i) {
+        idle.push_back(std::make_unique<IdleClient>(loch.port(), i % 2 == 0));
+        answered += idle.back()->answered;
+    }
+    EXPECT_EQ(answered, 1000) << "every keep-alive client got its answer, at the cap too";
+    // A normal request now: served at once, not 503 until the idle timeout.
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = loch.post("/v1/chat/completions", chat("tiny", false, 1));
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    const auto conns = loch.status()["connections"];
+    EXPECT_LE(conns["open"].get<int>(), 1024 + 2) << conns.dump();
+    EXPECT_GE(conns["idle_closed_at_cap"].get<int>(), 2000 - 1024) << conns.dump();
 }

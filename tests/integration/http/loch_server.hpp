@@ -134,7 +134,9 @@ class LochServer {
 // A streaming POST read incrementally: status and headers first, then one SSE event at a time.
 class SseClient {
   public:
-    SseClient(std::uint16_t port, const std::string& target, const std::string& body) : sock_(ioc_) {
+    // `read_head` false: only sends the request (a client that may leave before any answer).
+    SseClient(std::uint16_t port, const std::string& target, const std::string& body, bool read_head = true)
+        : sock_(ioc_) {
         namespace http = boost::beast::http;
         sock_.connect({boost::asio::ip::make_address("127.0.0.1"), port});
         set_timeout(120s);
@@ -145,6 +147,7 @@ class SseClient {
         req.prepare_payload();
         http::write(sock_, req);
         parser_.body_limit(boost::none);
+        if (!read_head) return;
         http::read_header(sock_, buf_, parser_);
         status_ = static_cast<int>(parser_.get().result_int());
         content_type_ = std::string(parser_.get()[http::field::content_type]);

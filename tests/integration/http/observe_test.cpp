@@ -16,10 +16,6 @@
 namespace loch::itest {
 namespace {
 
-fs::path python() {
-    const char* p = std::getenv("LOCH_TEST_PYTHON");
-    return p && *p ? fs::path(p) : fs::path("/var/cache/loch/py/bin/python3");
-}
 fs::path peer(const std::string& name) {
     return fs::path(LOCH_SOURCE_DIR) / "tests/peers" / name;
 }

@@ -1,0 +1,67 @@
+// Issue 27: the everyday clients beyond OpenAI's chat route, through loch to the real llama-server: OpenAI's
+// Responses API (Codex, the Agents SDK) and Anthropic's Messages API (Claude Code) with their official Python
+// clients, streamed and not; an error in Anthropic's shape; reranking passed through with the engine's fix.
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "fixtures.hpp"
+
+namespace loch::itest {
+namespace {
+
+std::pair<int, json> family(LochServer& loch, const fs::path& dir, const std::string& mode) {
+    const fs::path log = dir / ("api-" + mode + ".log");
+    const int rc =
+        test::run_to_completion(python(),
+                                {(fs::path(LOCH_SOURCE_DIR) / "tests/peers/api_families.py").string(),
+                                 std::to_string(loch.port()), "tiny", mode},
+                                log, 300s);
+    std::ifstream in(log);
+    std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto end = out.find_last_not_of('\n');
+    const auto start = end == std::string::npos ? std::string::npos : out.rfind('\n', end);
+    return {rc, json::parse(out.substr(start == std::string::npos ? 0 : start + 1,
+                                       end == std::string::npos ? 0 : end + 1),
+                            nullptr, false)};
+}
+
+TEST(Clients, ResponsesAndMessagesWithTheirOfficialClientsAndRerankPassedThrough) {
+    test::TempDir dir{"loch-itest-clients"};
+    LochServer loch(dir.path(), config(dir, "1GiB", model_entry("tiny", models().tiny.path(), kArgs)));
+    for (const char* mode : {"responses", "responses-stream", "messages", "messages-stream"}) {
+        const auto [rc, got] = family(loch, dir.path(), mode);
+        EXPECT_EQ(rc, 0) << mode << ": " << got << "\n" << loch.log();
+        EXPECT_TRUE(got.contains("text")) << mode << ": " << got;
+        if (std::string(mode) == "responses-stream") EXPECT_EQ(got["completed"], true) << got;
+        if (std::string(mode).starts_with("messages")) EXPECT_FALSE(got["stop_reason"].is_null()) << got;
+    }
+    {
+        // An error the Anthropic client can read: its status, and loch's type and message in Anthropic's
+        // shape.
+        const auto [rc, got] = family(loch, dir.path(), "messages-error");
+        ASSERT_EQ(rc, 3) << got;
+        EXPECT_EQ(got["status"], 404) << got;
+        EXPECT_EQ(got["type"], "model_not_found") << got;
+        EXPECT_EQ(got["top_type"], "error") << got;
+        EXPECT_NE(got["message"].get<std::string>().find("no-such-model"), std::string::npos) << got;
+    }
+    // Reranking goes to the engine like every model route; this model was not started for it, and the answer
+    // says what to put in loch.yaml.
+    const auto r = loch.post("/v1/rerank", R"({"model":"tiny","query":"a","documents":["b","c"]})");
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(r.body.find("--reranking"), std::string::npos) << r.body;
+    // Each went through admission and the request log like the other routes (flushed within 100 ms).
+    std::this_thread::sleep_for(300ms);
+    std::ifstream log(dir.path() / "state" / "logs" / "requests.jsonl");
+    std::map<std::string, int> routes;
+    for (std::string line; std::getline(log, line);) ++routes[json::parse(line).value("route", "")];
+    EXPECT_GE(routes["/v1/responses"], 2) << loch.log();
+    EXPECT_GE(routes["/v1/messages"], 3);
+    EXPECT_GE(routes["/v1/rerank"], 1);
+}
+
+}  // namespace
+}  // namespace loch::itest

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+# Real clients in the test: OpenAI's Python client on the Responses API and Anthropic's Python client on the
+# Messages API (pip `openai`, `anthropic`, pinned by scripts/setup.sh), as Codex / the Agents SDK and Claude Code
+# send them, through loch.
+#   api_families.py PORT MODEL responses|responses-stream|messages|messages-stream|messages-error
+# Prints one JSON line: {"text": …} (and what the API said about the usage); an API error prints
+# {"status", "type", "message"} and exits 3.
+import json, sys
+
+import anthropic
+import openai
+
+port, model, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+base = f"http://127.0.0.1:{port}"
+try:
+    if mode.startswith("responses"):
+        client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=300)
+        if mode == "responses":
+            r = client.responses.create(model=model, input="Say hello.", max_output_tokens=8)
+            print(json.dumps({"text": r.output_text, "status": r.status}))
+        else:
+            text, done = "", False
+            with client.responses.stream(model=model, input="Say hello.", max_output_tokens=8) as s:
+                for event in s:
+                    if event.type == "response.output_text.delta":
+                        text += event.delta
+                    done = done or event.type == "response.completed"
+            print(json.dumps({"text": text, "completed": done}))
+    else:
+        client = anthropic.Anthropic(base_url=base, api_key="unused", max_retries=0, timeout=300)
+        name = "no-such-model" if mode == "messages-error" else model
+        if mode == "messages-stream":
+            with client.messages.stream(model=name, max_tokens=8,
+                                        messages=[{"role": "user", "content": "Say hello."}]) as s:
+                text = "".join(s.text_stream)
+                final = s.get_final_message()
+            print(json.dumps({"text": text, "stop_reason": final.stop_reason}))
+        else:
+            m = client.messages.create(model=name, max_tokens=8, system="Be brief.",
+                                       messages=[{"role": "user", "content": "Say hello."}])
+            print(json.dumps({"text": "".join(b.text for b in m.content if b.type == "text"),
+                              "stop_reason": m.stop_reason, "usage": m.usage.model_dump()}))
+except (openai.APIStatusError, anthropic.APIStatusError) as e:
+    body = e.body if isinstance(e.body, dict) else {}
+    err = body.get("error", body) if isinstance(body, dict) else {}
+    print(json.dumps({"status": e.status_code, "type": err.get("type"), "message": err.get("message"),
+                      "top_type": body.get("type")}))
+    sys.exit(3)
