@@ -8,23 +8,26 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${LOCH_BUILD_DIR:-$ROOT/build}
 ASAN=${LOCH_ASAN_BUILD_DIR:-$ROOT/build-asan}
 
+START=$SECONDS
+stage() { printf '\n==> %s  [%d s into the run]\n' "$*" $((SECONDS - START)); }
 bash "$ROOT/scripts/setup.sh" --all
 export LOCH_TEST_PYTHON=${LOCH_CACHE_DIR:-/var/cache/loch}/py/bin/python3
 # Artifacts the tests keep (the dashboard's screenshot).
 export LOCH_TEST_ARTIFACTS=${LOCH_TEST_ARTIFACTS:-$ROOT/build/test-artifacts}
 mkdir -p "$LOCH_TEST_ARTIFACTS"
 
-printf '\n==> Format check (clang-format-14, .clang-format)\n'
+stage "Format check (clang-format-14, .clang-format)"
 mapfile -t sources < <(cd "$ROOT" && git ls-files -- 'src/*.[ch]pp' 'tests/*.[ch]pp' 'fuzz/*.[ch]pp' 'bench/*.[ch]pp')
 (cd "$ROOT" && clang-format-14 --dry-run --Werror "${sources[@]}")
 echo "    ${#sources[@]} files formatted"
 
+stage "Fuzzers"
 bash "$ROOT/scripts/fuzz.sh"
 
-printf '\n==> Unit tests (release build)\n'
+stage "Unit tests (release build)"
 ctest --test-dir "$BUILD" --output-on-failure --timeout 300 -j "$(nproc)" -L unit
 
-printf '\n==> Sanitized build (clang++-19, ASan + UBSan, -O1)\n'
+stage "Sanitized build (clang++-19, ASan + UBSan, -O1)"
 export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
 cmake -S "$ROOT" -B "$ASAN" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLOCH_WERROR=ON -DLOCH_SANITIZE=ON >/dev/null
@@ -35,12 +38,13 @@ cp -f "$BUILD/bin/llama-server" "$BUILD/bin/llama-fit-params" "$BUILD/bin/sd-ser
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-printf '\n==> Tests under ASan + UBSan (ctest: unit, then integration against the real llama-server)\n'
+stage "Tests under ASan + UBSan (ctest: unit, then integration against the real engines)"
 ctest --test-dir "$ASAN" --output-on-failure --timeout 900 -j "$(nproc)" -L unit
 ctest --test-dir "$ASAN" --output-on-failure --timeout 900 -L integration
 
-printf '\n==> Admission scenario on the CPU (bench/admission_scenario.cpp, 1 GiB budget, sanitized loch)\n'
+stage "Admission scenario on the CPU (bench/admission_scenario.cpp, 1 GiB budget, sanitized loch)"
 scenario=$(mktemp -d)
 "$ASAN/bin/admission-scenario" --loch "$ASAN/bin/loch" --engine-dir "$ASAN/bin" --device cpu --preset demo \
   --budget 1073741824 --work "$scenario"
 rm -rf "$scenario"
+stage "Done"

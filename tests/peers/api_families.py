@@ -16,27 +16,29 @@ try:
     if mode.startswith("responses"):
         client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=300)
         if mode == "responses":
-            r = client.responses.create(model=model, input="Say hello.", max_output_tokens=8)
+            r = client.responses.create(model=model, input="Say hello.", max_output_tokens=8, temperature=0)
             print(json.dumps({"text": r.output_text, "status": r.status}))
         else:
+            # The raw event stream, as Codex reads it (the SDK's accumulating helper expects fields that the
+            # pinned llama-server leaves null in response.created).
             text, done = "", False
-            with client.responses.stream(model=model, input="Say hello.", max_output_tokens=8) as s:
-                for event in s:
-                    if event.type == "response.output_text.delta":
-                        text += event.delta
-                    done = done or event.type == "response.completed"
+            for event in client.responses.create(model=model, input="Say hello.", max_output_tokens=8, temperature=0,
+                                                stream=True):
+                if event.type == "response.output_text.delta":
+                    text += event.delta
+                done = done or event.type == "response.completed"
             print(json.dumps({"text": text, "completed": done}))
     else:
         client = anthropic.Anthropic(base_url=base, api_key="unused", max_retries=0, timeout=300)
         name = "no-such-model" if mode == "messages-error" else model
         if mode == "messages-stream":
-            with client.messages.stream(model=name, max_tokens=8,
+            with client.messages.stream(model=name, max_tokens=8, extra_body={"temperature": 0},
                                         messages=[{"role": "user", "content": "Say hello."}]) as s:
                 text = "".join(s.text_stream)
                 final = s.get_final_message()
             print(json.dumps({"text": text, "stop_reason": final.stop_reason}))
         else:
-            m = client.messages.create(model=name, max_tokens=8, system="Be brief.",
+            m = client.messages.create(model=name, max_tokens=8, system="Be brief.", extra_body={"temperature": 0},
                                        messages=[{"role": "user", "content": "Say hello."}])
             print(json.dumps({"text": "".join(b.text for b in m.content if b.type == "text"),
                               "stop_reason": m.stop_reason, "usage": m.usage.model_dump()}))

@@ -66,14 +66,13 @@ TEST(Readme, EveryBlockRunsInOrderAsWritten) {
     const auto blocks = runnable_blocks(root / "README.md");
     ASSERT_GE(blocks.size(), 6u) << "the README's blocks were not found";
     loch::test::TempDir tmp("loch-readme");
-    std::ofstream(tmp.path() / ".curlrc") << "fail-with-body\nshow-error\nmax-time = 300\n";
     const fs::path pids = tmp.path() / "pids";
     // Background processes of a block are remembered (to stop them at the end) and waited for on their port.
+    // curl fails on an HTTP error (unless the line already says how: `curl -sf`), within 5 minutes.
     const std::string prelude =
         "set -euo pipefail\n"
-        "export CURL_HOME=" +
-        tmp.path().string() +
-        "\n"
+        "curl() { case \" $* \" in *\" -sf \"*|*\" -f \"*) command curl -m 300 \"$@\";; "
+        "*) command curl -m 300 -sS --fail-with-body \"$@\";; esac; }\n"
         "cd " +
         root.string() + "\n";
     // "bash scripts/setup.sh && build/bin/loch serve": the setup, then loch in the background.
