@@ -33,6 +33,7 @@
 #include "plan/dry_run.hpp"
 #include "plan/engine_log.hpp"
 #include "plan/plan.hpp"
+#include "plan/reservation.hpp"
 #include "support/engine_process.hpp"
 #include "synth/synth.hpp"
 
@@ -292,6 +293,7 @@ struct Row {
     std::uint64_t m_weights = 0, m_kv = 0, m_compute = 0, m_output = 0;
     // dry run, same device
     std::optional<std::uint64_t> d_total;
+    std::uint64_t d_excess = 0;  // what the dry run counts beyond the server (plan::dry_run_excess)
     std::optional<std::uint64_t> smi_bytes;   // nvidia-smi per-process
     std::optional<std::uint64_t> fit_budget;  // a `--fit` answer's budget
     std::string error;
@@ -364,6 +366,7 @@ Row row_from_record(const nlohmann::json& rec, const std::string& device) {
                 r.d_total = d["model"].get<std::uint64_t>() + d["context"].get<std::uint64_t>() +
                             d["compute"].get<std::uint64_t>();
     if (rec.contains("nvidia_smi_bytes")) r.smi_bytes = rec["nvidia_smi_bytes"].get<std::uint64_t>();
+    r.d_excess = rec.value("dry_run_excess_bytes", std::uint64_t{0});
     if (rec.contains("fit_budget_bytes")) r.fit_budget = rec["fit_budget_bytes"].get<std::uint64_t>();
     return r;
 }
@@ -444,6 +447,24 @@ std::string reservation_table(const std::vector<Row>& rows) {
         "\nReservation vs nvidia-smi: {} cases, {} under the truth, median {:.2f}% over, worst {}; `--fit` "
         "answers: {}, {} over their budget.\n",
         n, under, s.median_signed * 100, pct(s.worst), fits, over_budget);
+    // The same rule with the dry run's output rows corrected to the server's (plan::dry_run_excess): what the
+    // rule would be if the dry run did not cover for the plan by counting too much.
+    std::vector<double> corrected;
+    std::size_t corrected_under = 0;
+    for (const auto& r : rows) {
+        if (!r.error.empty() || !r.smi_bytes) continue;
+        const std::uint64_t plan_total = r.f_total_buffers() + r.f_overhead;
+        const std::uint64_t dry =
+            r.d_total ? *r.d_total - std::min(r.d_excess, *r.d_total) + r.f_overhead : 0;
+        const std::uint64_t res = std::max(plan_total, dry);
+        corrected.push_back(rel(static_cast<double>(res), static_cast<double>(*r.smi_bytes)));
+        corrected_under += res < *r.smi_bytes;
+    }
+    const auto sc = stats(corrected);
+    md += fmt::format(
+        "With the dry run's n_batch output rows taken off (plan::dry_run_excess): {} under, median {:.2f}%, "
+        "median |error| {:.2f}%, worst {}.\n",
+        corrected_under, sc.median_signed * 100, sc.median_abs * 100, pct(sc.worst));
     return md;
 }
 
@@ -566,6 +587,7 @@ int main(int argc, char** argv) {
             row.f_output = dp->output.bytes;
             row.f_overhead = dp->overhead.bytes;
             rec["formula"] = p;
+            rec["dry_run_excess_bytes"] = plan::dry_run_excess(model, st, row.device);
 
             auto args = plan::engine_args(st);
             try {
@@ -695,7 +717,10 @@ int main(int argc, char** argv) {
                                        [&](const Case& c) { return c.id == rec.value("case", ""); });
                 if (it == all_cases.end())
                     throw std::runtime_error("--replan: unknown case " + rec.value("case", ""));
-                rec["formula"] = plan::make_plan(model_of(*it->model), settings_of(*it, gpu, overhead_mib));
+                const auto model = model_of(*it->model);
+                const auto st = settings_of(*it, gpu, overhead_mib);
+                rec["formula"] = plan::make_plan(model, st);
+                rec["dry_run_excess_bytes"] = plan::dry_run_excess(model, st, gpu ? "cuda0" : "cpu");
             }
             rows.push_back(row_from_record(rec, gpu ? "cuda0" : "cpu"));
         }

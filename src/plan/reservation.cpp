@@ -1,8 +1,11 @@
 #include "plan/reservation.hpp"
 
+#include <algorithm>
+
 namespace loch::plan {
 
-DryRunCandidate dry_run_candidate(const DryRunResult& dry, bool cpu, const DevicePlan* dp) {
+DryRunCandidate dry_run_candidate(const DryRunResult& dry, bool cpu, const DevicePlan* dp,
+                                  std::uint64_t counted_in_excess) {
     DryRunCandidate c;
     for (const auto& d : dry.devices) {
         if (cpu != (d.device == "cpu")) continue;
@@ -10,6 +13,8 @@ DryRunCandidate dry_run_candidate(const DryRunResult& dry, bool cpu, const Devic
         c.weights += d.model.bytes;
         c.kv += d.context.bytes;
     }
+    // (Never below its weights and KV: the excess is compute and output only.)
+    c.counted -= std::min(counted_in_excess, c.counted > c.weights + c.kv ? c.counted - c.weights - c.kv : 0);
     if (!dp) return c;
     c.leaves_out = dp->overhead.bytes;
     if (cpu) {
@@ -17,6 +22,21 @@ DryRunCandidate dry_run_candidate(const DryRunResult& dry, bool cpu, const Devic
         if (resident > c.weights) c.leaves_out += resident - c.weights;
     }
     return c;
+}
+
+std::uint64_t dry_run_excess(const gguf::Model& model, const Settings& server, const std::string& device) {
+    Settings as_fit = server;
+    as_fit.n_outputs_max = server.n_batch;
+    try {
+        const Plan a = make_plan(model, server), b = make_plan(model, as_fit);
+        const DevicePlan *da = a.find(device), *db = b.find(device);
+        if (!da || !db) return 0;
+        const std::uint64_t sa = da->compute.bytes + da->output.bytes,
+                            sb = db->compute.bytes + db->output.bytes;
+        return sb > sa ? sb - sa : 0;
+    } catch (const std::exception&) {
+        return 0;
+    }
 }
 
 }  // namespace loch::plan

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "plan/reservation.hpp"
+#include "synth/synth.hpp"
 
 namespace loch::plan {
 namespace {
@@ -38,6 +39,42 @@ TEST(DryRunCandidate, Without_a_plan_only_what_it_counts) {
     const auto c = dry_run_candidate(dry(4026, 281), false, nullptr);
     EXPECT_EQ(c.leaves_out, 0u);
     EXPECT_EQ(c.counted, (4026 + 512 + 258) * kMiB);
+}
+
+TEST(DryRunCandidate, What_it_counts_in_excess_is_taken_off_its_compute_never_its_weights_or_KV) {
+    DevicePlan gpu;
+    gpu.overhead.bytes = 632 * kMiB;
+    auto c = dry_run_candidate(dry(4026, 281), false, &gpu, 200 * kMiB);
+    EXPECT_EQ(c.counted, (4026 + 512 + 258 - 200) * kMiB);
+    c = dry_run_candidate(dry(4026, 281), false, &gpu, 10'000 * kMiB);
+    EXPECT_EQ(c.counted, (4026 + 512) * kMiB);
+}
+
+// The H200 sweep: llama-fit-params reserves its graph for n_batch rows of logits, llama-server for one per
+// slot; at ubatch 4096 with a 152k vocabulary that was 1.9 GiB of the dry run's count (+85 % on a 2.2 GiB
+// model).
+TEST(DryRunExcess, Is_the_output_rows_llama_fit_params_reserves_beyond_the_servers) {
+    const auto* p = synth::find_preset("qwen2.5-7b");
+    ASSERT_NE(p, nullptr);
+    const auto model = synth::build_model(p->shape, "q4_k_m");
+    Settings s;
+    s.n_ctx = 4096;
+    s.gpus = {"cuda0"};
+    s.n_batch = 4096;
+    s.n_ubatch = 4096;
+    const auto excess = dry_run_excess(model, s, "cuda0");
+    // llama-fit-params' graph peaks at its output head: 4096 rows of the last hidden state and of logits
+    // (4 x (n_embd + n_embd + n_vocab) bytes each); the server's graph at its layers' activations.
+    const double fit_peak = 4096.0 * 4 * (3584 + 3584 + 152064);
+    const double server_compute = double(make_plan(model, s).find("cuda0")->compute.bytes);
+    EXPECT_NEAR(double(excess), fit_peak - server_compute, 0.02 * fit_peak);
+    EXPECT_GT(double(excess), 1.0e9);
+    // At the defaults (ubatch 512, one slot) the graph at 512 rows still exceeds the server's one row.
+    s.n_batch = 2048;
+    s.n_ubatch = 512;
+    EXPECT_GT(dry_run_excess(model, s, "cuda0"), 0u);
+    s.n_batch = s.n_ubatch = 1;  // one row both ways: nothing in excess
+    EXPECT_EQ(dry_run_excess(model, s, "cuda0"), 0u);
 }
 
 }  // namespace
