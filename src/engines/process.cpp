@@ -553,6 +553,11 @@ void Process::signal_group(int sig) {
     if (!impl_->reaped) ::kill(-impl_->pid, sig);
 }
 
+void Process::poll_exit() {
+    boost::system::error_code ec;
+    if (impl_->pidfd.is_open()) impl_->pidfd.cancel(ec);  // the watch's wait ends at once and it looks
+}
+
 asio::awaitable<int> Process::async_wait() {
     auto impl = impl_;  // this Process may be destroyed while we wait; only touch impl after resuming
     while (!impl->exited) {

@@ -97,6 +97,9 @@ class Process {
 
     // kill(-pgid, sig): the whole group. No-op once exited.
     void signal_group(int sig);
+    // Look again now whether the process has exited (wakes its exit watch; e.g. after a SIGCHLD). A wake
+    // while it still runs changes nothing: loch never waits for a live child.
+    void poll_exit();
 
     // The last `n` lines this run wrote, oldest first (a line is cut at 4 KiB; a last line without its
     // newline counts). Reads the log file's tail when there is one.
