@@ -240,7 +240,8 @@ TEST(Overhead, Without_flash_attention_the_pool_grows_with_ubatch_and_context) {
             s.flash_attn = FlashAttn::off;
             s.n_ubatch = ub;
             s.n_batch = std::max(ub, 2048u);
-            const auto* g = make_plan(preset("llama-3.1-8b"), s).find("cuda0");
+            const Plan p = make_plan(preset("llama-3.1-8b"), s);
+            const auto* g = p.find("cuda0");
             const std::uint64_t kq_f16 = std::uint64_t{c} * ub * 32 * 2;
             EXPECT_GE(g->overhead.bytes, 600 * kMiB + 32 * kMiB + kq_f16) << "ubatch " << ub << " ctx " << c;
             EXPECT_LE(g->overhead.bytes,
