@@ -643,10 +643,8 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
     }
     status = static_cast<unsigned>(status_of(err->kind()));
     error_type = broker::to_string(err->kind());
-    // Ollama's own routes answer in Ollama's error shape: its clients read `error` as a string.
-    const bool ollama = r.kind == Route::Kind::ollama_show || r.kind == Route::Kind::ollama_pull ||
-                        r.kind == Route::Kind::ollama_tags || r.kind == Route::Kind::ollama_ps ||
-                        r.kind == Route::Kind::ollama_version;
+    // Ollama's namespace (/api/…) answers in Ollama's error shape: its clients read `error` as a string.
+    const bool ollama = std::string_view(req.target()).starts_with("/api/");
     if (ollama)
         co_await write_json(stream, v, keep, status,
                             ollama_error_body(err->what(), error_type, err->details()), err->retry_after_s());
