@@ -476,7 +476,11 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         rec.decision = lease.decision();
         rec.queue_wait_s = std::chrono::duration<double>(lease.queue_wait()).count();
         if (st->abort) throw *st->abort;
-        if (client_hung_up(client.socket())) co_return gone();  // (the lease goes back as it leaves scope)
+        // Only a request that waited can have lost its client meanwhile: one granted at once pays no syscall.
+        // (The lease goes back as it leaves scope.)
+        if (lease.queue_wait() > std::chrono::steady_clock::duration::zero() &&
+            client_hung_up(client.socket()))
+            co_return gone();
         if (call.num_ctx && lease.slot_ctx() && *call.num_ctx > *lease.slot_ctx())
             throw Error(
                 ErrorKind::context_length_exceeded,
