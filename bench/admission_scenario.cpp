@@ -80,7 +80,8 @@ std::uint64_t reservation_at(const gguf::Model& m, const fs::path& file, const O
     const auto dr =
         loch::plan::run_fit_params((fs::path(o.engine_dir) / "llama-fit-params").string(), file.string(),
                                    loch::plan::engine_args(st), std::chrono::seconds(300));
-    return std::max(dp->total(), loch::plan::dry_run_candidate(dr, o.device == "cpu", dp).bytes());
+    const auto excess = loch::plan::dry_run_excess(m, st, plan_device(o.device));
+    return std::max(dp->total(), loch::plan::dry_run_candidate(dr, o.device == "cpu", dp, excess).bytes());
 }
 
 std::string config_yaml(const Options& o, const fs::path& file,

@@ -4,6 +4,10 @@
 # bench/plan-accuracy-diffusion --gpu over Flux.1-dev-shaped and SD1.5 synthetic models at 512²…2048².
 #   bash bench/h200-sd-accuracy.sh [CASES] [SIZES]   (devcarry-sd/ holds the sdist, loch-synth and
 #                                                     plan-accuracy-diffusion; results in $OUT)
+# BUILD_ONLY=1 builds sd-server and stops (to overlap the build with another job).
+# Issue 26's product: CASES=flux1-dev+vae,flux1-dev-fa+vae,flux1-dev-tiling+vae,flux1-dev-fa-tiling+vae,sd1.5,
+# sd1.5-fa,sd1.5-tiling,sd1.5-fa-tiling and SIZES with non-square ones (1344x768,3000x2000); each case also
+# samples the idle engine after its answer (what sd-server keeps).
 set -euo pipefail
 R=$(pwd)
 C=$R/devcarry-sd
@@ -20,6 +24,7 @@ if [[ ! -x $C/build/bin/sd-server ]]; then
     -DGGML_NATIVE=OFF -DSD_SERVER_BUILD_FRONTEND=OFF -DSD_WEBP=OFF -DSD_WEBM=OFF >"$OUT/configure.log" 2>&1
   cmake --build "$C/build" -j "$(nproc)" --target sd-server >"$OUT/build.log" 2>&1
 fi
+[[ -n ${BUILD_ONLY:-} ]] && exit 0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 "$C/plan-accuracy-diffusion" --gpu --sd-server "$C/build/bin/sd-server" --synth "$C/loch-synth" \
   --cases "$CASES" --sizes "$SIZES" --work /tmp/sd-acc --jsonl "$OUT/accuracy.jsonl" --markdown "$OUT/accuracy.md" \

@@ -6,7 +6,7 @@
 #      build-gpu/h200.jsonl (--skip-done) until DEADLINE seconds;
 #   4. `sweep`: issue 26's settings sweep (plan-accuracy --sweep: shapes x ubatch x flash attention x cache type
 #      x parallel x context, pairwise covered; truth = the per-process peak sampled while every slot
-#      processes its prompt), continuing from build-gpu/sweep.jsonl.
+#      processes a prompt filling its whole context), continuing from build-gpu/sweep.jsonl.
 # Carried in devcarry/: llama.cpp.bundle, loch, plan-accuracy, admission-scenario, lib/libprometheus-cpp-core.so.1.0
 # (built here; besides that library they need only
 # glibc). Results go to $OUT (or ./h200-out).
@@ -56,7 +56,7 @@ if [ "$WHAT" = sweep ]; then
   touch "$G/sweep.jsonl"
   DEADLINE=$(( END - $(date +%s) - 100 ))   # the last case may take up to ~100 s (the 70B, 8 slots)
   "$R/devcarry/plan-accuracy" --mode gpu --sweep --server "$B/llama-server" --fit-params "$B/llama-fit-params" \
-    --work "$G/models" --prompt-ubatches 3 --jsonl "$G/sweep.jsonl" --skip-done "$G/sweep.jsonl" \
+    --work "$G/models" --full-slots --jsonl "$G/sweep.jsonl" --skip-done "$G/sweep.jsonl" \
     --markdown "$OUT/sweep.md" --deadline-s "$DEADLINE" --threads 8 ${CASES:+--cases "$CASES"} \
     >"$OUT/sweep.txt" 2>&1 || true
   cp -f "$G/sweep.jsonl" "$OUT/"

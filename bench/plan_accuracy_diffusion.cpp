@@ -7,15 +7,18 @@
 //   measured  on the CPU the process's peak RSS (VmHWM); on a GPU the peak of nvidia-smi's per-process
 //             memory, sampled every 50 ms during the request
 //   engine    sd.cpp's own "compute buffer size" lines (the largest per phase) against the planned phase
+//   idle      on a GPU, the process's memory for a few seconds after the answer (what sd-server keeps)
+//             against what loch books for the loaded engine (weights + process + the retained pool)
 // and prints a markdown table with the signed error (negative = plan too low: a failure).
 //
-//   plan-accuracy-diffusion --sd-server PATH --synth PATH [--gpu] [--cases a,b] [--sizes 256,512]
+//   plan-accuracy-diffusion --sd-server PATH --synth PATH [--gpu] [--cases a,b] [--sizes 256,1536x1024]
 //                           [--work DIR] [--markdown F] [--jsonl F]
 #include <sys/types.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -52,8 +55,12 @@ struct Case {
 };
 
 std::vector<Case> cases() {
-    plan::DiffusionOptions fa;
+    plan::DiffusionOptions fa, tiling, both;
     fa.flash_attention = true;
+    tiling.vae_tiling = true;
+    both.flash_attention = both.vae_tiling = true;
+    const std::vector<Component> flux_dev = {
+        {"--diffusion-model", "flux1-dev", "q8_0"}, {"--clip_l", "clip-l", "q8_0"}, {"--vae", "flux-vae"}};
     return {
         {"flux-tiny+taef1",
          {{"--diffusion-model", "flux-tiny"}, {"--clip_l", "clip-l", "q8_0"}, {"--taesd", "taef1"}},
@@ -76,6 +83,11 @@ std::vector<Case> cases() {
          {{"--diffusion-model", "flux1-dev", "q8_0"}, {"--clip_l", "clip-l", "q8_0"}, {"--vae", "flux-vae"}},
          fa,
          true},
+        // Issue 26's option product: each option alone and combined, for Flux and SD1.
+        {"flux1-dev-tiling+vae", flux_dev, tiling, true},
+        {"flux1-dev-fa-tiling+vae", flux_dev, both, true},
+        {"sd1.5-tiling", {{"-m", "sd1.5"}}, tiling},
+        {"sd1.5-fa-tiling", {{"-m", "sd1.5"}}, both},
     };
 }
 
@@ -132,7 +144,7 @@ std::map<std::string, double> engine_phases(const std::string& log) {
 int main(int argc, char** argv) {
     CLI::App app{"loch's image plan against sd-server's real peak memory"};
     std::string server, synth, work = "/tmp/loch-plan-accuracy-diffusion", markdown, jsonl, only;
-    std::vector<std::uint32_t> sizes = {256, 512, 768, 1024};
+    std::vector<std::string> sizes = {"256", "512", "768", "1024"};
     bool gpu = false;
     double gpu_overhead_mib = double(plan::kDiffusionGpuContextBytes) / double(kMiB);
     app.add_option("--sd-server", server, "sd-server binary")->required();
@@ -140,7 +152,10 @@ int main(int argc, char** argv) {
     app.add_flag("--gpu", gpu, "measure GPU memory (nvidia-smi per process) instead of RSS");
     app.add_option("--gpu-overhead-mib", gpu_overhead_mib, "the CUDA context in the plan, MiB");
     app.add_option("--cases", only, "comma-separated case ids (default: all that fit the mode)");
-    app.add_option("--sizes", sizes, "square sides")->delimiter(',');
+    app.add_option("--sizes", sizes, "sizes: a side (square) or WxH, e.g. 1024,3000x2000")->delimiter(',');
+    double idle_s = 3;
+    app.add_option("--idle-s", idle_s,
+                   "on a GPU: how long after the answer the idle engine is sampled (what sd-server keeps)");
     app.add_option("--work", work, "scratch folder (models are generated once)");
     app.add_option("--markdown", markdown, "write the table here too");
     app.add_option("--jsonl", jsonl, "one JSON line per measurement");
@@ -148,8 +163,8 @@ int main(int argc, char** argv) {
     fs::create_directories(work);
     std::string table = fmt::format(
         "| case | size | planned MiB | measured MiB ({}) | error | largest phase planned / sd.cpp's line MiB "
-        "|\n"
-        "|---|---|---|---|---|---|\n",
+        "| idle after: booked / measured MiB |\n"
+        "|---|---|---|---|---|---|---|\n",
         gpu ? "nvidia-smi peak" : "VmHWM");
     std::ofstream jl;
     if (!jsonl.empty()) jl.open(jsonl, std::ios::app);
@@ -180,13 +195,17 @@ int main(int argc, char** argv) {
         auto opts = c.opts;
         opts.gpu = gpu;
         if (opts.flash_attention) args.push_back("--diffusion-fa");
-        for (const auto side : sizes) {
-            const auto p = plan::plan_diffusion(files, opts, side, side);
+        if (opts.vae_tiling) args.push_back("--vae-tiling");
+        for (const auto& size : sizes) {
+            const auto x = size.find('x');
+            const std::uint32_t w = std::stoul(size.substr(0, x)),
+                                h = x == std::string::npos ? w : std::stoul(size.substr(x + 1));
+            const auto p = plan::plan_diffusion(files, opts, w, h);
             const std::uint64_t process =
                 gpu ? std::uint64_t(gpu_overhead_mib * double(kMiB)) : plan::kDiffusionProcessBytes;
             const std::uint64_t planned = p.device_weights + process + p.device_compute;
             const auto port = test::free_port();
-            const fs::path log = fs::path(work) / fmt::format("{}-{}.log", c.id, side);
+            const fs::path log = fs::path(work) / fmt::format("{}-{}x{}.log", c.id, w, h);
             std::vector<std::string> a = args;
             a.insert(a.end(), {"--listen-ip", "127.0.0.1", "--listen-port", std::to_string(port), "-v",
                                "--steps", "1"});
@@ -214,16 +233,31 @@ int main(int argc, char** argv) {
                 try {
                     status = test::http_post_json(
                                  port, "/v1/images/generations",
-                                 nlohmann::json{{"prompt", "x"}, {"size", fmt::format("{}x{}", side, side)}}
-                                     .dump(),
+                                 nlohmann::json{{"prompt", "x"}, {"size", fmt::format("{}x{}", w, h)}}.dump(),
                                  std::chrono::minutes(30))
                                  .status;
                 } catch (const std::exception& e) {
-                    std::fprintf(stderr, "%s %u: %s\n", c.id.c_str(), side, e.what());
+                    std::fprintf(stderr, "%s %ux%u: %s\n", c.id.c_str(), w, h, e.what());
                 }
             }
             done = true;
             if (sampler.joinable()) sampler.join();
+            // What the idle engine keeps after the answer (ggml-cuda's pool, buffers sd.cpp does not free),
+            // against what loch books for the loaded engine: weights + process + the request's retained part.
+            std::uint64_t idle = 0;
+            if (gpu && status == 200) {
+                const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(idle_s);
+                while (std::chrono::steady_clock::now() < until) {
+                    idle = std::max(idle, gpu_used(sd.pid(), work));
+                    std::this_thread::sleep_for(100ms);
+                }
+            }
+            const std::uint64_t retained =
+                gpu ? static_cast<std::uint64_t>(std::ceil(double(p.device_compute) *
+                                                           (plan::kGpuPoolFactor - 1) / plan::kGpuPoolFactor))
+                    : 0;
+            const std::uint64_t planned_idle = p.device_weights + process + retained;
+            if (idle > planned_idle) ++under;
             const std::uint64_t measured = gpu ? gpu_peak : vm_hwm(sd.pid());
             sd.stop(10s);
             const auto engine = engine_phases(read_file(log));
@@ -234,18 +268,25 @@ int main(int argc, char** argv) {
             if (measured && planned < measured) ++under;
             const double engine_phase = engine.contains(p.largest_phase) ? engine.at(p.largest_phase) : 0;
             const std::string row =
-                fmt::format("| {} | {}² | {:.0f} | {} | {} | {} {:.1f} / {:.1f} |\n", c.id, side,
-                            double(planned) / double(kMiB),
+                fmt::format("| {} | {}x{} | {:.0f} | {} | {} | {} {:.1f} / {:.1f} | {} |\n", c.id, p.width,
+                            p.height, double(planned) / double(kMiB),
                             status == 200 && measured ? fmt::format("{:.0f}", double(measured) / double(kMiB))
                                                       : fmt::format("failed (HTTP {})", status),
                             status == 200 && measured ? fmt::format("{:+.1f} %", err) : "–", p.largest_phase,
-                            planned_phase, engine_phase);
+                            planned_phase, engine_phase,
+                            idle ? fmt::format("{:.0f} / {:.0f}", double(planned_idle) / double(kMiB),
+                                               double(idle) / double(kMiB))
+                                 : "–");
             std::fputs(row.c_str(), stdout);
             std::fflush(stdout);
             table += row;
             if (jl)
                 jl << nlohmann::json{{"case", c.id},
-                                     {"size", side},
+                                     {"size", size},
+                                     {"width", p.width},
+                                     {"height", p.height},
+                                     {"idle_after_bytes", idle},
+                                     {"planned_idle_bytes", planned_idle},
                                      {"gpu", gpu},
                                      {"planned_bytes", planned},
                                      {"measured_bytes", measured},

@@ -206,7 +206,10 @@ void run_plan(const PlanOptions& o) {
             const auto pa = plan::make_plan(model, at);
             const auto* d = pa.find(dev);
             std::uint64_t r = d ? d->total() : 0;
-            if (o.dry_run) r = std::max(r, plan::dry_run_candidate(dry_run_at(at), dev == "cpu", d).bytes());
+            if (o.dry_run)
+                r = std::max(r, plan::dry_run_candidate(dry_run_at(at), dev == "cpu", d,
+                                                        plan::dry_run_excess(model, at, dev))
+                                    .bytes());
             return r;
         };
         nlohmann::json f = {{"device", dev},

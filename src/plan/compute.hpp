@@ -22,6 +22,8 @@ struct ComputeInputs {
     std::uint32_t n_kv_swa;   // SWA cache cells per stream (0 without SWA layers)
     bool flash_attn;
     gguf::GgmlType type_k;
+    gguf::GgmlType type_v = gguf::GgmlType::F16;
+    std::uint32_t n_stream = 1;  // KV streams (slots without --kv-unified): K and V views span all of them
 };
 
 enum class ComputeBackend { cpu, gpu };

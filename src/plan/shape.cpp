@@ -120,6 +120,7 @@ ModelShape shape_of(const gguf::Model& m) {
     s.mla = k_mla && v_mla && *k_mla > 0 && *v_mla > 0;
     s.kv_lora_rank = get_u32(m, "attention.kv_lora_rank", 0u);
 
+    s.qk_norm = m.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
     s.tied_embeddings = m.find_tensor("output.weight") == nullptr;
     return s;
 }

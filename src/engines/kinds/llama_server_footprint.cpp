@@ -325,7 +325,10 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
             }
         }
         const plan::DevicePlan* dp = p ? device_plan(*p, d) : nullptr;
-        const plan::DryRunCandidate c = plan::dry_run_candidate(*parsed, d.backend == "cpu", dp);
+        // Less what the dry run counts beyond the server (its n_batch rows of logits; plan/reservation.hpp).
+        const std::uint64_t excess =
+            m && dp ? plan::dry_run_excess(*m, llama_plan_settings(model, d), dp->device) : 0;
+        const plan::DryRunCandidate c = plan::dry_run_candidate(*parsed, d.backend == "cpu", dp, excess);
         const std::uint64_t margin = cfg.device(d.device).margin;
         const auto best = largest_of(
             {{"loch plan", {n.bytes, n.source, n.why}},
