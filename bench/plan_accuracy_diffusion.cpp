@@ -252,10 +252,7 @@ int main(int argc, char** argv) {
                     std::this_thread::sleep_for(100ms);
                 }
             }
-            const std::uint64_t retained =
-                gpu ? static_cast<std::uint64_t>(std::ceil(double(p.device_compute) *
-                                                           (plan::kGpuPoolFactor - 1) / plan::kGpuPoolFactor))
-                    : 0;
+            const std::uint64_t retained = p.device_pool;
             const std::uint64_t planned_idle = p.device_weights + process + retained;
             if (idle > planned_idle) ++under;
             const std::uint64_t measured = gpu ? gpu_peak : vm_hwm(sd.pid());

@@ -92,6 +92,8 @@ Phase diffusion_phase(const DiffusionFiles& f, const DiffusionOptions& o, std::u
         const double l = double(w / 8) * double(h / 8);
         if (o.flash_attention) {
             const double padded = std::ceil(l / 256.0) * 256.0;
+            // The padding mask as for Flux below; sd.cpp's line at 576² (L = 5184) shows 4 B per element at
+            // the UNet's peak (the f16 cast is made after the f32 concatenation is freed there).
             const double mask = (std::fmod(l, 256.0) != 0.0) ? 4.0 * l * padded : 0.0;
             p.bytes = static_cast<std::uint64_t>(std::ceil(31.5 * 1024 * l + 0.5 * kMiBd + mask));
             p.formula = fmt::format("SD1 UNet, flash attention: 31.5 KB x L{} (L = {})",
@@ -107,12 +109,19 @@ Phase diffusion_phase(const DiffusionFiles& f, const DiffusionOptions& o, std::u
     const double hidden = double(f.flux_hidden ? f.flux_hidden : 3072);
     const double heads = hidden / 128;
     const double attention = o.flash_attention ? 0.0 : 4.0 * heads * n * n;
+    // Flash attention pads the keys to 256 and, with no mask of its own, builds one for the padding
+    // (ggml_extend.hpp ggml_ext_attention_ext: an f32 zero mask concatenated with a -inf pad, then cast to
+    // f16; the concatenation and its cast are alive together): 6 B x N x 256-aligned N when N % 256 != 0.
+    // (H200, 3008x2000: sd.cpp's line 7282 MiB where the linear term alone is 4259.)
+    const double padded = std::ceil(n / 256.0) * 256.0;
+    const double fa_mask = o.flash_attention && std::fmod(n, 256.0) != 0.0 ? 6.0 * n * padded : 0.0;
     // Flash attention: 61 B (the H200's 2949 MiB at 2048² is 60.6 B · width · N).
     p.bytes = static_cast<std::uint64_t>(
-        std::ceil(6.0 * kMiBd + (o.flash_attention ? 61.0 : 60.0) * hidden * n + attention));
+        std::ceil(6.0 * kMiBd + (o.flash_attention ? 61.0 : 60.0) * hidden * n + attention + fa_mask));
     p.formula =
         o.flash_attention
-            ? fmt::format("Flux, flash attention: 61 B x width {} x N (N = {})", hidden, n)
+            ? fmt::format("Flux, flash attention: 61 B x width {} x N{} (N = {})", hidden,
+                          fa_mask > 0 ? " + padded mask 6 B x N x 256-aligned N" : "", n)
             : fmt::format("Flux attention: 4 B x {} heads x N^2 + 60 B x width x N (N = {})", heads, n);
     return p;
 }
@@ -175,12 +184,20 @@ DiffusionPlan plan_diffusion(const DiffusionFiles& f, const DiffusionOptions& o,
     p.phases = {text_encoder_phase(f, o), diffusion_phase(f, o, p.width, p.height),
                 decoder_phase(f, o, p.width, p.height)};
     if (o.gpu)
-        for (auto& ph : p.phases) {
+        for (std::size_t i = 0; i < p.phases.size(); ++i) {
+            auto& ph = p.phases[i];
             if (!ph.on_device) continue;
             // Measured on the H200 (nvidia-smi per process): ggml-cuda's memory pool beside each graph's
             // buffer (im2col, dequantized weights, cuBLAS) adds up to 7.7 % of the buffer (the VAE decode).
-            ph.bytes = static_cast<std::uint64_t>(std::ceil(double(ph.bytes) * kGpuPoolFactor));
-            ph.formula += ", x1.08 for the CUDA pool";
+            // A UNet's flash attention has 40-wide heads, which only the tile kernel runs; its per-block
+            // partial results live in the pool: 14.6 % of the step's buffer at 2048x1152.
+            const bool unet_fa = i == 1 && f.arch == DiffusionArch::sd1 && o.flash_attention;
+            const double factor = unet_fa ? kGpuPoolFactorUnetFlashAttn : kGpuPoolFactor;
+            const std::uint64_t with_pool = static_cast<std::uint64_t>(std::ceil(double(ph.bytes) * factor));
+            // The pool is never given back: the idle engine keeps the largest any phase grew it to.
+            p.device_pool = std::max(p.device_pool, with_pool - ph.bytes);
+            ph.bytes = with_pool;
+            ph.formula += fmt::format(", x{:.2f} for the CUDA pool", factor);
         }
     // In host memory, beside the last phase: the image itself (f32 and 8-bit pixels, the PNG, its base64 and
     // the JSON answer) — RSS at 768² on the CPU measured it; 32 B/px keeps it never under.

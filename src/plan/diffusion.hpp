@@ -10,7 +10,9 @@
 //   SD1 UNet flash attention 31.5 KB · L + 0.5 MiB, + a padded f32 mask 4 · L · ⌈L⌉₂₅₆ when L % 256 ≠ 0
 //   Flux attention          4 B · heads · N² (N = W/16 · H/16 + 256 text tokens), + 60 B · width · N
 //   Flux flash attention    61 B · width · N
-//   on a GPU                every phase × 1.08 (ggml-cuda's pool), + a 700 MiB context
+//   Flux flash attention    + a padded mask 6 B · N · ⌈N⌉₂₅₆ when N % 256 ≠ 0 (f32 and its f16 cast)
+//   on a GPU                every phase × 1.08 (ggml-cuda's pool; × 1.16 for a UNet step with flash
+//                           attention), + a 700 MiB context; the pool stays after the request
 //   VAE decode              6657 B/px + 1 MiB (2817 with conv-direct; tiling caps it at the 256² tile)
 //   TAESD / TAEF1 decode    1921 B/px + 1 MiB
 #pragma once
@@ -31,8 +33,10 @@ inline constexpr std::uint64_t kDiffusionProcessBytes = 64ull << 20;
 // On a GPU: the CUDA context and cuBLAS workspace in the process's device memory (nvidia-smi per process),
 // beside the params and the compute buffers.
 inline constexpr std::uint64_t kDiffusionGpuContextBytes = 700ull << 20;
-// …and ggml-cuda's pool beside each phase's buffer: up to 7.7 % of it (the VAE decode, measured).
+// …and ggml-cuda's pool beside each phase's buffer: up to 7.7 % of it (the VAE decode, measured), 14.6 % for
+// a UNet step with flash attention (the tile kernel's partial results).
 inline constexpr double kGpuPoolFactor = 1.08;
+inline constexpr double kGpuPoolFactorUnetFlashAttn = 1.16;
 std::string_view to_string(DiffusionArch a);
 
 // What the files say: the architecture, Flux's width, and the weights by component.
@@ -69,6 +73,8 @@ struct DiffusionPlan {
     std::uint64_t width = 0, height = 0;  // as sd.cpp will generate (aligned up)
     std::vector<Phase> phases;
     std::uint64_t device_compute = 0, host_compute = 0;  // the largest phase on each side
+    // On a GPU: ggml-cuda's pool as the largest phase left it; the engine keeps it after the request.
+    std::uint64_t device_pool = 0;
     std::string largest_phase;
     // Resident weights: on the engine's device, and in host RAM (components the flags keep on the CPU).
     std::uint64_t device_weights = 0, host_weights = 0;

@@ -257,10 +257,8 @@ class SdServerKind final : public Kind {
         const auto p = plan::plan_diffusion(files, opts, asked_w, asked_h);
         RequestCost c;
         c.bytes = p.device_compute;
-        // On a GPU, ggml-cuda's pool (the x1.08 of each phase) stays at its largest after the request ends.
-        if (gpu)
-            c.retained_bytes = static_cast<std::uint64_t>(
-                std::ceil(double(p.device_compute) * (plan::kGpuPoolFactor - 1) / plan::kGpuPoolFactor));
+        // On a GPU, ggml-cuda's pool stays at its largest after the request ends.
+        if (gpu) c.retained_bytes = p.device_pool;
         c.why = fmt::format("compute at {}x{}: {} ({})", p.width, p.height, human_bytes(p.device_compute),
                             p.largest_phase);
         nlohmann::json phases = nlohmann::json::array();
