@@ -99,6 +99,7 @@ Phase diffusion_phase(const DiffusionFiles& f, const DiffusionOptions& o, std::u
             p.formula = fmt::format("SD1 UNet, flash attention: 31.5 KB x L{} (L = {})",
                                     mask > 0 ? " + padded mask 4 B x L x 256-aligned L" : "", l);
         } else {
+            p.scores = static_cast<std::uint64_t>(32.0 * l * l);
             p.bytes = static_cast<std::uint64_t>(std::ceil(32.0 * l * l + 10.4 * 1024 * l + 12 * kMiBd));
             p.formula = fmt::format("SD1 UNet attention: 32 B x L^2 + 10.4 KB x L (L = {})", l);
         }
@@ -115,14 +116,17 @@ Phase diffusion_phase(const DiffusionFiles& f, const DiffusionOptions& o, std::u
     // (H200, 3008x2000: sd.cpp's line 7282 MiB where the linear term alone is 4259.)
     const double padded = std::ceil(n / 256.0) * 256.0;
     const double fa_mask = o.flash_attention && std::fmod(n, 256.0) != 0.0 ? 6.0 * n * padded : 0.0;
-    // Flash attention: 61 B (the H200's 2949 MiB at 2048² is 60.6 B · width · N).
+    p.scores = static_cast<std::uint64_t>(attention);
+    // Flash attention: 61 B (the H200's 2949 MiB at 2048² is 60.6 B · width · N). Without it, beside the
+    // f32 scores, 50 B: sd.cpp's lines at 512², 768², 1024² and 3008x2000 (341.5, 973.1, 2361.3, 55041 MiB)
+    // are all at or under 4 B · heads · N² + 50 B · width · N + 6 MiB, the largest within 0.2 %.
     p.bytes = static_cast<std::uint64_t>(
-        std::ceil(6.0 * kMiBd + (o.flash_attention ? 61.0 : 60.0) * hidden * n + attention + fa_mask));
+        std::ceil(6.0 * kMiBd + (o.flash_attention ? 61.0 : 50.0) * hidden * n + attention + fa_mask));
     p.formula =
         o.flash_attention
             ? fmt::format("Flux, flash attention: 61 B x width {} x N{} (N = {})", hidden,
                           fa_mask > 0 ? " + padded mask 6 B x N x 256-aligned N" : "", n)
-            : fmt::format("Flux attention: 4 B x {} heads x N^2 + 60 B x width x N (N = {})", heads, n);
+            : fmt::format("Flux attention: 4 B x {} heads x N^2 + 50 B x width x N (N = {})", heads, n);
     return p;
 }
 
@@ -191,13 +195,20 @@ DiffusionPlan plan_diffusion(const DiffusionFiles& f, const DiffusionOptions& o,
             // buffer (im2col, dequantized weights, cuBLAS) adds up to 7.7 % of the buffer (the VAE decode).
             // A UNet's flash attention has 40-wide heads, which only the tile kernel runs; its per-block
             // partial results live in the pool: 14.6 % of the step's buffer at 2048x1152.
+            // The attention scores (without flash attention) are one GEMM's output in the graph's buffer; the
+            // pool beside them is a small share (kGpuPoolShareOfScores), not the 8 % of the activations.
             const bool unet_fa = i == 1 && f.arch == DiffusionArch::sd1 && o.flash_attention;
             const double factor = unet_fa ? kGpuPoolFactorUnetFlashAttn : kGpuPoolFactor;
-            const std::uint64_t with_pool = static_cast<std::uint64_t>(std::ceil(double(ph.bytes) * factor));
+            const std::uint64_t pool = static_cast<std::uint64_t>(std::ceil(
+                double(ph.bytes - ph.scores) * (factor - 1) + double(ph.scores) * kGpuPoolShareOfScores));
             // The pool is never given back: the idle engine keeps the largest any phase grew it to.
-            p.device_pool = std::max(p.device_pool, with_pool - ph.bytes);
-            ph.bytes = with_pool;
-            ph.formula += fmt::format(", x{:.2f} for the CUDA pool", factor);
+            p.device_pool = std::max(p.device_pool, pool);
+            ph.bytes += pool;
+            ph.formula += ph.scores > 0 ? fmt::format(
+                                              ", + the CUDA pool ({:.0f} % of the activations, {:.1f} % "
+                                              "of the scores)",
+                                              (factor - 1) * 100, kGpuPoolShareOfScores * 100)
+                                        : fmt::format(", x{:.2f} for the CUDA pool", factor);
         }
     // In host memory, beside the last phase: the image itself (f32 and 8-bit pixels, the PNG, its base64 and
     // the JSON answer) — RSS at 768² on the CPU measured it; 32 B/px keeps it never under.

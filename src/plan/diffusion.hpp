@@ -8,11 +8,12 @@
 //
 //   SD1 UNet attention      32 B · L²  (8 heads × f32 scores, L = W/8 · H/8), + 10.4 KB · L + 12 MiB
 //   SD1 UNet flash attention 31.5 KB · L + 0.5 MiB, + a padded f32 mask 4 · L · ⌈L⌉₂₅₆ when L % 256 ≠ 0
-//   Flux attention          4 B · heads · N² (N = W/16 · H/16 + 256 text tokens), + 60 B · width · N
+//   Flux attention          4 B · heads · N² (N = W/16 · H/16 + 256 text tokens), + 50 B · width · N
 //   Flux flash attention    61 B · width · N
 //   Flux flash attention    + a padded mask 6 B · N · ⌈N⌉₂₅₆ when N % 256 ≠ 0 (f32 and its f16 cast)
 //   on a GPU                every phase × 1.08 (ggml-cuda's pool; × 1.16 for a UNet step with flash
-//                           attention), + a 700 MiB context; the pool stays after the request
+//                           attention; the attention scores' share × 1.005), + a 700 MiB context; the pool
+//                           stays after the request
 //   VAE decode              6657 B/px + 1 MiB (2817 with conv-direct; tiling caps it at the 256² tile)
 //   TAESD / TAEF1 decode    1921 B/px + 1 MiB
 #pragma once
@@ -37,6 +38,9 @@ inline constexpr std::uint64_t kDiffusionGpuContextBytes = 700ull << 20;
 // a UNet step with flash attention (the tile kernel's partial results).
 inline constexpr double kGpuPoolFactor = 1.08;
 inline constexpr double kGpuPoolFactorUnetFlashAttn = 1.16;
+// The pool beside a quadratic attention-score buffer is a small share of it: 0.24 % (SD1.5 at 2048x1152,
+// 101 MiB beside 41842) and under 0.1 % (Flux at 3008x2000) on the H200; booked at 0.5 %.
+inline constexpr double kGpuPoolShareOfScores = 0.005;
 std::string_view to_string(DiffusionArch a);
 
 // What the files say: the architecture, Flux's width, and the weights by component.
@@ -67,6 +71,9 @@ struct Phase {
     std::uint64_t bytes = 0;
     std::string formula;    // how the figure was obtained, in the terms above
     bool on_device = true;  // false: it runs on the CPU (vae_on_cpu, clip_on_cpu)
+    // The attention scores' share of `bytes` (without flash attention): one GEMM output in the graph's
+    // buffer, which ggml-cuda's pool does not grow with (see kGpuPoolShareOfScores).
+    std::uint64_t scores = 0;
 };
 
 struct DiffusionPlan {

@@ -1,8 +1,11 @@
 // The diffusion planner against sd.cpp's own buffer lines (issue 11's table, measured on synthetic models;
 // bench/results/h200-2026-12-01-sd-buffers.txt for Flux on the H200): never under, and close (within 10 %
 // where the quadratic term dominates), and its inverse questions.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "core/memory.hpp"
@@ -106,6 +109,59 @@ TEST(DiffusionPlan, FlashAttentionWithTilingAtAnyAspectIsNeverUnderTheH200) {
         EXPECT_LE(peak, r.peak_mib * 1.05) << r.w << "x" << r.h;
         EXPECT_GE(idle, r.idle_mib) << r.w << "x" << r.h;
     }
+}
+
+// Every H200 image measurement of issue 26 (bench/results/h200-2026-12-03-sd-sweep.jsonl and
+// -sd-verify.jsonl): Flux.1-dev and SD1.5, each option alone and combined, square and non-square. What loch
+// books is never under the process's peak during the request nor under what the idle engine keeps after it,
+// and the peak's over-reservation stays within the goals (median |error| <= 1 %, p95 over <= 5 %).
+TEST(DiffusionPlan, TheH200ImageSweepIsNeverUnderAndCloseDuringAndAfterTheRequest) {
+    DiffusionFiles f = flux(3072), s = sd1();
+    f.diffusion_bytes = 12100 * kMiB, f.text_encoder_bytes = 126 * kMiB, f.vae_bytes = 160 * kMiB;
+    struct Row {
+        bool flux, fa, tiling;
+        std::uint64_t w, h;
+        double peak_mib, idle_mib;
+    };
+    const Row rows[] = {
+        {true, false, true, 1024, 1024, 15486, 13124}, {true, false, true, 1344, 768, 15426, 13124},
+        {true, false, true, 3000, 2000, 68486, 13444}, {true, true, true, 1024, 1024, 13906, 13124},
+        {true, true, true, 1344, 768, 13956, 13124},   {true, true, true, 3000, 2000, 20726, 13444},
+        {true, true, true, 2048, 1152, 14892, 13210},  {true, false, false, 1024, 1024, 20214, 13556},
+        {true, false, false, 1344, 768, 20102, 13548}, {true, false, false, 3000, 2000, 68486, 15974},
+        {true, true, false, 1024, 1024, 20214, 13556}, {true, true, false, 1344, 768, 20102, 13548},
+        {true, true, false, 3000, 2000, 54066, 15974}, {false, false, false, 512, 512, 4424, 2758},
+        {false, false, false, 1024, 768, 8008, 3014},  {false, false, false, 2048, 1152, 44678, 3782},
+        {false, true, false, 512, 512, 4422, 2820},    {false, true, false, 1024, 768, 8070, 3076},
+        {false, true, false, 2048, 1152, 18822, 3844}, {false, false, true, 512, 512, 3214, 2662},
+        {false, false, true, 1024, 768, 7436, 2698},   {false, false, true, 2048, 1152, 44678, 2834},
+        {false, true, true, 512, 512, 3142, 2724},     {false, true, true, 1024, 768, 3178, 2760},
+        {false, true, true, 2048, 1152, 4008, 2896},   {false, true, true, 1344, 768, 3272, 2782},
+    };
+    std::vector<double> errors;
+    for (const auto& r : rows) {
+        DiffusionOptions o;
+        o.gpu = true;
+        o.flash_attention = r.fa;
+        o.vae_tiling = r.tiling;
+        const auto p = plan_diffusion(r.flux ? f : s, o, r.w, r.h);
+        const double base = double(p.device_weights + kDiffusionGpuContextBytes) / double(kMiB);
+        const double peak = base + double(p.device_compute) / double(kMiB);
+        const double idle = base + double(p.device_pool) / double(kMiB);
+        const std::string what = fmt::format("{} fa={} tiling={} {}x{}: booked {:.0f} / {:.0f} idle",
+                                             r.flux ? "flux" : "sd1", r.fa, r.tiling, r.w, r.h, peak, idle);
+        EXPECT_GE(peak, r.peak_mib) << what;
+        EXPECT_GE(idle, r.idle_mib) << what;
+        errors.push_back((peak - r.peak_mib) / r.peak_mib);
+    }
+    std::vector<double> abs_errors;
+    for (double e : errors) abs_errors.push_back(std::fabs(e));
+    std::sort(errors.begin(), errors.end());
+    std::sort(abs_errors.begin(), abs_errors.end());
+    const double median = abs_errors[abs_errors.size() / 2];
+    const double p95 = errors[static_cast<std::size_t>(std::ceil(0.95 * double(errors.size()))) - 1];
+    EXPECT_LE(median, 0.01) << "median |error|";
+    EXPECT_LE(p95, 0.05) << "p95 over";
 }
 
 TEST(DiffusionPlan, DecodersPerPixelTilingAndTheTinyDecoder) {
