@@ -1,5 +1,7 @@
 // engines/log_ring — the last N lines of an engine's output, kept in memory for error messages and the
 // log-tail endpoint. Bytes arrive in arbitrary chunks; a partial last line is held until its newline.
+// Lines are kept as a terminal would show them: a carriage return inside a line starts it over (a progress
+// bar's redraws leave their last state) and terminal control sequences (colours, erase-line) are dropped.
 // Not thread-safe: used on the engine's executor.
 #pragma once
 

@@ -455,6 +455,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                 throw refusal_error(oreq.model, std::move(*no));
             needs.transient = broker_.request_cost(oreq.model, view);  // an image's compute, by its kind
         }
+        const std::string notice = needs.transient ? needs.transient->notice : std::string();
         // A streaming OpenAI client that has to wait hears from loch while it waits.
         const bool sse_client = oreq.stream && !tr;
         if (auto now = broker_.try_acquire(oreq.model, needs)) {
@@ -570,6 +571,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                                                   ? std::string("application/json")
                                                   : std::string(uh[bhttp::field::content_type]));
             m.set("X-Request-Id", rec.id);
+            if (!notice.empty()) m.set("X-Loch-Notice", notice);
             m.keep_alive(keep);
         };
         const bool sse = std::string_view(uh[bhttp::field::content_type]).starts_with("text/event-stream");
@@ -665,6 +667,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                      tr ? tr->stream_content_type() : std::string(uh[bhttp::field::content_type]));
             head.set(bhttp::field::cache_control, "no-cache");
             head.set("X-Request-Id", rec.id);
+            if (!notice.empty()) head.set("X-Loch-Notice", notice);
             head.keep_alive(keep && chunked);
             if (chunked) head.chunked(true);
             if (co_await io_now::write_header(client, head, kClientWriteTimeout)) co_return gone();

@@ -250,6 +250,10 @@ void Metrics::record(const RequestRecord& r) {
     if (!r.error_type.empty()) ++s.errors;
     if (r.ttft_s) s.ttft_sum += *r.ttft_s, ++s.ttft_n;
     if (auto tps = r.tokens_per_second()) s.tps_sum += *tps, ++s.tps_n, s.last_tps = *tps;
+    // Image and speech engines have no tokens: their speed is seconds per step and the real-time factor.
+    if (r.seconds_per_step) s.step_sum += *r.seconds_per_step, ++s.step_n;
+    if (r.real_time_factor) s.rtf_sum += *r.real_time_factor, ++s.rtf_n;
+    s.duration_sum += r.duration_s;
 }
 
 void Metrics::observe_loop_lag(double seconds) {
@@ -265,6 +269,9 @@ nlohmann::json Metrics::summary() const {
             j["tokens_per_s_avg"] = s.tps_sum / double(s.tps_n);
             j["tokens_per_s_last"] = s.last_tps;
         }
+        if (s.step_n) j["seconds_per_step_avg"] = s.step_sum / double(s.step_n);
+        if (s.rtf_n) j["real_time_factor_avg"] = s.rtf_sum / double(s.rtf_n);
+        if (s.count) j["duration_s_avg"] = s.duration_sum / double(s.count);
         out[model] = std::move(j);
     }
     return out;

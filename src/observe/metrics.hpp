@@ -49,8 +49,8 @@ class Metrics {
     using SeriesKey = std::tuple<std::string, std::string, std::string, std::string>;
     std::map<SeriesKey, Series, std::less<>> series_;
     struct Speed {
-        std::uint64_t count = 0, errors = 0, ttft_n = 0, tps_n = 0;
-        double ttft_sum = 0, tps_sum = 0, last_tps = 0;
+        std::uint64_t count = 0, errors = 0, ttft_n = 0, tps_n = 0, step_n = 0, rtf_n = 0;
+        double ttft_sum = 0, tps_sum = 0, last_tps = 0, step_sum = 0, rtf_sum = 0, duration_sum = 0;
     };
     std::map<std::string, Speed> speed_;
 };

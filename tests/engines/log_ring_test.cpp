@@ -31,5 +31,28 @@ TEST(LogRing, BoundsLineLength) {
     EXPECT_EQ(ring.lines()[0], "xxxxxxxx");
 }
 
+// sd-server draws its progress bar as "\r<bar> i/n - x s/it\033[K" per step and a newline after the last
+// one; the dashboard showed the raw redraws and control codes. The ring keeps what a terminal shows.
+TEST(LogRing, KeepsWhatATerminalShowsOfProgressBarsAndColours) {
+    LogRing ring(10, 4096);
+    std::vector<std::string> done;
+    for (int step = 1; step <= 20; ++step) {
+        const std::string redraw = "\r  |" + std::string(std::size_t(step), '=') + ">| " +
+                                   std::to_string(step) + "/20 - 1.25s/it\033[K" + (step == 20 ? "\n" : "");
+        // Arbitrary chunking, the carriage return alone at a chunk's end included.
+        const auto a = ring.append(redraw.substr(0, 1)), b = ring.append(redraw.substr(1));
+        done.insert(done.end(), a.begin(), a.end());
+        done.insert(done.end(), b.begin(), b.end());
+    }
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0], "  |====================>| 20/20 - 1.25s/it");
+    ring.append("\x1b[32m[INFO ]\x1b[0m loaded\r\n");  // colours and a CRLF line end
+    EXPECT_EQ(ring.tail(1).at(0), "[INFO ] loaded");
+    // A long run of redraws never fills the line's room with stale states.
+    for (int i = 0; i < 10000; ++i) ring.append("\rstep " + std::to_string(i));
+    ring.append("\n");
+    EXPECT_EQ(ring.tail(1).at(0), "step 9999");
+}
+
 }  // namespace
 }  // namespace loch::engines

@@ -42,6 +42,31 @@ TEST(Metrics, CountsRequestsByOutcomeAndHidesUnknownModelNames) {
     EXPECT_DOUBLE_EQ(s["chat"]["tokens_per_s_avg"].get<double>(), 10.0);  // 10 tokens after the first in 1 s
 }
 
+// The dashboard's speed column was empty for image models: they have no tokens. Their seconds per step (and
+// a speech model's real-time factor, and every model's seconds per request) are in the summary it reads.
+TEST(Metrics, TheSummaryHasASpeedForModelsWithoutTokens) {
+    Metrics m;
+    auto image = done("flux");
+    image.completion_tokens.reset();
+    image.ttft_s.reset();
+    image.seconds_per_step = 1.5;
+    image.duration_s = 40;
+    m.record(image);
+    image.seconds_per_step = 2.5;
+    image.duration_s = 60;
+    m.record(image);
+    auto speech = done("whisper");
+    speech.completion_tokens.reset();
+    speech.ttft_s.reset();
+    speech.real_time_factor = 0.2;
+    m.record(speech);
+    const auto s = m.summary();
+    EXPECT_DOUBLE_EQ(s["flux"]["seconds_per_step_avg"].get<double>(), 2.0);
+    EXPECT_DOUBLE_EQ(s["flux"]["duration_s_avg"].get<double>(), 50.0);
+    EXPECT_FALSE(s["flux"].contains("tokens_per_s_avg"));
+    EXPECT_DOUBLE_EQ(s["whisper"]["real_time_factor_avg"].get<double>(), 0.2);
+}
+
 TEST(Metrics, TheBrokerSnapshotBecomesVllmGaugesAndCounters) {
     const auto status = nlohmann::json::parse(R"({
       "devices":[{"device":"cpu","total":{"bytes":1000,"source":"measured"},"reserve":{"bytes":0},

@@ -261,6 +261,11 @@ class SdServerKind final : public Kind {
         if (gpu) c.retained_bytes = p.device_pool;
         c.why = fmt::format("compute at {}x{}: {} ({})", p.width, p.height, human_bytes(p.device_compute),
                             p.largest_phase);
+        if (!size_unknown(*r.body) && (p.width != asked_w || p.height != asked_h))
+            c.notice = fmt::format(
+                "{}x{} is generated as {}x{}: stable-diffusion.cpp rounds each side up to a "
+                "multiple of {} px for this model",
+                asked_w, asked_h, p.width, p.height, files.arch == plan::DiffusionArch::flux ? 16 : 64);
         nlohmann::json phases = nlohmann::json::array();
         for (const auto& ph : p.phases)
             phases.push_back({{"phase", ph.name},

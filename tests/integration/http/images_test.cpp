@@ -77,6 +77,13 @@ TEST(Images, A128ImageThroughLochWithTheOpenAIClientAndTheEnginesOwnFigures) {
     const auto m = loch.get("/metrics");
     EXPECT_NE(m.body.find(R"(loch_image_seconds_per_step_count{model="flux"} 1)"), std::string::npos)
         << m.body;
+    // A size the engine rounds up is generated at the rounded size, and the answer says so (it was silent).
+    const auto rounded = loch.post("/v1/images/generations", image("120x120"));
+    ASSERT_EQ(rounded.status, 200) << rounded.body;
+    const auto notice = rounded.header("x-loch-notice");
+    ASSERT_TRUE(notice.has_value());
+    EXPECT_NE(notice->find("120x120 is generated as 128x128"), std::string::npos) << *notice;
+    EXPECT_FALSE(loch.post("/v1/images/generations", image("128x128")).header("x-loch-notice").has_value());
 }
 
 TEST(Images, ASizeAboveMaxSizeIsRefusedBeforeTheEngineSeesItWithTheNumbers) {
