@@ -118,4 +118,13 @@ struct Broker::Waiter {
     std::string transient;  // the ledger holder booked for it at grant
 };
 
+template <class F>
+void Broker::each_device(const Model& m, F&& f) {
+    // Its placement's others only when the placement is this run's (begin_load set both; a model never
+    // started, or moved by other means, has just its device).
+    f(m.device);
+    if (m.where.device == m.device)
+        for (const auto& o : m.where.others) f(o.device);
+}
+
 }  // namespace loch::broker

@@ -80,13 +80,13 @@ struct RequestCost {
     // (ggml-cuda's), at the size of the largest request so far. The broker adds what exceeds the run's
     // largest so far to the engine's own reservation when the request ends.
     std::uint64_t retained_bytes = 0;
-    std::string why;  // "compute at 1024x1024: 1.88 GiB (taesd decode)"
-    // What the engine will do differently from what was asked, told to the client (X-Loch-Notice) rather
-    // than done silently: "250x250 is generated as 256x256 (…)".
-    std::string notice;
+    std::string why;                                    // "compute at 1024x1024: 1.88 GiB (taesd decode)"
     nlohmann::json details = nlohmann::json::object();  // the numbers per component, for a refusal
     // What would make it fit in `budget` bytes (a smaller size, tiling, flash attention …), for the refusal.
     std::function<std::vector<std::string>(std::uint64_t budget)> would_help;
+    // What the engine will do differently from what was asked, told to the client (X-Loch-Notice) rather
+    // than done silently: "250x250 is generated as 256x256 (…)".
+    std::string notice;
 };
 
 // What a sleeping engine holds (Kind::asleep): on its device (CUDA context, graphs) and in host RAM (level

@@ -1,0 +1,238 @@
+// broker/observation — the broker's half of what devices and engines report, each tick: the device
+// snapshots, each engine's measured memory against its reservation (the runtime guard: a measured figure
+// above the booking replaces it at once; an over-committed device admits nothing and sheds idle holders),
+// peaks remembered per footprint key, keep-alive expiry and quarantine. Member functions of Broker
+// (broker.hpp); the state machine they feed is broker.cpp.
+#include "broker/broker.hpp"
+#include "broker/model_state.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "core/time_text.hpp"
+
+namespace loch::broker {
+
+using namespace std::chrono_literals;
+
+// ---------------------------------------------------------------------------------------------------------
+// Devices and engines as measured
+
+void Broker::refresh_devices() {
+    last_refresh_ = Clock::now();
+    std::vector<DeviceSnapshot> snap;
+    try {
+        snap = devices_->snapshot();
+    } catch (const std::exception& e) {
+        spdlog::warn("device probe failed: {}", e.what());
+        return;
+    }
+    for (const auto& d : snap) {
+        if (!ledger_.has_device(d.id)) {
+            const auto dc = cfg_->device(d.id);
+            DeviceLimits l;
+            l.id = d.id;
+            l.total = d.total;
+            l.reserve = {dc.reserve, Source::configured, "devices." + d.id + ".reserve"};
+            if (dc.budget)
+                l.cap = MemoryFigure{*dc.budget, Source::configured, "devices." + d.id + ".budget"};
+            if (d.driver_reserved) l.driver_reserved = *d.driver_reserved;
+            if (dc.backend == "vulkan" && d.vulkan_heap)
+                l.backend_bound = MemoryFigure{d.vulkan_heap->bytes, Source::measured,
+                                               "the Vulkan DEVICE_LOCAL heap (devices." + d.id +
+                                                   ".backend: vulkan): all a Vulkan engine can allocate"};
+            ledger_.set_device(std::move(l));
+        }
+        if (d.used) ledger_.observe_used(d.id, d.used->bytes);
+        if (!d.driver.empty()) drivers_[d.id] = d.driver;
+        const std::string backend = cfg_->device(d.id).backend.value_or(d.backend);
+        if (backend != "cpu" || d.id == "cpu") placements_[d.id] = {d.id, backend, d.ordinal, d.total.bytes};
+    }
+    observe_engines(snap);
+}
+
+void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {
+    for (auto& [name, m] : models_) {
+        if (!m->engine || m->state == ModelState::stopped || m->device.empty()) continue;
+        const auto pid = m->engine->pid();
+        if (!pid) continue;
+        // The whole process group: servers such as vLLM hold their memory in worker processes. (RSS summed
+        // over processes counts shared pages more than once: never under.)
+        const auto members = devices_->group_members(*pid);
+        // What the group's processes use on one GPU, as the probe attributes it.
+        const auto use_on = [&](const std::string& device) -> std::optional<MemoryFigure> {
+            std::uint64_t total = 0;
+            bool any = false;
+            for (const auto& d : snap)
+                if (d.id == device)
+                    for (int p : members)
+                        if (auto it = d.process_bytes.find(p); it != d.process_bytes.end())
+                            total += it->second, any = true;
+            if (!any) return std::nullopt;
+            return MemoryFigure{
+                total, Source::measured,
+                fmt::format("use on the device by the engine's {} process(es)", members.size())};
+        };
+        std::optional<MemoryFigure> seen;
+        if (m->device == "cpu") {
+            std::uint64_t total = 0;
+            bool any = false;
+            for (int p : members)
+                if (auto rss = devices_->resident_bytes(p)) total += *rss, any = true;
+            if (any)
+                seen = MemoryFigure{total, Source::measured,
+                                    fmt::format("RSS of the engine's {} process(es)", members.size())};
+        } else if (m->where.split()) {
+            // A split: each device's own use raises that device's reservation (no peak is remembered for
+            // a split: its launch changes with the free memory it was split by).
+            each_device(*m, [&](const std::string& dev) {
+                if (auto on = use_on(dev)) guard_measured(*m, dev, *on);
+            });
+            continue;
+        } else {
+            seen = use_on(m->device);
+        }
+        if (!seen) continue;
+        // What its running requests booked for themselves is theirs, not the engine's (else the engine's
+        // figure would keep a request's compute after it ended, counted twice for the next).
+        if (const auto t = m->transient_bytes(); t > 0) {
+            seen->bytes -= std::min(seen->bytes, t);
+            seen->detail += fmt::format(" less {} booked by its running requests", human_bytes(t));
+        }
+        note_peak(*m, *seen);
+        guard_measured(*m, m->device, *seen);
+    }
+}
+
+void Broker::guard_measured(Model& m, const std::string& device, const MemoryFigure& seen) {
+    const auto before = ledger_.reservation(device, m.name());
+    if (!before || !ledger_.raise_to_measured(device, m.name(), seen)) return;
+    // The ledger takes the measured figure at once (above); a growth past what was reserved is news.
+    if (m.state == ModelState::ready || m.state == ModelState::asleep) {
+        note("grew", m,
+             fmt::format("uses {} on {}, {} more than its reservation of {} ({}); the ledger now books the "
+                         "measured figure",
+                         human_bytes(seen.bytes), device, human_bytes(seen.bytes - before->bytes),
+                         human_bytes(before->bytes), to_string(before->source)),
+             {{"device", device},
+              {"reserved_bytes", before->bytes},
+              {"reserved_source", to_string(before->source)},
+              {"measured_bytes", seen.bytes},
+              {"over_by_bytes", seen.bytes - before->bytes}},
+             true);
+    }
+    relieve_overcommit(device, m);
+}
+
+void Broker::relieve_overcommit(const std::string& device, const Model& grown) {
+    const std::uint64_t cap = ledger_.capacity(device);
+    std::uint64_t own = ledger_.own(device);
+    if (own <= cap) return;
+    // Over the device's capacity: nothing new is admitted there (its free memory is 0), and idle holders go
+    // first, the longest idle first. A holder with running requests is never stopped for this: their work
+    // would be lost, and the memory the grown engine took is what loch guards, not what it kills for.
+    std::vector<Model*> idle;
+    for (auto& [name, o] : models_) {
+        if (o.get() == &grown || o->state != ModelState::ready || o->active > 0 || o->cfg->pinned) continue;
+        const auto devs = devices_of(*o);
+        if (std::find(devs.begin(), devs.end(), device) != devs.end()) idle.push_back(o.get());
+    }
+    std::sort(idle.begin(), idle.end(),
+              [](const Model* a, const Model* b) { return a->last_used < b->last_used; });
+    const std::uint64_t over = own - cap;
+    std::vector<std::string> victims;
+    std::uint64_t freed = 0;
+    for (Model* v : idle) {
+        if (freed >= over) break;
+        freed += ledger_.reservation(device, v->name()).value_or(MemoryFigure{}).bytes;
+        victims.push_back(v->name());
+    }
+    note("overcommitted", grown,
+         fmt::format("{} is over its capacity by {} after '{}' grew; admitting nothing more there{}", device,
+                     human_bytes(over), grown.name(),
+                     victims.empty() ? " (no idle holder to evict)"
+                                     : fmt::format(" and evicting {} idle holder(s)", victims.size())),
+         {{"device", device}, {"capacity_bytes", cap}, {"booked_bytes", own}, {"over_by_bytes", over}}, true);
+    evict(victims, grown,
+          fmt::format("{} over capacity after '{}' grew past its reservation", device, grown.name()));
+}
+
+void Broker::note_peak(Model& m, const MemoryFigure& f) {
+    auto& p = m.peak[m.device];
+    if (f.bytes <= p.bytes) return;
+    p = f;
+    if (auto k = footprint_key(m, m.device)) remembered_.raise(*k, f);
+}
+
+std::optional<FootprintKey> Broker::footprint_key(const Model& m, const std::string& device) const {
+    const auto it = placements_.find(device);
+    const engines::Placement where = it != placements_.end() ? it->second : placement_without_probe(device);
+    try {
+        auto spec = m.kind->launch(*cfg_, *m.cfg, where, 0);
+        const auto driver = drivers_.find(device);
+        FootprintKey k{m.name(),
+                       device,
+                       std::string(m.kind->name()),
+                       std::move(spec.argv),
+                       m.cfg->path,
+                       {},
+                       driver != drivers_.end() ? driver->second : std::string()};
+        if (!k.argv.empty()) k.engine_file = k.argv.front();
+        return k;
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+}
+
+Need Broker::need_on(const Model& m, const Need& planned) const {
+    Need n = planned;
+    if (auto it = m.peak.find(planned.device); it != m.peak.end() && it->second.bytes > n.bytes) {
+        n.why = fmt::format("measured peak {} of an earlier run ({}) > {}", human_bytes(it->second.bytes),
+                            it->second.detail, planned.why);
+        n.bytes = it->second.bytes;
+        n.source = Source::measured;
+    }
+    // The highest an earlier loch measured for this very launch (restarts forget nothing).
+    if (const auto k = footprint_key(m, planned.device))
+        if (const auto earlier = remembered_.get(*k); earlier && earlier->bytes > n.bytes) {
+            n.why = fmt::format("{} > {}", earlier->detail, n.why);
+            n.bytes = earlier->bytes;
+            n.source = Source::measured_earlier;
+        }
+    return n;
+}
+
+void Broker::evict_expired() {
+    const auto now = Clock::now();
+    for (auto& [name, m] : models_) {
+        const auto keep_alive = m->keep_alive();
+        if (m->state != ModelState::ready || m->active > 0 || m->cfg->pinned || !keep_alive) continue;
+        if (now - m->last_used < *keep_alive) continue;
+        const Model* mp = m.get();  // (clang 14 cannot capture a structured binding)
+        const bool wanted = std::any_of(waiters_.begin(), waiters_.end(),
+                                        [&](const auto& w) { return w.second->model == mp; });
+        if (!wanted)
+            begin_stop(
+                *m, fmt::format("idle for {} s (keep_alive {} s)",
+                                std::chrono::duration_cast<std::chrono::seconds>(now - m->last_used).count(),
+                                keep_alive->count()));
+    }
+}
+
+void Broker::note_quarantine(Model& m) {
+    const auto v = m.crashes.check(Clock::now());
+    if (!v.quarantined) return;
+    note("quarantine", m, v.message,
+         {{"retry_in_s", std::chrono::duration_cast<std::chrono::seconds>(v.retry_in).count()}}, true);
+    fail_waiters(m, Error(ErrorKind::quarantined, v.message, {{"model", m.name()}}));
+}
+
+}  // namespace loch::broker

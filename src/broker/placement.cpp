@@ -1,0 +1,186 @@
+// broker/placement — where a model may run and what it needs there: the devices its config allows, the
+// admission input (each device's ledger and the model's needs on it), split candidates across devices, and
+// the footprint (plan, dry run, remembered peaks) computed once per start off the loop. Member functions of
+// Broker (broker.hpp).
+#include "broker/broker.hpp"
+#include "broker/model_state.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "core/time_text.hpp"
+
+namespace loch::broker {
+
+using namespace std::chrono_literals;
+
+// ---------------------------------------------------------------------------------------------------------
+// Admission input
+
+engines::Placement Broker::placement_of(const std::string& device) const {
+    if (auto it = placements_.find(device); it != placements_.end()) return it->second;
+    return placement_without_probe(device);
+}
+
+std::vector<std::string> Broker::allowed_devices(const Model& m) const {
+    std::vector<std::string> out;
+    const auto known = ledger_.devices();
+    if (!m.cfg->devices.empty()) {
+        out = m.cfg->devices;
+    } else {
+        for (const auto& d : known)
+            if (d != "cpu") out.push_back(d);
+    }
+    // The CPU: when allowed explicitly, as a configured fallback, or when the machine has nothing else.
+    const bool no_gpu = std::none_of(known.begin(), known.end(), [](const auto& d) { return d != "cpu"; });
+    if ((m.cfg->cpu_fallback || (m.cfg->devices.empty() && no_gpu)) &&
+        std::find(out.begin(), out.end(), "cpu") == out.end())
+        out.push_back("cpu");
+    return out;
+}
+
+AdmissionInput Broker::admission_input(const Model& m) const {
+    AdmissionInput in;
+    in.priority = rank(m.cfg->priority);
+    if (m.footprint)
+        for (const auto& n : m.footprint->needs) in.needs.push_back(need_on(m, n));
+    // Keep room for pinned models: a device that a pinned model not running now is configured for comes
+    // after the others (it will want that room, and nothing evicts it once it runs).
+    std::set<std::string> pinned_room;
+    for (const auto& [name, o] : models_)
+        if (o.get() != &m && o->cfg->pinned && o->state == ModelState::stopped)
+            pinned_room.insert(o->cfg->devices.begin(), o->cfg->devices.end());
+    std::stable_partition(in.needs.begin(), in.needs.end(),
+                          [&](const Need& n) { return !pinned_room.contains(n.device); });
+    const auto now = Clock::now();
+    for (const auto& [name, o] : models_) {
+        if (o.get() == &m || o->state == ModelState::stopped) continue;
+        const Model* op = o.get();  // (clang 14 cannot capture a structured binding)
+        const bool wanted = std::any_of(waiters_.begin(), waiters_.end(),
+                                        [&](const auto& w) { return w.second->model == op; });
+        EngineView v;
+        v.name = name;
+        v.device = o->device;
+        v.bytes = ledger_.reservation(o->device, name).value_or(MemoryFigure{}).bytes;
+        for (const auto& d : devices_of(*o))
+            if (d != o->device)
+                v.also_on.emplace_back(d, ledger_.reservation(d, name).value_or(MemoryFigure{}).bytes);
+        v.priority = rank(o->cfg->priority);
+        v.evictable = (o->state == ModelState::ready || o->state == ModelState::asleep) && o->active == 0 &&
+                      !o->cfg->pinned && !wanted;
+        v.held_as = o->state != ModelState::ready ? std::string(to_string(o->state))
+                    : o->active > 0               ? "busy"
+                    : o->cfg->pinned              ? "pinned"
+                    : wanted                      ? "wanted by a queued request"
+                                                  : "idle";
+        v.idle_s = std::chrono::duration<double>(now - o->last_used).count();
+        v.load_s = o->load_s.value_or(1.0);
+        in.engines.push_back(std::move(v));
+    }
+    in.devices_loading.assign(loading_devices_.begin(), loading_devices_.end());
+    in.splits = split_candidates(m, in.needs);
+    return in;
+}
+
+std::vector<std::string> Broker::devices_of(const Model& m) const {
+    std::vector<std::string> out;
+    each_device(m, [&](const std::string& d) { out.push_back(d); });
+    return out;
+}
+
+std::vector<SplitNeed> Broker::split_candidates(const Model& m, const std::vector<Need>& needs) const {
+    std::vector<SplitNeed> out;
+    if (!m.footprint) return out;
+    for (const auto& n : needs)  // one device has room now: it goes there, no split is asked for
+        if (ledger_.has_device(n.device) && n.bytes <= ledger_.free(n.device)) return out;
+    std::vector<std::string> gpus;
+    for (const auto& d : allowed_devices(m))
+        if (d != "cpu" && ledger_.has_device(d) && placement_of(d).backend != "cpu") gpus.push_back(d);
+    // The most free first (the main device, listed first to the engine), of one backend: one
+    // engine build runs them all.
+    std::stable_sort(gpus.begin(), gpus.end(),
+                     [&](const auto& a, const auto& b) { return ledger_.free(a) > ledger_.free(b); });
+    if (!gpus.empty()) {
+        const auto backend = placement_of(gpus.front()).backend;
+        std::erase_if(gpus, [&](const auto& d) { return placement_of(d).backend != backend; });
+    }
+    for (std::size_t k = 2; k <= gpus.size(); ++k) {
+        // Layers in shares of what is free on each device now; where some device has (almost) nothing free,
+        // of what can ever be free there (the split then waits for, or evicts for, its room).
+        const bool by_free = std::all_of(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(k),
+                                         [&](const auto& d) { return ledger_.free(d) >= kGiB; });
+        engines::Placement where = placement_of(gpus.front());
+        for (std::size_t i = 0; i < k; ++i) {
+            if (i > 0) where.others.push_back(placement_of(gpus[i]));
+            const auto bytes = by_free ? ledger_.free(gpus[i]) : ledger_.capacity(gpus[i]);
+            where.shares.push_back(std::max(1.0f, std::round(float(bytes) / float(kGiB) * 10.0f) / 10.0f));
+        }
+        auto parts = footprints_->split(*cfg_, *m.cfg, where);
+        if (parts.size() != k) continue;  // this kind does not split (or the file cannot be planned)
+        out.push_back({std::move(parts),
+                       fmt::format("--split-mode layer --tensor-split {}", fmt::join(where.shares, ",")),
+                       where.shares});
+    }
+    return out;
+}
+
+asio::awaitable<void> Broker::ensure_footprint(Model& m) {
+    if (m.footprint) co_return;
+    if (m.planning) {
+        asio::steady_timer t(ex_);
+        while (m.planning) {
+            t.expires_after(20ms);
+            co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        }
+        co_return;
+    }
+    m.planning = true;
+    auto alive = alive_;
+    // The dry run allocates on the devices it sizes (~0.5 GiB on a GPU): it never runs beside a load there,
+    // and holds a reservation while it runs. (Cached results return at once.)
+    const auto devices = allowed_devices(m);
+    asio::steady_timer t(ex_);
+    const auto busy = [&] {
+        return std::any_of(devices.begin(), devices.end(),
+                           [&](const auto& d) { return loading_devices_.contains(d); });
+    };
+    while (busy()) {
+        t.expires_after(20ms);
+        co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (!*alive) co_return;
+    }
+    const std::string holder = "estimate of " + m.name();
+    const std::uint64_t holds = m.kind->estimate_gpu_bytes();
+    std::vector<engines::Placement> placements;
+    for (const auto& d : devices) {
+        placements.push_back(placement_of(d));
+        loading_devices_.insert(d);
+        if (holds > 0 && d != "cpu" && ledger_.has_device(d))
+            ledger_.reserve(
+                d, holder,
+                {holds, Source::configured, std::string(m.kind->name()) + " estimate on the device"});
+    }
+    Footprint fp;
+    try {
+        fp = co_await footprints_->estimate(*cfg_, *m.cfg, placements);
+    } catch (const std::exception& e) {
+        fp = m.kind->formula(*cfg_, *m.cfg, placements);
+        fp.detail += std::string("; estimate failed: ") + e.what();
+    }
+    if (!*alive) co_return;
+    ledger_.release(holder);
+    for (const auto& d : devices) loading_devices_.erase(d);
+    // Keep only the devices admission may use, in the model's preference order.
+    m.footprint = std::move(fp);
+    m.planning = false;
+}
+
+}  // namespace loch::broker
