@@ -84,11 +84,12 @@ std::uint64_t activations(const Dims& d, const ComputeInputs& in, ComputeBackend
     // Attention: residual, normed input, Q (twice: projection and roped/permuted), K, V (+ post-norm in
     // gemma).
     std::uint64_t attn = 3 * d.E + 2 * d.Q + d.K + d.V + (gemma ? d.E : 0);
-    // Per-head Q/K norms (qwen3, gemma3): projection -> rms_norm -> rope are three Q-sized tensors in a row;
-    // the projection's is freed only after the norm has read it, and that hole is too small for the next
-    // larger block, so two more Q blocks and one K block stay in the peak (H200, Qwen3-30B-A3B without flash
-    // attention: 451 MiB logged, 420 with one Q block).
-    if (in.shape.qk_norm) attn += 2 * d.Q + d.K;
+    // Per-head Q/K norms (qwen3): projection -> rms_norm -> rope are three Q-sized tensors in a row; the
+    // projection's is freed only after the norm has read it, and that hole is too small for the next larger
+    // block, so two more Q blocks and one K block stay in the peak (H200, Qwen3-30B-A3B without flash
+    // attention: 451 MiB logged, 420 with one Q block). Gemma's extra block above already covers its norms
+    // (CPU logs exact without this term; the H200 sweep's gemma cases over without it).
+    if (in.shape.qk_norm && !gemma) attn += 2 * d.Q + d.K;
     if (!in.flash_attn) attn += std::max(d.kv, d.kv_swa) * d.heads;  // KQ scores; soft_max runs in place
     // Latent attention (deepseek2) attends in the latent space: the output is kv_lora_rank wide per head
     // before wv_b decompresses it (llama-graph.cpp build_attn_mha, v_mla).

@@ -33,8 +33,8 @@ struct ModelShape {
     // Multi-head latent attention (deepseek2 with key_length_mla): the cache holds one latent row per token.
     bool mla = false;
     std::uint32_t kv_lora_rank = 0;
-    // Q and K normalised per head before RoPE (qwen3, gemma3: attn_q_norm): more Q- and K-sized blocks in
-    // the attention's peak (plan/compute.cpp).
+    // Q and K normalised per head before RoPE (qwen3, gemma3: attn_q_norm): for qwen3, more Q- and K-sized
+    // blocks in the attention's peak (plan/compute.cpp).
     bool qk_norm = false;
     bool tied_embeddings = false;  // no output.weight: llama.cpp duplicates token_embd onto the output device
 
