@@ -291,8 +291,9 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
         stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
         co_return;
     }
-    for (;;) {
+    for (bool first = true;; first = false) {
         reg.it->busy = false;
+        reg.it->served = !first;
         reg.it->idle_since = std::chrono::steady_clock::now();
         if (shutting_down_ || reg.it->shed) break;
         // Idle: wait for the first bytes of the next request (a pipelined one may be buffered already; the
@@ -406,9 +407,16 @@ asio::awaitable<void> wait_until(Done done, std::chrono::milliseconds limit) {
 }  // namespace
 
 bool Server::shed_longest_idle(const Session* except) {
+    const auto now = std::chrono::steady_clock::now();
+    const auto idle = [&](Session& s) {
+        if (&s == except || s.busy || s.shed) return false;
+        if (!s.served && now - s.idle_since < std::chrono::seconds(1)) return false;
+        boost::system::error_code ec;
+        return s.stream->socket().available(ec) == 0 && !ec;  // FIONREAD: never blocks
+    };
     Session* oldest = nullptr;
     for (auto& s : sessions_)
-        if (&s != except && !s.busy && !s.shed && (!oldest || s.idle_since < oldest->idle_since)) oldest = &s;
+        if (idle(s) && (!oldest || s.idle_since < oldest->idle_since)) oldest = &s;
     if (!oldest) return false;
     oldest->shed = true;
     oldest->stream->socket().cancel();  // its wait for a next request ends; the session closes the socket

@@ -203,11 +203,14 @@ class Server {
         boost::beast::tcp_stream* stream = nullptr;
         bool busy = false;  // a request is being handled (not waiting for the next one)
         std::chrono::steady_clock::time_point idle_since{};
-        bool shed = false;  // closed to make room for a new connection
+        bool shed = false;    // closed to make room for a new connection
+        bool served = false;  // has answered a request: a keep-alive connection between requests
     };
     // At the connection cap: closes the keep-alive connection idle the longest (Envoy's overload manager
-    // does the same), so that idle connections never keep a client with a request out. False when every
-    // other connection is busy.
+    // does the same), so that idle connections never keep a client with a request out. Never one whose
+    // request bytes have arrived unread, nor a new connection before its client had a second to send (a
+    // burst of new clients would otherwise close each other's connections before their requests are read).
+    // False when no connection qualifies.
     bool shed_longest_idle(const Session* except);
     // Unregisters on destruction (RAII): a relay or session can never be left in the registry.
     template <class T>
