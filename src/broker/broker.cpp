@@ -29,14 +29,22 @@ constexpr std::size_t kMaxEvents = 200;
 
 void Broker::note(std::string_view kind, const Model& m, std::string message, nlohmann::json extra,
                   bool warn) {
+    note_event(kind, {{"model", m.name()}}, std::move(message), std::move(extra), warn);
+}
+
+void Broker::note_event(std::string_view kind, nlohmann::json subject, std::string message,
+                        nlohmann::json extra, bool warn) {
+    std::string who;
+    for (const char* k : {"model", "hold", "holder"})
+        if (who.empty() && subject.contains(k)) who = subject[k].get<std::string>();
     if (warn)
-        spdlog::warn("{} '{}': {}", kind, m.name(), message);
+        spdlog::warn("{} '{}': {}", kind, who, message);
     else
-        spdlog::info("{} '{}': {}", kind, m.name(), message);
+        spdlog::info("{} '{}': {}", kind, who, message);
     nlohmann::json e = extra.is_object() ? std::move(extra) : nlohmann::json::object();
     e["at"] = iso8601_utc(std::chrono::system_clock::now());
     e["kind"] = kind;
-    e["model"] = m.name();
+    for (auto& [k, v] : subject.items()) e[k] = v;
     e["message"] = std::move(message);
     events_.push_back(std::move(e));
     while (events_.size() > kMaxEvents) events_.pop_front();
@@ -77,13 +85,15 @@ asio::awaitable<void> Broker::tick_loop() {
         if (!*alive || shutting_down_) co_return;
         refresh_devices();
         evict_expired();
+        expire_holds();
         pump();
     }
 }
 
 Clock::duration Broker::tick_period() const {
     const auto now = Clock::now();
-    bool busy = !waiters_.empty() || !loading_devices_.empty() || now - last_request_ < 10 * options_.tick;
+    bool busy = !waiters_.empty() || !holds_.empty() || !loading_devices_.empty() ||
+                now - last_request_ < 10 * options_.tick;
     for (const auto& [name, m] : models_) busy |= m->active > 0 || m->state == ModelState::loading;
     return busy ? Clock::duration(options_.tick) : Clock::duration(5 * options_.tick);
 }
@@ -300,7 +310,8 @@ bool Broker::exclusive_ok(const Model& m) const {
     return ok;
 }
 
-void Broker::evict(const std::vector<std::string>& victims, const Model& for_model, const std::string& why) {
+void Broker::evict(const std::vector<std::string>& victims, const std::string& for_whom,
+                   const std::string& why) {
     for (const auto& v : victims)
         if (auto it = models_.find(v); it != models_.end()) {
             Model& victim = *it->second;
@@ -308,8 +319,7 @@ void Broker::evict(const std::vector<std::string>& victims, const Model& for_mod
             for (const auto& d : devices_of(victim))
                 held += ledger_.reservation(d, victim.name()).value_or(MemoryFigure{}).bytes;
             ++victim.evictions;
-            note("evict", victim, why,
-                 {{"for", for_model.name()}, {"device", victim.device}, {"freed_bytes", held}});
+            note("evict", victim, why, {{"for", for_whom}, {"device", victim.device}, {"freed_bytes", held}});
             begin_evict(victim, why);
         }
 }
@@ -396,7 +406,7 @@ Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, st
             fmt::format("evicting {} for this request's {}: {}", fmt::join(d.victims, ", "), t.why, d.reason);
         note("admission", m, "request: " + d.reason,
              {{"decision", "evict_then_start"}, {"victims", d.victims}});
-        evict(d.victims, m, "evicted to make room for a request to '" + m.name() + "'");
+        evict(d.victims, m.name(), "evicted to make room for a request to '" + m.name() + "'");
     } else {
         m.wait_reason = "this request's " + t.why + ": " + d.reason;
     }
@@ -495,7 +505,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
             m.wait_reason =
                 fmt::format("evicting {} to start on {}: {}", fmt::join(d.victims, ", "), d.device, d.reason);
             note("admission", m, d.reason, {{"decision", "evict_then_start"}, {"victims", d.victims}});
-            evict(d.victims, m, "evicted to make room for '" + m.name() + "'");
+            evict(d.victims, m.name(), "evicted to make room for '" + m.name() + "'");
             return Serve::wait;
         }
         case Decision::Kind::refuse: {
@@ -547,6 +557,19 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
 void Broker::pump() {
     const auto order = queue_.order(Clock::now());
     for (auto id : order) {
+        if (auto h = queued_holds_.find(id); h != queued_holds_.end()) {
+            Hold& hold = *h->second;
+            try {
+                if (try_grant(hold) == Serve::granted) {
+                    queue_.remove(id);
+                    queued_holds_.erase(h);
+                }
+            } catch (const Error& e) {
+                end_hold(hold, e.what(),
+                         {{"type", to_string(e.kind())}, {"message", e.what()}, {"details", e.details()}});
+            }
+            continue;
+        }
         auto it = waiters_.find(id);
         if (it == waiters_.end()) continue;
         auto w = it->second;

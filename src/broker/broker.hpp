@@ -30,6 +30,7 @@
 #include "broker/device_source.hpp"
 #include "broker/error.hpp"
 #include "broker/footprint.hpp"
+#include "broker/holds.hpp"
 #include "broker/ledger.hpp"
 #include "broker/remembered.hpp"
 #include "broker/wait_queue.hpp"
@@ -162,6 +163,17 @@ class Broker {
 
     const config::Config& config() const { return *cfg_; }
 
+    // Holds (broker/holds.hpp). create_hold books it now or queues it (its view says which); throws Error
+    // for bad input (invalid_request), a size that can never fit (insufficient_memory, with the numbers and
+    // who holds the device) and a full queue. The others answer nullopt / false for an unknown id; a read or
+    // an update is also the hold's heartbeat. `pgid` ties a job's process group to it (loch run, after the
+    // spawn).
+    boost::asio::awaitable<nlohmann::json> create_hold(HoldSpec spec);
+    std::optional<nlohmann::json> hold(const std::string& id, bool heartbeat = true);
+    std::optional<nlohmann::json> update_hold(const std::string& id, std::optional<int> pgid);
+    std::optional<nlohmann::json> release_hold(const std::string& id, const std::string& why);
+    nlohmann::json holds() const;
+
     // SIGHUP: serve `next` from now on. New models are added; removed ones are stopped (once idle) and no
     // longer found; a model whose launch changed (engine, file, args, memory, concurrency) restarts with the
     // new one once its running requests end, one that did not keeps running under its new settings
@@ -173,6 +185,7 @@ class Broker {
     friend class Lease;
     struct Model;
     struct Waiter;
+    struct Hold;
     enum class Serve { granted, wait };
 
     boost::asio::awaitable<Lease> do_acquire(std::string model, RequestNeeds needs);
@@ -188,6 +201,20 @@ class Broker {
                  const std::string& transient);
     void pump();
     void fail_waiters(const Model& m, const Error& e);
+
+    // Holds (holds.cpp): admission for one, booking it, the views, and what the tick does for them.
+    Serve try_grant(Hold& h);
+    void book(Hold& h, const std::string& device);
+    // Releases it (refused when `error` is given): off the ledger and the queue, kept for its last answer.
+    void end_hold(Hold& h, std::string why, nlohmann::json error = nullptr);
+    nlohmann::json hold_json(const Hold& h) const;
+    std::size_t queue_position(std::uint64_t queue_id) const;
+    void observe_holds(const std::vector<DeviceSnapshot>& snap);
+    void expire_holds();
+    std::optional<FootprintKey> job_key(const std::string& name, const std::string& device) const;
+    // Every holder of memory as admission sees it (engines, running requests' own memory, holds), except
+    // the one being decided for.
+    std::vector<EngineView> holder_views(const Model* except_model, const Hold* except_hold) const;
 
     std::vector<std::string> allowed_devices(const Model& m) const;
     // How the engines' runtimes number a device: from the probe, else placement_without_probe().
@@ -214,7 +241,7 @@ class Broker {
     void begin_evict(Model& m, std::string why);
     void begin_wake(Model& m);  // asleep → ready, its full reservation booked again first
     // Stops each victim that admission chose for `for_model`, counting and logging the eviction.
-    void evict(const std::vector<std::string>& victims, const Model& for_model, const std::string& why);
+    void evict(const std::vector<std::string>& victims, const std::string& for_whom, const std::string& why);
     void on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine, const engines::ExitReport& r);
     boost::asio::awaitable<void> ensure_footprint(Model& m);
     boost::asio::awaitable<void> tick_loop();
@@ -224,7 +251,8 @@ class Broker {
     // The runtime guard: a measured use above the reservation becomes the reservation at once, with an event
     // that has both numbers; a device then over its capacity admits nothing and evicts idle holders.
     void guard_measured(Model& m, const std::string& device, const MemoryFigure& seen);
-    void relieve_overcommit(const std::string& device, const Model& grown);
+    // `grown`: the holder whose growth put the device over (never evicted for it).
+    void relieve_overcommit(const std::string& device, const std::string& grown);
     void keep_retained(Model& m, const std::string& transient_holder);
     void note_peak(Model& m, const MemoryFigure& f);
     // The planned need raised to the highest use measured on earlier runs (the reservation rule's third
@@ -240,6 +268,9 @@ class Broker {
     // One line in the log and one entry in the recent events /loch/status shows.
     void note(std::string_view kind, const Model& m, std::string message, nlohmann::json extra = {},
               bool warn = false);
+    // The same for any subject: {"model": …} or {"hold": …, "job": …} is merged into the event.
+    void note_event(std::string_view kind, nlohmann::json subject, std::string message, nlohmann::json extra,
+                    bool warn);
     void note_quarantine(Model& m);  // after a failure was recorded: the event when it starts a quarantine
     // The model has stopped: a config entry waiting for that (reload) takes effect now.
     void apply_pending_config(Model& m);
@@ -257,6 +288,10 @@ class Broker {
     WaitQueue queue_;
     std::map<std::string, std::unique_ptr<Model>> models_;  // by model name
     std::map<std::uint64_t, std::shared_ptr<Waiter>> waiters_;
+    std::map<std::string, std::unique_ptr<Hold>> holds_;  // by id: waiting and granted ones
+    std::deque<std::unique_ptr<Hold>> ended_holds_;       // the most recent that ended (their last answer)
+    std::map<std::uint64_t, Hold*> queued_holds_;         // queue id → hold
+    std::uint64_t next_hold_ = 1;
     std::set<std::string> loading_devices_;
     std::map<std::string, std::string> gpu_lock_;           // device → exclusive model holding it
     std::map<std::string, engines::Placement> placements_;  // device → as the last probe numbered it

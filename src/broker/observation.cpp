@@ -57,6 +57,7 @@ void Broker::refresh_devices() {
         if (backend != "cpu" || d.id == "cpu") placements_[d.id] = {d.id, backend, d.ordinal, d.total.bytes};
     }
     observe_engines(snap);
+    observe_holds(snap);
 }
 
 void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {
@@ -129,10 +130,10 @@ void Broker::guard_measured(Model& m, const std::string& device, const MemoryFig
               {"over_by_bytes", seen.bytes - before->bytes}},
              true);
     }
-    relieve_overcommit(device, m);
+    relieve_overcommit(device, m.name());
 }
 
-void Broker::relieve_overcommit(const std::string& device, const Model& grown) {
+void Broker::relieve_overcommit(const std::string& device, const std::string& grown) {
     const std::uint64_t cap = ledger_.capacity(device);
     std::uint64_t own = ledger_.own(device);
     if (own <= cap) return;
@@ -141,7 +142,7 @@ void Broker::relieve_overcommit(const std::string& device, const Model& grown) {
     // would be lost, and the memory the grown engine took is what loch guards, not what it kills for.
     std::vector<Model*> idle;
     for (auto& [name, o] : models_) {
-        if (o.get() == &grown || o->state != ModelState::ready || o->active > 0 || o->cfg->pinned) continue;
+        if (o->name() == grown || o->state != ModelState::ready || o->active > 0 || o->cfg->pinned) continue;
         const auto devs = devices_of(*o);
         if (std::find(devs.begin(), devs.end(), device) != devs.end()) idle.push_back(o.get());
     }
@@ -155,14 +156,15 @@ void Broker::relieve_overcommit(const std::string& device, const Model& grown) {
         freed += ledger_.reservation(device, v->name()).value_or(MemoryFigure{}).bytes;
         victims.push_back(v->name());
     }
-    note("overcommitted", grown,
-         fmt::format("{} is over its capacity by {} after '{}' grew; admitting nothing more there{}", device,
-                     human_bytes(over), grown.name(),
-                     victims.empty() ? " (no idle holder to evict)"
-                                     : fmt::format(" and evicting {} idle holder(s)", victims.size())),
-         {{"device", device}, {"capacity_bytes", cap}, {"booked_bytes", own}, {"over_by_bytes", over}}, true);
+    note_event("overcommitted", {{"holder", grown}},
+               fmt::format("{} is over its capacity by {} after '{}' grew; admitting nothing more there{}",
+                           device, human_bytes(over), grown,
+                           victims.empty() ? " (no idle holder to evict)"
+                                           : fmt::format(" and evicting {} idle holder(s)", victims.size())),
+               {{"device", device}, {"capacity_bytes", cap}, {"booked_bytes", own}, {"over_by_bytes", over}},
+               true);
     evict(victims, grown,
-          fmt::format("{} over capacity after '{}' grew past its reservation", device, grown.name()));
+          fmt::format("{} over capacity after '{}' grew past its reservation", device, grown));
 }
 
 void Broker::note_peak(Model& m, const MemoryFigure& f) {

@@ -60,31 +60,7 @@ AdmissionInput Broker::admission_input(const Model& m) const {
             pinned_room.insert(o->cfg->devices.begin(), o->cfg->devices.end());
     std::stable_partition(in.needs.begin(), in.needs.end(),
                           [&](const Need& n) { return !pinned_room.contains(n.device); });
-    const auto now = Clock::now();
-    for (const auto& [name, o] : models_) {
-        if (o.get() == &m || o->state == ModelState::stopped) continue;
-        const Model* op = o.get();  // (clang 14 cannot capture a structured binding)
-        const bool wanted = std::any_of(waiters_.begin(), waiters_.end(),
-                                        [&](const auto& w) { return w.second->model == op; });
-        EngineView v;
-        v.name = name;
-        v.device = o->device;
-        v.bytes = ledger_.reservation(o->device, name).value_or(MemoryFigure{}).bytes;
-        for (const auto& d : devices_of(*o))
-            if (d != o->device)
-                v.also_on.emplace_back(d, ledger_.reservation(d, name).value_or(MemoryFigure{}).bytes);
-        v.priority = rank(o->cfg->priority);
-        v.evictable = (o->state == ModelState::ready || o->state == ModelState::asleep) && o->active == 0 &&
-                      !o->cfg->pinned && !wanted;
-        v.held_as = o->state != ModelState::ready ? std::string(to_string(o->state))
-                    : o->active > 0               ? "busy"
-                    : o->cfg->pinned              ? "pinned"
-                    : wanted                      ? "wanted by a queued request"
-                                                  : "idle";
-        v.idle_s = std::chrono::duration<double>(now - o->last_used).count();
-        v.load_s = o->load_s.value_or(1.0);
-        in.engines.push_back(std::move(v));
-    }
+    in.engines = holder_views(&m, nullptr);
     in.devices_loading.assign(loading_devices_.begin(), loading_devices_.end());
     in.splits = split_candidates(m, in.needs);
     return in;

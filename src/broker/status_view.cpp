@@ -124,6 +124,15 @@ asio::awaitable<nlohmann::json> Broker::status() {
             nlohmann::json waiting = nlohmann::json::array();
             const auto now = Clock::now();
             for (auto id : queue_.order(now)) {
+                if (auto h = queued_holds_.find(id); h != queued_holds_.end()) {
+                    const Hold& hold = *h->second;
+                    waiting.push_back({{"hold", hold.id},
+                                       {"job", hold.spec.name},
+                                       {"priority", config::to_string(hold.spec.priority)},
+                                       {"waited_s", std::chrono::duration<double>(now - hold.since).count()},
+                                       {"reason", hold.wait_reason}});
+                    continue;
+                }
                 auto it = waiters_.find(id);
                 if (it == waiters_.end()) continue;
                 const auto& w = *it->second;
@@ -145,6 +154,7 @@ asio::awaitable<nlohmann::json> Broker::status() {
                   {"aging_s", std::chrono::duration_cast<std::chrono::seconds>(queue_.aging()).count()},
                   {"waiting", waiting}}},
                 {"gpu_locks", locks},
+                {"holds", holds()},
                 {"events", nlohmann::json(std::vector<nlohmann::json>(events_.begin(), events_.end()))},
                 {"loading_devices",
                  std::vector<std::string>(loading_devices_.begin(), loading_devices_.end())},

@@ -40,31 +40,41 @@ ServerAddress parse_url(const std::string& url) {
     return a;
 }
 
-nlohmann::json call_loch(const ServerAddress& to, const std::string& method, const std::string& target,
-                         std::chrono::seconds timeout) {
+LochReply exchange_loch(const ServerAddress& to, const std::string& method, const std::string& target,
+                        const std::string& body, std::chrono::seconds timeout) {
     asio::io_context io;
     auto reply = asio::co_spawn(
         io,
-        engines::engine_request(io.get_executor(), {to.host, to.port, to.api_key}, method, target,
-                                method == "POST" ? "{}" : "",
+        engines::engine_request(io.get_executor(), {to.host, to.port, to.api_key}, method, target, body,
                                 std::chrono::duration_cast<std::chrono::milliseconds>(timeout)),
         asio::use_future);
     io.run();
     const auto r = reply.get();
-    const std::string where = "http://" + to.host + ":" + std::to_string(to.port);
+    LochReply out;
+    out.status = r.status;
+    out.body = r.body;
     if (r.status == 0)
-        throw std::runtime_error("cannot reach loch at " + where + ": " + r.error +
-                                 " (is `loch serve` running? --url)");
+        out.error = "cannot reach loch at http://" + to.host + ":" + std::to_string(to.port) + ": " +
+                    r.error + " (is `loch serve` running? --url)";
     auto j = nlohmann::json::parse(r.body, nullptr, false);
-    if (r.status >= 400) {
-        if (!j.is_discarded() && j.contains("error") && j["error"].is_object())
-            throw std::runtime_error(j["error"].value("message", r.body) + " (HTTP " +
-                                     std::to_string(r.status) + ")");
-        throw std::runtime_error("loch answered HTTP " + std::to_string(r.status) + ": " + r.body);
-    }
-    if (j.is_discarded())
+    if (!j.is_discarded()) out.json = std::move(j);
+    return out;
+}
+
+std::string LochReply::message() const {
+    if (status == 0) return error;
+    if (json.is_object() && json.contains("error") && json["error"].is_object())
+        return json["error"].value("message", body) + " (HTTP " + std::to_string(status) + ")";
+    return "loch answered HTTP " + std::to_string(status) + ": " + body.substr(0, 200);
+}
+
+nlohmann::json call_loch(const ServerAddress& to, const std::string& method, const std::string& target,
+                         std::chrono::seconds timeout) {
+    const auto r = exchange_loch(to, method, target, method == "POST" ? "{}" : "", timeout);
+    if (r.status == 0 || r.status >= 400) throw std::runtime_error(r.message());
+    if (r.json.is_null())
         throw std::runtime_error("loch answered something that is not JSON: " + r.body.substr(0, 200));
-    return j;
+    return r.json;
 }
 
 void follow_loch(const ServerAddress& to, const std::string& target,

@@ -21,6 +21,17 @@ struct ServerAddress {
 // "http://127.0.0.1:8080", "127.0.0.1:8080" or "localhost:9000"; throws std::invalid_argument.
 ServerAddress parse_url(const std::string& url);
 
+// One exchange: status 0 when loch was not reached (`error` says why); `json` is null when the body is not
+// JSON. message() is loch's error.message (or the transport error) for printing.
+struct LochReply {
+    unsigned status = 0;
+    nlohmann::json json;
+    std::string body, error;
+    std::string message() const;
+};
+LochReply exchange_loch(const ServerAddress& to, const std::string& method, const std::string& target,
+                        const std::string& body, std::chrono::seconds timeout = std::chrono::seconds(30));
+
 // The JSON answer of `method target`; throws std::runtime_error when loch is unreachable or answers an
 // error (its error.message, with the status).
 nlohmann::json call_loch(const ServerAddress& to, const std::string& method, const std::string& target,

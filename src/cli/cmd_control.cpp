@@ -1,4 +1,5 @@
-// `loch ps`, `loch status`, `loch logs MODEL [-f]`, `loch load MODEL`, `loch unload MODEL`: talk to a
+// `loch ps`, `loch status`, `loch logs MODEL [-f]`, `loch load MODEL`, `loch unload MODEL`, `loch run … --
+// COMMAND` (cli/job_run.hpp): talk to a
 // running `loch serve` at --url, else at the address of the config (-c), else http://127.0.0.1:8080. The API
 // key comes from --api-key, $LOCH_API_KEY or the config's first api_keys entry.
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "cli/client.hpp"
 #include "cli/commands.hpp"
+#include "cli/job_run.hpp"
 #include "cli/tables.hpp"
 #include "config/config.hpp"
 #include "core/memory.hpp"
@@ -138,6 +140,45 @@ void add_control_commands(CLI::App& app) {
                                      "/loch/models/" + path_part(o->model) + (load ? "/load" : "/unload"),
                                      std::chrono::seconds(load ? 3600 : 30));
             std::cout << model_line(m) << "\n";
+        });
+    }
+    {
+        auto o = std::make_shared<ControlOptions>();
+        auto r = std::make_shared<RunOptions>();
+        auto wait_text = std::make_shared<std::string>(), ttl_text = std::make_shared<std::string>();
+        auto* cmd = with_common(
+            app.add_subcommand("run",
+                               "run a command (a training run, a script) once loch grants it device memory"),
+            o);
+        auto* memory = cmd->add_option("--memory", r->memory, "device memory it needs (12GiB, 500MiB)");
+        cmd->add_option("--like", r->like, "needs what this model needs")->excludes(memory);
+        cmd->add_option("--device", r->device,
+                        "auto (any GPU, else the CPU) or a device id from `loch devices`");
+        cmd->add_option("--priority", r->priority, "interactive or batch")
+            ->check(CLI::IsMember({"interactive", "batch"}));
+        cmd->add_option("--wait", *wait_text,
+                        "give up waiting after this long (30s, 10m; default: no limit)");
+        cmd->add_option("--name", r->name, "its name in loch (default: the command's file name)");
+        cmd->add_option(
+            "--ttl", *ttl_text,
+            "loch releases the hold of a job it cannot see run after this long without a heartbeat "
+            "(default 30s; one is sent every third of it)");
+        cmd->add_option("command", r->command, "-- COMMAND ARGS…")->required();
+        cmd->callback([o, r, wait_text, ttl_text] {
+            const auto duration = [](const char* flag, const std::string& text) {
+                std::string why;
+                const auto d = config::parse_duration(text, &why);
+                if (!d) throw CLI::ValidationError(flag, "'" + text + "' is not a duration: " + why);
+                return std::chrono::duration_cast<std::chrono::seconds>(*d);
+            };
+            if (!wait_text->empty()) r->wait = duration("--wait", *wait_text);
+            if (!ttl_text->empty()) {
+                r->ttl = duration("--ttl", *ttl_text);
+                if (r->ttl.count() < 3) throw CLI::ValidationError("--ttl", "at least 3s");
+            }
+            const int code = run_job(address_of(*o), *r);
+            std::fflush(stdout);
+            std::exit(code);  // the command's own status (CLI11 would map every error to its own codes)
         });
     }
 }

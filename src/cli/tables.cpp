@@ -95,6 +95,18 @@ std::string ps_table(const json& status, bool all) {
             until = "retry in " + span_text(e["quarantined"].value("retry_in_s", 0.0));
         rows.push_back({name, state_of(e), e.value("device", ""), memory, reqs, idle, until});
     }
+    // Jobs and holds (`loch run`, POST /loch/holds): their memory, and where they wait.
+    for (const auto& h : status.value("holds", json::array())) {
+        const std::string state = h.value("state", "");
+        std::string what = h.value("command", std::string());
+        if (state == "waiting")
+            what = fmt::format("position {}: {}", h.value("position", 0), h.value("reason", std::string()));
+        rows.push_back({"job " + h.value("name", std::string()) + " (" + h.value("id", std::string()) + ")",
+                        state, h.value("device", std::string()),
+                        fmt::format("{} ({})", human_bytes(h.value("bytes", std::uint64_t{0})),
+                                    h.value("source", std::string())),
+                        what, state == "granted" ? span_text(h.value("held_s", 0.0)) + " held" : "", ""});
+    }
     if (rows.size() == 1) return "no model is running (loch ps --all lists every model)\n";
     return table(rows);
 }
@@ -119,8 +131,10 @@ std::string status_text(const json& status, std::size_t events) {
         fmt::format("queue: interactive {}/{}, batch {}/{}\n", q.value("interactive", 0),
                     q["limits"].value("interactive", 0), q.value("batch", 0), q["limits"].value("batch", 0));
     for (const auto& w : q.value("waiting", json::array()))
-        out += fmt::format("  {} ({}, {}): {}\n", w.value("model", ""), w.value("priority", ""),
-                           span_text(w.value("waited_s", 0.0)), w.value("reason", ""));
+        out +=
+            fmt::format("  {} ({}, {}): {}\n",
+                        w.contains("model") ? w.value("model", "") : "job " + w.value("job", std::string()),
+                        w.value("priority", ""), span_text(w.value("waited_s", 0.0)), w.value("reason", ""));
     const auto ev = status.value("events", json::array());
     if (!ev.empty()) out += "recent:\n";
     for (std::size_t i = ev.size() > events ? ev.size() - events : 0; i < ev.size(); ++i)

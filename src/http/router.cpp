@@ -88,6 +88,19 @@ Route route(std::string_view method, std::string_view target) {
         return check(method, m->method, r);
     }
     if (path == "/loch/status") return check(method, "GET", with(Route::Kind::status));
+    if (path == "/loch/holds") {
+        if (method == "POST") return with(Route::Kind::hold_create);
+        return check(method, "GET", with(Route::Kind::holds_list));
+    }
+    if (constexpr std::string_view holds = "/loch/holds/"; path.starts_with(holds)) {
+        const auto id = path.substr(holds.size());
+        if (id.empty() || id.find('/') != std::string_view::npos) return with(Route::Kind::not_found);
+        Route r = with(method == "POST"     ? Route::Kind::hold_update
+                       : method == "DELETE" ? Route::Kind::hold_release
+                                            : Route::Kind::hold_get);
+        r.engine = std::string(id);
+        return check(method, r.kind == Route::Kind::hold_get ? "GET" : method, r);
+    }
     if (path == "/loch/plan") return check(method, "POST", with(Route::Kind::plan));
     constexpr std::string_view prefix = "/loch/engines/", suffix = "/log";
     if (path.starts_with(prefix) && path.ends_with(suffix) && path.size() > prefix.size() + suffix.size()) {

@@ -31,17 +31,22 @@ struct Route {
         model_load,         // POST /loch/models/{name}/load
         model_unload,       // POST /loch/models/{name}/unload
         sdapi_models,       // GET /sdapi/v1/sd-models (A1111's checkpoint list: the image models)
+        holds_list,         // GET /loch/holds
+        hold_create,        // POST /loch/holds (broker/holds.hpp)
+        hold_get,           // GET /loch/holds/{id}: its state (and a heartbeat)
+        hold_update,        // POST /loch/holds/{id}: a heartbeat, optionally {"pgid": N}
+        hold_release,       // DELETE /loch/holds/{id}
         not_found,
         method_not_allowed,
     };
     Kind kind = Kind::not_found;
     Endpoint endpoint = Endpoint::chat_completions;  // openai
     const ModelRoute* model_route = nullptr;         // openai: its row of the route table
-    std::string engine;                              // engine_log, model, model_load/unload: the name
-    std::size_t lines = 100;                         // engine_log
-    bool follow = false;                             // engine_log: ?follow=1 streams new lines (SSE)
-    std::string path;                                // ollama_generation: which; dashboard: the file
-    std::string allow;                               // method_not_allowed: the method that would work
+    std::string engine;       // engine_log, model, model_load/unload: the name; hold_*: the hold's id
+    std::size_t lines = 100;  // engine_log
+    bool follow = false;      // engine_log: ?follow=1 streams new lines (SSE)
+    std::string path;         // ollama_generation: which; dashboard: the file
+    std::string allow;        // method_not_allowed: the method that would work
 };
 
 Route route(std::string_view method, std::string_view target);

@@ -629,6 +629,45 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
                 co_await write_json(stream, v, keep, 200, answer);
                 co_return keep;
             }
+            case Route::Kind::holds_list: {
+                const nlohmann::json answer = {{"holds", broker_.holds()}};
+                co_await write_json(stream, v, keep, 200, answer);
+                co_return keep;
+            }
+            case Route::Kind::hold_create: {
+                const auto body = nlohmann::json::parse(req.body(), nullptr, false);
+                if (body.is_discarded())
+                    throw Error(ErrorKind::invalid_request,
+                                "POST /loch/holds needs a JSON body: {\"memory\": \"12GiB\"}");
+                const nlohmann::json answer = co_await broker_.create_hold(broker::hold_spec_from_json(body));
+                co_await write_json(stream, v, keep, answer["state"] == "granted" ? 201 : 202, answer);
+                co_return keep;
+            }
+            case Route::Kind::hold_get:
+            case Route::Kind::hold_update:
+            case Route::Kind::hold_release: {
+                std::optional<nlohmann::json> answer;
+                if (r.kind == Route::Kind::hold_get) {
+                    answer = broker_.hold(r.engine);
+                } else if (r.kind == Route::Kind::hold_release) {
+                    answer = broker_.release_hold(r.engine, "released by its client (DELETE)");
+                } else {
+                    const auto body = req.body().empty() ? nlohmann::json::object()
+                                                         : nlohmann::json::parse(req.body(), nullptr, false);
+                    if (!body.is_object() || (body.contains("pgid") && !body["pgid"].is_number_integer()))
+                        throw Error(ErrorKind::invalid_request,
+                                    "POST /loch/holds/{id} takes {} or {\"pgid\": <process group id>}");
+                    answer = broker_.update_hold(r.engine, body.contains("pgid")
+                                                               ? std::optional<int>(body["pgid"].get<int>())
+                                                               : std::nullopt);
+                }
+                if (!answer)
+                    throw Error(ErrorKind::not_found,
+                                "no hold '" + r.engine + "' (it ended long ago, or never was)",
+                                {{"hold", r.engine}});
+                co_await write_json(stream, v, keep, 200, *answer);
+                co_return keep;
+            }
             case Route::Kind::model_unload: {
                 const nlohmann::json answer = co_await broker_.unload(r.engine);
                 co_await write_json(stream, v, keep, 200, answer);

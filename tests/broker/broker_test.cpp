@@ -11,6 +11,7 @@
 #include "broker/broker.hpp"
 #include "broker/device_source.hpp"
 #include "broker/footprint.hpp"
+#include "broker_fixture.hpp"
 #include "devices/probe.hpp"
 #include "devices/sysroot_fixture.hpp"
 #include "engines/kinds/command.hpp"
@@ -21,112 +22,9 @@ namespace {
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
-
-constexpr const char* kGpu = "nvidia:0";
-
-class BrokerTest : public ::testing::Test {
-  protected:
-    void add_model(const std::string& name, std::uint64_t bytes,
-                   config::Priority prio = config::Priority::interactive, bool exclusive = false) {
-        config::ModelConfig m;
-        m.name = name;
-        m.engine = "command";
-        auto c = std::make_shared<engines::CommandSettings>();
-        c->argv = {"/bin/true"};
-        c->health_path = "";
-        m.settings = c;
-        m.memory["*"] = bytes;
-        m.devices = {kGpu};
-        m.priority = prio;
-        m.exclusive = exclusive;
-        m.concurrency = 1;
-        m.keep_alive.reset();  // forever: only admission evicts
-        cfg.models.push_back(m);
-    }
-
-    void start(BrokerOptions o = {}, std::map<int, std::uint64_t> process_bytes = {},
-               std::map<int, std::vector<int>> groups = {}) {
-        DeviceSnapshot gpu;
-        gpu.id = kGpu;
-        gpu.total = {10 * kGiB, Source::measured, "fake"};
-        gpu.backend = "cuda";
-        gpu.ordinal = 0;
-        gpu.process_bytes = std::move(process_bytes);
-        start_on({gpu}, o, std::move(groups));
-    }
-    void start_on(std::vector<DeviceSnapshot> snapshot, BrokerOptions o = {},
-                  std::map<int, std::vector<int>> groups = {}) {
-        // FixedDevices with process groups: a test double of the /proc scan.
-        struct Devices : FixedDevices {
-            Devices(std::vector<DeviceSnapshot> d, std::map<int, std::vector<int>> g)
-                : FixedDevices(std::move(d)), groups(std::move(g)) {}
-            std::vector<int> group_members(int pgid) override {
-                auto it = groups.find(pgid);
-                return it == groups.end() ? std::vector<int>{pgid} : it->second;
-            }
-            std::map<int, std::vector<int>> groups;
-        };
-        broker = std::make_unique<Broker>(
-            ioc.get_executor(), cfg, std::make_unique<Devices>(std::move(snapshot), std::move(groups)),
-            footprints ? std::move(footprints) : std::make_unique<KindFootprint>(ioc.get_executor()),
-            std::make_unique<test::FakeLauncher>(fake), o);
-        broker->start();
-    }
-
-    void TearDown() override {
-        if (!broker) return;
-        auto done = asio::co_spawn(ioc, broker->shutdown(), asio::use_future);
-        settle(done);
-        broker.reset();
-        ioc.run_for(10ms);
-    }
-
-    std::future<Lease> acquire(const std::string& model) {
-        return asio::co_spawn(ioc, broker->acquire(model), asio::use_future);
-    }
-    // Runs the io_context until `f` is ready (or 10 s passed).
-    template <class F>
-    bool settle(F& f, std::chrono::milliseconds limit = 10s) {
-        const auto until = std::chrono::steady_clock::now() + limit;
-        while (f.wait_for(0s) != std::future_status::ready && std::chrono::steady_clock::now() < until)
-            ioc.run_for(2ms);
-        return f.wait_for(0s) == std::future_status::ready;
-    }
-    void run_for(std::chrono::milliseconds d) {
-        const auto until = std::chrono::steady_clock::now() + d;
-        while (std::chrono::steady_clock::now() < until) ioc.run_for(2ms);
-    }
-    // The broker::Error the request ended with; nullopt (a test failure) when it was served instead.
-    template <class T>
-    std::optional<Error> error_of(std::future<T>& f) {
-        try {
-            f.get();
-        } catch (const Error& e) {
-            return e;
-        }
-        ADD_FAILURE() << "served, not refused";
-        return std::nullopt;
-    }
-    template <class T>
-    ErrorKind error_kind(std::future<T>& f) {
-        const auto e = error_of(f);
-        return e ? e->kind() : ErrorKind::internal;
-    }
-
-    asio::io_context ioc;
-    config::Config cfg;
-    std::unique_ptr<FootprintSource> footprints;  // null: the models' kinds
-    std::shared_ptr<test::FakeLauncher::Shared> fake = std::make_shared<test::FakeLauncher::Shared>();
-    std::unique_ptr<Broker> broker;
-};
-
-BrokerOptions fast(std::chrono::seconds aging = 30s) {
-    BrokerOptions o;
-    o.tick = 20ms;
-    o.aging = aging;
-    o.free_wait = 1s;
-    return o;
-}
+using test_fixture::BrokerTest;
+using test_fixture::fast;
+using test_fixture::kGpu;
 
 TEST_F(BrokerTest, ARequestBeyondTheSlotsWaitsForTheSlotAndUsesTheSameEngine) {
     add_model("a", 4 * kGiB);

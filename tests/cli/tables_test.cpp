@@ -16,7 +16,12 @@ const auto kStatus = nlohmann::json::parse(R"({
               "footprint":{"source":"formula","needs":[{"bytes":1048576}]}},
              {"name":"off","state":"stopped","active_requests":0,"slots":1}],
   "queue":{"interactive":0,"batch":1,"limits":{"interactive":64,"batch":256},
-           "waiting":[{"model":"batch","priority":"batch","waited_s":4,"reason":"waiting for 1 MiB on cpu"}]},
+           "waiting":[{"model":"batch","priority":"batch","waited_s":4,"reason":"waiting for 1 MiB on cpu"},
+                      {"hold":"hold-2","job":"scan","priority":"batch","waited_s":2,"reason":"held by chat"}]},
+  "holds":[{"id":"hold-1","name":"train","state":"granted","device":"cpu","bytes":2147483648,
+            "source":"configured","command":"python train.py","held_s":90},
+           {"id":"hold-2","name":"scan","state":"waiting","bytes":1048576,"source":"measured-earlier",
+            "position":1,"reason":"held by chat"}],
   "requests":{"chat":{"count":7}},
   "events":[{"at":"2026-12-01T00:00:00Z","kind":"ready","model":"chat","message":"ready on cpu"}]})");
 }
@@ -31,6 +36,16 @@ TEST(Tables, PsListsRunningAndWaitingModelsWithMemorySourceAndUntil) {
     EXPECT_NE(t.find("+1 waiting"), std::string::npos) << t;
     EXPECT_EQ(t.find("off"), std::string::npos) << t;
     EXPECT_NE(ps_table(kStatus, true).find("off"), std::string::npos);
+}
+
+TEST(Tables, PsListsJobsWithTheirMemoryCommandAndQueuePosition) {
+    const auto t = ps_table(kStatus, false);
+    EXPECT_NE(t.find("job train (hold-1)"), std::string::npos) << t;
+    EXPECT_NE(t.find("2.00 GiB (configured)"), std::string::npos) << t;
+    EXPECT_NE(t.find("python train.py"), std::string::npos) << t;
+    EXPECT_NE(t.find("position 1: held by chat"), std::string::npos) << t;
+    EXPECT_NE(status_text(kStatus).find("job scan (batch, 2 s): held by chat"), std::string::npos)
+        << status_text(kStatus);
 }
 
 TEST(Tables, StatusShowsTheLedgerTheQueueReasonsAndEvents) {

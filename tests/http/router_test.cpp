@@ -87,3 +87,17 @@ TEST(Router, RoutesTheDashboardMetricsOllamaAndModelControl) {
     EXPECT_TRUE(route("GET", "/loch/engines/x/log?lines=5&follow=1").follow);
     EXPECT_FALSE(route("GET", "/loch/engines/x/log?lines=5").follow);
 }
+
+TEST(Router, HoldsByMethodAndId) {
+    EXPECT_EQ(route("POST", "/loch/holds").kind, Route::Kind::hold_create);
+    EXPECT_EQ(route("GET", "/loch/holds").kind, Route::Kind::holds_list);
+    EXPECT_EQ(route("PUT", "/loch/holds").kind, Route::Kind::method_not_allowed);
+    const auto get = route("GET", "/loch/holds/hold-3");
+    EXPECT_EQ(get.kind, Route::Kind::hold_get);
+    EXPECT_EQ(get.engine, "hold-3");
+    EXPECT_EQ(route("POST", "/loch/holds/hold-3").kind, Route::Kind::hold_update);
+    EXPECT_EQ(route("DELETE", "/loch/holds/hold-3").kind, Route::Kind::hold_release);
+    EXPECT_EQ(route("PATCH", "/loch/holds/hold-3").kind, Route::Kind::method_not_allowed);
+    EXPECT_EQ(route("GET", "/loch/holds/a/b").kind, Route::Kind::not_found);
+    EXPECT_EQ(route("GET", "/loch/holds/").kind, Route::Kind::not_found);
+}

@@ -39,12 +39,14 @@ inline fs::path bin() {
 // `loch serve --config <dir>/loch.yaml --port <free>`, ready once /health answers.
 class LochServer {
   public:
-    LochServer(const fs::path& dir, const std::string& yaml, std::vector<std::string> extra = {})
+    // `port` 0: a free one (tried three times); else exactly that one (a restart on the same address).
+    LochServer(const fs::path& dir, const std::string& yaml, std::vector<std::string> extra = {},
+               std::uint16_t port = 0)
         : dir_(dir) {
         config_ = dir / "loch.yaml";
         std::ofstream(config_) << yaml;
         for (int attempt = 0; attempt < 3; ++attempt) {
-            port_ = test::free_port();
+            port_ = port ? port : test::free_port();
             std::vector<std::string> args = {"serve", "--config", config_.string(), "--port",
                                              std::to_string(port_)};
             args.insert(args.end(), extra.begin(), extra.end());

@@ -1,0 +1,227 @@
+// Holds and jobs (broker/holds.hpp) in the broker, through the fake launcher: a job evicts an idle engine, an
+// engine waits for a job and names it, a job that can never fit is refused at once, heartbeats, a job's
+// process group measured (a real `sleep` process), re-registration of a running job, and bad input.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include "broker_fixture.hpp"
+
+namespace loch::broker {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using test_fixture::BrokerTest;
+using test_fixture::fast;
+using test_fixture::kGpu;
+
+class HoldsTest : public BrokerTest {
+  protected:
+    nlohmann::json create(nlohmann::json body) {
+        auto f = asio::co_spawn(ioc, broker->create_hold(hold_spec_from_json(body)), asio::use_future);
+        EXPECT_TRUE(settle(f));
+        return f.get();
+    }
+    std::future<nlohmann::json> create_async(nlohmann::json body) {
+        return asio::co_spawn(ioc, broker->create_hold(hold_spec_from_json(body)), asio::use_future);
+    }
+    nlohmann::json status() {
+        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        EXPECT_TRUE(settle(st));
+        return st.get();
+    }
+    // Runs the loop until the hold is in `state` (or 5 s passed), beating its heart.
+    nlohmann::json until_state(const std::string& id, const std::string& state) {
+        const auto until = std::chrono::steady_clock::now() + 5s;
+        nlohmann::json h;
+        while (std::chrono::steady_clock::now() < until) {
+            h = broker->hold(id).value_or(nlohmann::json());
+            if (h.value("state", "") == state) break;
+            run_for(20ms);
+        }
+        return h;
+    }
+    std::string state_of(const std::string& model) {
+        const auto st = status();  // (a member of a temporary would dangle in the loop)
+        for (const auto& e : st["engines"])
+            if (e["name"] == model) return e["state"];
+        return "?";
+    }
+};
+
+// A real process group for the measuring tests: `sleep 30` as the leader of its own group.
+struct SleepingGroup {
+    SleepingGroup() {
+        posix_spawnattr_t a;
+        posix_spawnattr_init(&a);
+        posix_spawnattr_setflags(&a, POSIX_SPAWN_SETPGROUP);
+        posix_spawnattr_setpgroup(&a, 0);
+        char* argv[] = {const_cast<char*>("sleep"), const_cast<char*>("30"), nullptr};
+        posix_spawnp(&pid, "sleep", nullptr, &a, argv, nullptr);
+        posix_spawnattr_destroy(&a);
+    }
+    ~SleepingGroup() { stop(); }
+    void stop() {
+        if (pid <= 0) return;
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        pid = 0;
+    }
+    pid_t pid = 0;
+};
+
+TEST_F(HoldsTest, AJobEvictsAnIdleEngineAndIsGrantedItsDevice) {
+    add_model("chat", 6 * kGiB);
+    start(fast());
+    {
+        auto l = acquire("chat");
+        ASSERT_TRUE(settle(l));
+        l.get().release();
+    }
+    run_for(50ms);
+    ASSERT_EQ(state_of("chat"), "ready");
+    const auto h = create({{"name", "train"}, {"memory", "8GiB"}});
+    EXPECT_EQ(h["state"], "waiting") << h.dump(2);
+    EXPECT_NE(h["reason"].get<std::string>().find("evicting chat"), std::string::npos) << h.dump(2);
+    const auto granted = until_state(h["id"], "granted");
+    ASSERT_EQ(granted["state"], "granted") << granted.dump(2);
+    EXPECT_EQ(granted["device"], kGpu);
+    EXPECT_EQ(granted["env"]["CUDA_VISIBLE_DEVICES"], "0") << "the job sees only its device, as engines do";
+    EXPECT_EQ(state_of("chat"), "stopped");
+}
+
+TEST_F(HoldsTest, AnEngineWaitsForAJobNamedInItsReasonAndStartsWhenTheJobEnds) {
+    add_model("chat", 4 * kGiB);
+    start(fast());
+    const auto h = create({{"name", "train"}, {"memory", "8GiB"}, {"command", "python train.py"}});
+    ASSERT_EQ(h["state"], "granted") << h.dump(2);
+    auto l = acquire("chat");
+    run_for(200ms);
+    ASSERT_NE(l.wait_for(0s), std::future_status::ready) << "the job holds the memory: the request waits";
+    const auto st = status();
+    ASSERT_EQ(st["queue"]["waiting"].size(), 1u) << st.dump(2);
+    const std::string reason = st["queue"]["waiting"][0]["reason"];
+    EXPECT_NE(reason.find("job:train"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("python train.py"), std::string::npos) << reason;
+    ASSERT_TRUE(broker->release_hold(h["id"], "test"));
+    ASSERT_TRUE(settle(l));
+    EXPECT_TRUE(l.get().valid());
+}
+
+TEST_F(HoldsTest, AJobThatCanNeverFitIsRefusedAtOnceWithTheNumbersAndWhoHoldsTheDevice) {
+    start(fast());
+    const auto first = create({{"name", "train"}, {"memory", "6GiB"}});
+    ASSERT_EQ(first["state"], "granted");
+    auto f = create_async({{"name", "huge"}, {"memory", "12GiB"}});
+    ASSERT_TRUE(settle(f));
+    const auto e = error_of(f);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->kind(), ErrorKind::insufficient_memory);
+    EXPECT_EQ(e->details()["need_bytes"], 12 * kGiB);
+    EXPECT_EQ(e->details()["capacity_bytes"], 10 * kGiB);
+    EXPECT_NE(std::string(e->what()).find("job:train"), std::string::npos) << e->what();
+    EXPECT_TRUE(broker->holds().size() == 1) << "the refused one is not kept as a holder";
+}
+
+TEST_F(HoldsTest, ASecondJobWaitsInTheQueueWithItsPositionAndIsGrantedWhenTheFirstIsReleased) {
+    start(fast());
+    const auto first = create({{"name", "a"}, {"memory", "6GiB"}});
+    const auto second = create({{"name", "b"}, {"memory", "6GiB"}});
+    ASSERT_EQ(second["state"], "waiting") << second.dump(2);
+    EXPECT_EQ(second["position"], 1);
+    EXPECT_TRUE(second["eta_s"].is_null()) << "no measured durations: the ETA is said to be unknown";
+    broker->release_hold(first["id"], "done");
+    EXPECT_EQ(until_state(second["id"], "granted")["state"], "granted");
+}
+
+TEST_F(HoldsTest, AHoldWithoutHeartbeatIsReleasedAndOneWithHeartbeatsStays) {
+    start(fast());
+    const auto kept = create({{"name", "kept"}, {"memory", "2GiB"}, {"ttl_s", 1}});
+    const auto lost = create({{"name", "lost"}, {"memory", "2GiB"}, {"ttl_s", 1}});
+    for (int i = 0; i < 8; ++i) {
+        broker->update_hold(kept["id"], std::nullopt);
+        run_for(200ms);
+    }
+    EXPECT_EQ(broker->hold(kept["id"])->at("state"), "granted");
+    const auto gone = broker->hold(lost["id"], false);
+    ASSERT_TRUE(gone);
+    EXPECT_EQ((*gone)["state"], "released");
+    EXPECT_NE((*gone)["reason"].get<std::string>().find("no heartbeat"), std::string::npos) << gone->dump();
+}
+
+TEST_F(HoldsTest, AJobsProcessGroupIsMeasuredItsGrowthReportedAndItsPeakSizesTheNextRun) {
+    SleepingGroup job;
+    ASSERT_GT(job.pid, 0);
+    start(fast(), {{job.pid, 7 * kGiB}});
+    const auto h = create({{"name", "grower"}, {"memory", "4GiB"}, {"pgid", job.pid}});
+    ASSERT_EQ(h["state"], "granted");
+    run_for(150ms);
+    const auto now = broker->hold(h["id"]).value();
+    EXPECT_EQ(now["bytes"], 7 * kGiB) << now.dump(2);
+    bool grew = false;
+    const auto st = status();
+    for (const auto& e : st["events"])
+        if (e["kind"] == "grew" && e.value("job", "") == "grower") {
+            grew = true;
+            EXPECT_EQ(e["over_by_bytes"], 3 * kGiB) << e.dump();
+        }
+    EXPECT_TRUE(grew);
+    // The group ends: the hold goes with it, and the next run of that name needs no size.
+    job.stop();
+    run_for(150ms);
+    EXPECT_EQ(broker->hold(h["id"], false)->at("state"), "released");
+    const auto next = create({{"name", "grower"}});
+    EXPECT_EQ(next["bytes"], 7 * kGiB) << next.dump(2);
+    EXPECT_EQ(next["source"], "measured-earlier");
+}
+
+TEST_F(HoldsTest, AHoldWithLostHeartbeatStaysWhileItsProcessGroupRuns) {
+    SleepingGroup job;
+    start(fast());
+    const auto h = create({{"name", "j"}, {"memory", "1GiB"}, {"ttl_s", 1}, {"pgid", job.pid}});
+    run_for(1500ms);
+    EXPECT_EQ(broker->hold(h["id"], false)->at("state"), "granted") << "its memory is in use: never dropped";
+}
+
+TEST_F(HoldsTest, ARunningJobReRegistersAtOnceEvenOverTheDevice) {
+    add_model("chat", 6 * kGiB);
+    start(fast());
+    {
+        auto l = acquire("chat");
+        ASSERT_TRUE(settle(l));
+        l.get().release();
+    }
+    const auto h = create({{"name", "j"}, {"memory", 6 * kGiB}, {"device", kGpu}, {"running", true}});
+    EXPECT_EQ(h["state"], "granted") << "already running: booked whatever admission says";
+    run_for(200ms);
+    EXPECT_EQ(state_of("chat"), "stopped") << "the idle engine made room for the over-booked device";
+}
+
+TEST_F(HoldsTest, BadInputIsRefusedBeforeAnythingIsBooked) {
+    start(fast());
+    const auto invalid = [&](nlohmann::json body) {
+        try {
+            auto f = create_async(body);
+            settle(f);
+            f.get();
+        } catch (const Error& e) {
+            return e.kind() == ErrorKind::invalid_request;
+        }
+        return false;
+    };
+    EXPECT_TRUE(invalid({{"memory", -5}}));
+    EXPECT_TRUE(invalid({{"memory", "lots"}}));
+    EXPECT_TRUE(invalid({{"memory", "2PiB"}}));
+    EXPECT_TRUE(invalid({{"memory", 0}}));
+    EXPECT_TRUE(invalid({{"memory", "1GiB"}, {"device", "nvidia:7"}}));
+    EXPECT_TRUE(invalid({{"memory", "1GiB"}, {"name", "../etc"}}));
+    EXPECT_TRUE(invalid({{"memory", "1GiB"}, {"colour", "red"}}));
+    EXPECT_TRUE(invalid({{"name", "never-ran"}})) << "no size and nothing remembered";
+    EXPECT_TRUE(invalid({{"memory", "1GiB"}, {"like", "chat"}}));
+    EXPECT_TRUE(invalid({{"like", "no-such-model"}}));
+    EXPECT_TRUE(broker->holds().empty());
+}
+
+}  // namespace
+}  // namespace loch::broker
