@@ -197,8 +197,8 @@ std::string wait_reason(const AdmissionInput& in, const Ledger& ledger) {
             holders.push_back(fmt::format(
                 "{} {} ({})", e.name, human_bytes(held),
                 e.evictable ? (e.priority > in.priority ? "more important" : "idle") : e.held_as));
-    if (const auto outside = ledger.outside(best->device); outside > 0)
-        holders.push_back(fmt::format("other programs {}", human_bytes(outside)));
+    if (ledger.outside(best->device) > 0)
+        holders.push_back("other programs " + ledger.outside_text(best->device));
     return fmt::format(
         "waiting for {} on {} ({} free, needs {}): held by {}", human_bytes(best_short), best->device,
         human_bytes(ledger.free(best->device)), human_bytes(best->bytes),
@@ -351,7 +351,7 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
             "reserve {}, other programs hold {})",
             human_bytes(closest->bytes), closest->device, human_bytes(cap),
             human_bytes(lim ? lim->total.bytes : 0), human_bytes(d.refusal.driver_reserved),
-            human_bytes(lim ? lim->reserve.bytes : 0), human_bytes(d.refusal.outside));
+            human_bytes(lim ? lim->reserve.bytes : 0), ledger.outside_text(closest->device));
         if (closest_split) {
             std::vector<std::string> parts;
             for (const auto& p : d.refusal.split)

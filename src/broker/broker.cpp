@@ -21,34 +21,7 @@ using namespace std::chrono_literals;
 namespace asio = boost::asio;
 
 // ---------------------------------------------------------------------------------------------------------
-// Construction, ticks, events
-
-namespace {
-constexpr std::size_t kMaxEvents = 200;
-}
-
-void Broker::note(std::string_view kind, const Model& m, std::string message, nlohmann::json extra,
-                  bool warn) {
-    note_event(kind, {{"model", m.name()}}, std::move(message), std::move(extra), warn);
-}
-
-void Broker::note_event(std::string_view kind, nlohmann::json subject, std::string message,
-                        nlohmann::json extra, bool warn) {
-    std::string who;
-    for (const char* k : {"model", "hold", "holder"})
-        if (who.empty() && subject.contains(k)) who = subject[k].get<std::string>();
-    if (warn)
-        spdlog::warn("{} '{}': {}", kind, who, message);
-    else
-        spdlog::info("{} '{}': {}", kind, who, message);
-    nlohmann::json e = extra.is_object() ? std::move(extra) : nlohmann::json::object();
-    e["at"] = iso8601_utc(std::chrono::system_clock::now());
-    e["kind"] = kind;
-    for (auto& [k, v] : subject.items()) e[k] = v;
-    e["message"] = std::move(message);
-    events_.push_back(std::move(e));
-    while (events_.size() > kMaxEvents) events_.pop_front();
-}
+// Construction, ticks
 
 Broker::Broker(asio::any_io_executor ex, const config::Config& cfg, std::unique_ptr<DeviceSource> devices,
                std::unique_ptr<FootprintSource> footprints, std::unique_ptr<engines::Launcher> launcher,

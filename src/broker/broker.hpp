@@ -247,6 +247,8 @@ class Broker {
     boost::asio::awaitable<void> tick_loop();
     void refresh_devices();
     void observe_engines(const std::vector<DeviceSnapshot>& snap);
+    // The programs behind each device's outside use, named in the ledger (refusals, reasons, status).
+    void name_other_processes(const std::vector<DeviceSnapshot>& snap);
     std::int64_t created_of(const config::ModelConfig& mc) const;
     // The runtime guard: a measured use above the reservation becomes the reservation at once, with an event
     // that has both numbers; a device then over its capacity admits nothing and evicts idle holders.
@@ -308,6 +310,7 @@ class Broker {
     // or waiting): an idle loch costs ~nothing. A request for a model that is not ready re-reads the devices
     // first when the last reading is older than one tick, so admission never decides on a stale one.
     std::chrono::steady_clock::time_point last_refresh_{}, last_request_{};
+    std::chrono::steady_clock::time_point cpu_scan_at_{};  // the last scan for the largest CPU programs
     std::chrono::steady_clock::duration tick_period() const;
 };
 

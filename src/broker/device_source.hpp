@@ -13,6 +13,7 @@
 
 #include "core/memory.hpp"
 #include "devices/device.hpp"
+#include "devices/processes.hpp"
 
 namespace loch::broker {
 
@@ -44,6 +45,9 @@ class DeviceSource {
     virtual std::optional<std::uint64_t> resident_bytes(int /*pid*/) { return std::nullopt; }
     // The processes of a process group (an engine and the workers it forked: vLLM's engine core, …).
     virtual std::vector<int> group_members(int pgid) { return {pgid}; }
+    // Naming the other programs (devices/processes.hpp): who a process is, and the largest resident ones.
+    virtual std::optional<devices::ProcessInfo> describe(int /*pid*/) { return std::nullopt; }
+    virtual std::vector<std::pair<int, std::uint64_t>> largest_resident(std::size_t /*n*/) { return {}; }
 };
 
 // The live machine via devices::probe() (GPUs through NVML / sysfs, the CPU through /proc/meminfo).
@@ -60,6 +64,10 @@ class ProbedDevices : public DeviceSource {
     // /proc/*/stat field 5, rescanned at most every 30 s per group (an engine forks its workers at start;
     // a scan of every process each tick would be the idle cost of loch).
     std::vector<int> group_members(int pgid) override;
+    std::optional<devices::ProcessInfo> describe(int pid) override { return devices::describe_process(pid); }
+    std::vector<std::pair<int, std::uint64_t>> largest_resident(std::size_t n) override {
+        return devices::largest_resident(n);
+    }
 
   private:
     std::string nvml_;

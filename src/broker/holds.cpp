@@ -298,7 +298,7 @@ Broker::Serve Broker::try_grant(Hold& h) {
     for (const auto& v : in.engines)
         if (const auto b = bytes_on(v, r.device); b > 0)
             holders.push_back(fmt::format("{} {} ({})", v.name, human_bytes(b), v.held_as));
-    if (r.outside > 0) holders.push_back(fmt::format("other programs {}", human_bytes(r.outside)));
+    if (r.outside > 0) holders.push_back("other programs " + ledger_.outside_text(r.device));
     nlohmann::json details = {{"hold", h.id},
                               {"job", h.spec.name},
                               {"device", r.device},

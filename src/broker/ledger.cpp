@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace loch::broker {
@@ -157,6 +158,25 @@ const std::vector<Reservation>* Ledger::reservations(const std::string& device) 
     return it == devices_.end() ? nullptr : &it->second.reservations;
 }
 
+void Ledger::set_other_processes(const std::string& device, std::vector<OtherProcess> processes) {
+    if (auto it = devices_.find(device); it != devices_.end()) it->second.others = std::move(processes);
+}
+
+const std::vector<OtherProcess>& Ledger::other_processes(const std::string& device) const {
+    static const std::vector<OtherProcess> none;
+    auto it = devices_.find(device);
+    return it == devices_.end() ? none : it->second.others;
+}
+
+std::string Ledger::outside_text(const std::string& device) const {
+    std::string out = human_bytes(outside(device));
+    const auto& others = other_processes(device);
+    for (std::size_t i = 0; i < others.size() && i < 3; ++i)
+        out += fmt::format("{}`{}` (pid {}, {}) {}", i == 0 ? ": " : ", ", others[i].command, others[i].pid,
+                           others[i].user, human_bytes(others[i].bytes));
+    return out;
+}
+
 nlohmann::json Ledger::to_json() const {
     auto out = nlohmann::json::array();
     for (const auto& [id, d] : devices_) {
@@ -179,6 +199,10 @@ nlohmann::json Ledger::to_json() const {
         for (const auto& r : d.reservations)
             rs.push_back({{"engine", r.engine}, {"figure", r.figure}, {"loading", r.loading}});
         j["reservations"] = std::move(rs);
+        auto others = nlohmann::json::array();
+        for (const auto& p : d.others)
+            others.push_back({{"pid", p.pid}, {"user", p.user}, {"command", p.command}, {"bytes", p.bytes}});
+        j["other_processes"] = std::move(others);
         out.push_back(std::move(j));
     }
     return out;

@@ -31,6 +31,14 @@ struct DeviceLimits {
     std::optional<MemoryFigure> backend_bound;
 };
 
+// A program loch did not start that holds memory on a device (NVML per process, DRM fdinfo; on the CPU the
+// largest resident processes), named for refusals and status.
+struct OtherProcess {
+    int pid = 0;
+    std::string user, command;
+    std::uint64_t bytes = 0;
+};
+
 struct Reservation {
     std::string engine;
     MemoryFigure figure;  // planner estimate until measured; then the engine log's numbers
@@ -68,6 +76,13 @@ class Ledger {
     std::optional<MemoryFigure> reservation(const std::string& device, const std::string& engine) const;
     const std::vector<Reservation>* reservations(const std::string& device) const;
 
+    // The named programs behind `outside` (largest first), as the broker last saw them.
+    void set_other_processes(const std::string& device, std::vector<OtherProcess> processes);
+    const std::vector<OtherProcess>& other_processes(const std::string& device) const;
+    // "11.2 GiB: `python train.py` (pid 4123, alice) 11.2 GiB, …" — the outside use and the largest three
+    // programs named; just the figure when none is known.
+    std::string outside_text(const std::string& device) const;
+
     nlohmann::json to_json() const;
 
   private:
@@ -77,6 +92,7 @@ class Ledger {
         std::uint64_t probe_used = 0;
         bool probed = false;
         std::vector<Reservation> reservations;
+        std::vector<OtherProcess> others;
     };
     std::uint64_t measured_own(const Device& d) const;
     std::map<std::string, Device> devices_;

@@ -6,8 +6,11 @@
 #include "broker/broker.hpp"
 #include "broker/model_state.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -20,6 +23,10 @@
 #include "core/time_text.hpp"
 
 namespace loch::broker {
+
+namespace {
+constexpr std::size_t kNamedProcesses = 5;  // per device, largest first
+}  // namespace
 
 using namespace std::chrono_literals;
 
@@ -58,6 +65,39 @@ void Broker::refresh_devices() {
     }
     observe_engines(snap);
     observe_holds(snap);
+    name_other_processes(snap);
+}
+
+void Broker::name_other_processes(const std::vector<DeviceSnapshot>& snap) {
+    // Everything loch accounts for itself: its own process, its engines' groups, its jobs' groups.
+    std::set<int> own = {static_cast<int>(::getpid())};
+    for (const auto& [name, m] : models_)
+        if (m->engine && m->state != ModelState::stopped)
+            if (const auto pid = m->engine->pid())
+                for (int p : devices_->group_members(*pid)) own.insert(p);
+    for (const auto& [id, h] : holds_)
+        if (h->spec.pgid)
+            for (int p : devices_->group_members(*h->spec.pgid)) own.insert(p);
+    const auto named = [&](const std::vector<std::pair<int, std::uint64_t>>& uses) {
+        std::vector<OtherProcess> out;
+        for (const auto& [pid, bytes] : uses) {
+            if (own.contains(pid) || out.size() >= kNamedProcesses) continue;
+            const auto info = devices_->describe(pid);
+            out.push_back({pid, info ? info->user : "?", info ? info->command : "(gone)", bytes});
+        }
+        return out;
+    };
+    for (const auto& d : snap) {
+        if (d.id == "cpu") continue;
+        std::vector<std::pair<int, std::uint64_t>> uses(d.process_bytes.begin(), d.process_bytes.end());
+        std::sort(uses.begin(), uses.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+        ledger_.set_other_processes(d.id, named(uses));
+    }
+    // The CPU: the largest resident programs (a scan of /proc: every 10 s at most).
+    if (ledger_.has_device("cpu") && Clock::now() - cpu_scan_at_ > std::chrono::seconds(10)) {
+        cpu_scan_at_ = Clock::now();
+        ledger_.set_other_processes("cpu", named(devices_->largest_resident(kNamedProcesses + own.size())));
+    }
 }
 
 void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {

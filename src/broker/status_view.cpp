@@ -1,4 +1,5 @@
-// The broker's state as JSON (/loch/status, /v1/models, /loch/plan, log tails): read-only views.
+// The broker's state as JSON (/loch/status, /v1/models, /loch/plan, log tails): read-only views; and the
+// recent events they show.
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -9,10 +10,41 @@
 
 #include "broker/broker.hpp"
 #include "broker/model_state.hpp"
+#include "core/time_text.hpp"
+
+#include <spdlog/spdlog.h>
 
 namespace loch::broker {
 
 using namespace std::chrono_literals;
+
+// The recent events /loch/status shows (and one log line each).
+namespace {
+constexpr std::size_t kMaxEvents = 200;
+}
+
+void Broker::note(std::string_view kind, const Model& m, std::string message, nlohmann::json extra,
+                  bool warn) {
+    note_event(kind, {{"model", m.name()}}, std::move(message), std::move(extra), warn);
+}
+
+void Broker::note_event(std::string_view kind, nlohmann::json subject, std::string message,
+                        nlohmann::json extra, bool warn) {
+    std::string who;
+    for (const char* k : {"model", "hold", "holder"})
+        if (who.empty() && subject.contains(k)) who = subject[k].get<std::string>();
+    if (warn)
+        spdlog::warn("{} '{}': {}", kind, who, message);
+    else
+        spdlog::info("{} '{}': {}", kind, who, message);
+    nlohmann::json e = extra.is_object() ? std::move(extra) : nlohmann::json::object();
+    e["at"] = iso8601_utc(std::chrono::system_clock::now());
+    e["kind"] = kind;
+    for (auto& [k, v] : subject.items()) e[k] = v;
+    e["message"] = std::move(message);
+    events_.push_back(std::move(e));
+    while (events_.size() > kMaxEvents) events_.pop_front();
+}
 
 nlohmann::json Broker::model_status(const Model& m) const {
     nlohmann::json j = {{"name", m.name()},

@@ -125,6 +125,11 @@ std::string status_text(const json& status, std::size_t events) {
             out += fmt::format("  {:<24} {:>12}  {}{}\n", r.value("engine", ""),
                                human_bytes(bytes_of(r["figure"])), r["figure"].value("source", ""),
                                r.value("loading", false) ? " (loading)" : "");
+        // Programs loch did not start (the outside use, named where the device reports per process).
+        for (const auto& p : d.value("other_processes", json::array()))
+            out += fmt::format("  {:<24} {:>12}  pid {}, {}\n", "other: " + p.value("command", std::string()),
+                               human_bytes(p.value("bytes", std::uint64_t{0})), p.value("pid", 0),
+                               p.value("user", std::string()));
     }
     const auto& q = status["queue"];
     out +=
@@ -138,8 +143,10 @@ std::string status_text(const json& status, std::size_t events) {
     const auto ev = status.value("events", json::array());
     if (!ev.empty()) out += "recent:\n";
     for (std::size_t i = ev.size() > events ? ev.size() - events : 0; i < ev.size(); ++i)
-        out += fmt::format("  {} {} '{}': {}\n", ev[i].value("at", ""), ev[i].value("kind", ""),
-                           ev[i].value("model", ""), ev[i].value("message", ""));
+        out += fmt::format(
+            "  {} {} '{}': {}\n", ev[i].value("at", ""), ev[i].value("kind", ""),
+            ev[i].contains("model") ? ev[i].value("model", "") : ev[i].value("hold", std::string()),
+            ev[i].value("message", ""));
     return out;
 }
 

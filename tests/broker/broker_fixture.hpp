@@ -56,16 +56,23 @@ class BrokerTest : public ::testing::Test {
                   std::map<int, std::vector<int>> groups = {}) {
         // FixedDevices with process groups: a test double of the /proc scan.
         struct Devices : FixedDevices {
-            Devices(std::vector<DeviceSnapshot> d, std::map<int, std::vector<int>> g)
-                : FixedDevices(std::move(d)), groups(std::move(g)) {}
+            Devices(std::vector<DeviceSnapshot> d, std::map<int, std::vector<int>> g,
+                    std::map<int, devices::ProcessInfo> p)
+                : FixedDevices(std::move(d)), groups(std::move(g)), described(std::move(p)) {}
             std::vector<int> group_members(int pgid) override {
                 auto it = groups.find(pgid);
                 return it == groups.end() ? std::vector<int>{pgid} : it->second;
             }
+            std::optional<devices::ProcessInfo> describe(int pid) override {
+                auto it = described.find(pid);
+                return it == described.end() ? std::nullopt : std::optional(it->second);
+            }
             std::map<int, std::vector<int>> groups;
+            std::map<int, devices::ProcessInfo> described;
         };
         broker = std::make_unique<Broker>(
-            ioc.get_executor(), cfg, std::make_unique<Devices>(std::move(snapshot), std::move(groups)),
+            ioc.get_executor(), cfg,
+            std::make_unique<Devices>(std::move(snapshot), std::move(groups), process_info),
             footprints ? std::move(footprints) : std::make_unique<KindFootprint>(ioc.get_executor()),
             std::make_unique<test::FakeLauncher>(fake), o);
         broker->start();
@@ -116,6 +123,7 @@ class BrokerTest : public ::testing::Test {
     std::unique_ptr<FootprintSource> footprints;  // null: the models' kinds
     std::shared_ptr<test::FakeLauncher::Shared> fake = std::make_shared<test::FakeLauncher::Shared>();
     std::unique_ptr<Broker> broker;
+    std::map<int, devices::ProcessInfo> process_info;  // who the fake device's processes are
 };
 
 inline BrokerOptions fast(std::chrono::seconds aging = 30s) {

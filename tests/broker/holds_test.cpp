@@ -225,3 +225,56 @@ TEST_F(HoldsTest, BadInputIsRefusedBeforeAnythingIsBooked) {
 
 }  // namespace
 }  // namespace loch::broker
+
+namespace loch::broker {
+namespace {
+
+TEST_F(HoldsTest, ProgramsLochDidNotStartAreNamedInRefusalsReasonsAndStatus) {
+    add_model("chat", 4 * kGiB);
+    DeviceSnapshot gpu;
+    gpu.id = kGpu;
+    gpu.total = {10 * kGiB, Source::measured, "fake"};
+    gpu.used = MemoryFigure{7 * kGiB, Source::measured, "fake"};  // the program's 5 and the job's 2
+    gpu.backend = "cuda";
+    gpu.ordinal = 0;
+    gpu.process_bytes = {{4123, 5 * kGiB}};
+    process_info[4123] = {4123, "alice", "python train.py"};
+    start_on({gpu}, fast());
+    // 10 GiB − 5 used by the program − 2 by a job: the model (4) waits, the program named in its reason.
+    ASSERT_EQ(create({{"name", "j"}, {"memory", "2GiB"}})["state"], "granted");
+    auto l = acquire("chat");
+    run_for(100ms);
+    const auto st = status();
+    ASSERT_EQ(st["queue"]["waiting"].size(), 1u) << st.dump(2);
+    const std::string reason = st["queue"]["waiting"][0]["reason"];
+    EXPECT_NE(reason.find("`python train.py` (pid 4123, alice) 5.00 GiB"), std::string::npos) << reason;
+    const auto& others = st["devices"][0]["other_processes"];
+    ASSERT_EQ(others.size(), 1u) << st["devices"].dump(2);
+    EXPECT_EQ(others[0]["command"], "python train.py");
+    EXPECT_EQ(others[0]["bytes"], 5 * kGiB);
+    // A job that can never fit beside it: refused, the program named.
+    auto f = create_async({{"name", "big"}, {"memory", "8GiB"}});
+    ASSERT_TRUE(settle(f));
+    const auto e = error_of(f);
+    ASSERT_TRUE(e);
+    EXPECT_NE(std::string(e->what()).find("python train.py"), std::string::npos) << e->what();
+}
+
+TEST_F(HoldsTest, AJobsOwnProcessesAreNotOtherPrograms) {
+    SleepingGroup job;
+    DeviceSnapshot gpu;
+    gpu.id = kGpu;
+    gpu.total = {10 * kGiB, Source::measured, "fake"};
+    gpu.used = MemoryFigure{3 * kGiB, Source::measured, "fake"};
+    gpu.backend = "cuda";
+    gpu.process_bytes = {{job.pid, 3 * kGiB}};
+    start_on({gpu}, fast());
+    create({{"name", "j"}, {"memory", "3GiB"}, {"pgid", job.pid}});
+    run_for(100ms);
+    const auto st = status();
+    EXPECT_TRUE(st["devices"][0]["other_processes"].empty()) << st["devices"].dump(2);
+    EXPECT_EQ(st["devices"][0]["outside_bytes"], 0) << "its use is the job's, booked in its hold";
+}
+
+}  // namespace
+}  // namespace loch::broker

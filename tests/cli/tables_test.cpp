@@ -9,7 +9,8 @@ namespace {
 const auto kStatus = nlohmann::json::parse(R"({
   "devices":[{"device":"cpu","total":{"bytes":25769803776,"source":"measured"},"capacity_bytes":1073741824,
               "own_bytes":419430400,"outside_bytes":0,"free_bytes":654311424,
-              "reservations":[{"engine":"chat","figure":{"bytes":419430400,"source":"configured"}}]}],
+              "reservations":[{"engine":"chat","figure":{"bytes":419430400,"source":"configured"}}],
+              "other_processes":[{"pid":4123,"user":"alice","command":"python train.py","bytes":1073741824}]}],
   "engines":[{"name":"chat","state":"ready","device":"cpu","active_requests":0,"slots":1,"idle_s":30,
               "keep_alive_s":300,"reservation":{"bytes":419430400,"source":"configured"}},
              {"name":"batch","state":"stopped","active_requests":0,"slots":1,
@@ -46,6 +47,8 @@ TEST(Tables, PsListsJobsWithTheirMemoryCommandAndQueuePosition) {
     EXPECT_NE(t.find("position 1: held by chat"), std::string::npos) << t;
     EXPECT_NE(status_text(kStatus).find("job scan (batch, 2 s): held by chat"), std::string::npos)
         << status_text(kStatus);
+    EXPECT_NE(status_text(kStatus).find("other: python train.py"), std::string::npos) << status_text(kStatus);
+    EXPECT_NE(status_text(kStatus).find("pid 4123, alice"), std::string::npos) << status_text(kStatus);
 }
 
 TEST(Tables, StatusShowsTheLedgerTheQueueReasonsAndEvents) {
