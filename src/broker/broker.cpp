@@ -127,6 +127,10 @@ nlohmann::json Broker::progress(const std::string& name) {
     Model* m = find(name);
     if (!m) return {{"model", name}};
     nlohmann::json j = {{"model", m->name()}, {"state", to_string(m->state)}, {"reason", m->wait_reason}};
+    // A waiting client does not know its place: the ETA as if it were the last of its model's waiters.
+    std::size_t ahead = 0;
+    for (const auto& [id, w] : waiters_) ahead += w->model == m ? 1 : 0;
+    j.update(nlohmann::json(eta_for_request(*m, ahead > 0 ? ahead - 1 : 0)));
     if (m->state == ModelState::loading) {
         j["loading"] = {{"elapsed_s", std::chrono::duration<double>(Clock::now() - m->load_started).count()}};
         if (m->load_s) j["loading"]["expected_s"] = *m->load_s;
@@ -243,7 +247,7 @@ void Broker::release(const std::string& name, Clock::duration held, const std::s
     if (m.active > 0) --m.active;
     m.last_used = Clock::now();
     const double s = std::chrono::duration<double>(held).count();
-    m.avg_request_s = 0.8 * m.avg_request_s + 0.2 * s;
+    m.avg_request_s = m.requests_done++ == 0 ? s : 0.8 * m.avg_request_s + 0.2 * s;
     if (m.active == 0) {
         each_device(m, [&](const std::string& d) {
             auto lock = gpu_lock_.find(d);

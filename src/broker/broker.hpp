@@ -29,6 +29,7 @@
 #include "broker/admission.hpp"
 #include "broker/device_source.hpp"
 #include "broker/error.hpp"
+#include "broker/eta.hpp"
 #include "broker/footprint.hpp"
 #include "broker/holds.hpp"
 #include "broker/ledger.hpp"
@@ -212,6 +213,11 @@ class Broker {
     void observe_holds(const std::vector<DeviceSnapshot>& snap);
     void expire_holds();
     std::optional<FootprintKey> job_key(const std::string& name, const std::string& device) const;
+    // ETAs (waiting.cpp, arithmetic in eta.hpp): for a request queued for `m` behind `ahead` others of it,
+    // for a hold, and when each holder on `device` is expected to give its memory back.
+    Eta eta_for_request(const Model& m, std::size_t ahead) const;
+    Eta eta_for_hold(const Hold& h) const;
+    std::vector<HolderEnd> holder_ends(const std::string& device) const;
     // Every holder of memory as admission sees it (engines, running requests' own memory, holds), except
     // the one being decided for.
     std::vector<EngineView> holder_views(const Model* except_model, const Hold* except_hold) const;
@@ -294,6 +300,7 @@ class Broker {
     std::deque<std::unique_ptr<Hold>> ended_holds_;       // the most recent that ended (their last answer)
     std::map<std::uint64_t, Hold*> queued_holds_;         // queue id → hold
     std::uint64_t next_hold_ = 1;
+    std::map<std::string, double> job_run_s_;  // job name → how long its last run held its hold (this loch's)
     std::set<std::string> loading_devices_;
     std::map<std::string, std::string> gpu_lock_;           // device → exclusive model holding it
     std::map<std::string, engines::Placement> placements_;  // device → as the last probe numbered it

@@ -177,7 +177,10 @@ void Broker::end_hold(Hold& h, std::string why, nlohmann::json error) {
             ++it;
         }
     const bool was_granted = h.state == Hold::State::granted;
-    if (was_granted) ledger_.release(h.holder());
+    if (was_granted) {
+        ledger_.release(h.holder());
+        job_run_s_[h.spec.name] = std::chrono::duration<double>(Clock::now() - h.granted_at).count();
+    }
     h.state = error.is_null() ? Hold::State::released : Hold::State::refused;
     h.error = std::move(error);
     h.end_reason = why;
@@ -344,9 +347,7 @@ nlohmann::json Broker::hold_json(const Hold& h) const {
             j["reason"] = h.wait_reason;
             for (const auto& [qid, hp] : queued_holds_)
                 if (hp == &h) j["position"] = queue_position(qid);
-            // No measured durations of the holders it waits for yet: an ETA would be invented.
-            j["eta_s"] = nullptr;
-            j["eta"] = "unknown: loch does not yet estimate when the memory it waits for frees";
+            j.update(nlohmann::json(eta_for_hold(h)));
             break;
         case Hold::State::granted: {
             j["device"] = h.device;

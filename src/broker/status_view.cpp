@@ -155,24 +155,34 @@ asio::awaitable<nlohmann::json> Broker::status() {
                 if (!m->retired || m->state != ModelState::stopped) engines.push_back(model_status(*m));
             nlohmann::json waiting = nlohmann::json::array();
             const auto now = Clock::now();
+            std::map<const Model*, std::size_t> ahead;  // waiters of the same model before this one
+            std::size_t position = 0;
             for (auto id : queue_.order(now)) {
+                ++position;
                 if (auto h = queued_holds_.find(id); h != queued_holds_.end()) {
                     const Hold& hold = *h->second;
-                    waiting.push_back({{"hold", hold.id},
-                                       {"job", hold.spec.name},
-                                       {"priority", config::to_string(hold.spec.priority)},
-                                       {"waited_s", std::chrono::duration<double>(now - hold.since).count()},
-                                       {"reason", hold.wait_reason}});
+                    nlohmann::json entry = {
+                        {"hold", hold.id},
+                        {"job", hold.spec.name},
+                        {"priority", config::to_string(hold.spec.priority)},
+                        {"waited_s", std::chrono::duration<double>(now - hold.since).count()},
+                        {"reason", hold.wait_reason},
+                        {"position", position}};
+                    entry.update(nlohmann::json(eta_for_hold(hold)));
+                    waiting.push_back(std::move(entry));
                     continue;
                 }
                 auto it = waiters_.find(id);
                 if (it == waiters_.end()) continue;
                 const auto& w = *it->second;
-                waiting.push_back({{"model", w.model->name()},
-                                   {"priority", config::to_string(w.model->cfg->priority)},
-                                   {"waited_s", std::chrono::duration<double>(now - w.since).count()},
-                                   {"reason", w.model->wait_reason},
-                                   {"queued_because", w.decision}});
+                nlohmann::json entry = {{"model", w.model->name()},
+                                        {"priority", config::to_string(w.model->cfg->priority)},
+                                        {"waited_s", std::chrono::duration<double>(now - w.since).count()},
+                                        {"reason", w.model->wait_reason},
+                                        {"queued_because", w.decision},
+                                        {"position", position}};
+                entry.update(nlohmann::json(eta_for_request(*w.model, ahead[w.model]++)));
+                waiting.push_back(std::move(entry));
             }
             nlohmann::json locks = nlohmann::json::object();
             for (const auto& [d, m] : gpu_lock_) locks[d] = m;

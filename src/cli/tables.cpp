@@ -57,6 +57,12 @@ std::string span_text(double s) {
     return fmt::format("{:.0f} days", s / 86400);
 }
 
+// "ETA 12 s" from a waiter's eta_s; "ETA unknown" (its reason is in the JSON) when loch measured nothing.
+std::string eta_text(const json& w) {
+    if (w.contains("eta_s") && w["eta_s"].is_number()) return "ETA " + span_text(w["eta_s"].get<double>());
+    return "ETA unknown";
+}
+
 std::string ps_table(const json& status, bool all) {
     std::vector<std::vector<std::string>> rows = {
         {"NAME", "STATE", "DEVICE", "MEMORY", "REQUESTS", "IDLE", "UNTIL"}};
@@ -100,7 +106,8 @@ std::string ps_table(const json& status, bool all) {
         const std::string state = h.value("state", "");
         std::string what = h.value("command", std::string());
         if (state == "waiting")
-            what = fmt::format("position {}: {}", h.value("position", 0), h.value("reason", std::string()));
+            what = fmt::format("position {}, {}: {}", h.value("position", 0), eta_text(h),
+                               h.value("reason", std::string()));
         rows.push_back({"job " + h.value("name", std::string()) + " (" + h.value("id", std::string()) + ")",
                         state, h.value("device", std::string()),
                         fmt::format("{} ({})", human_bytes(h.value("bytes", std::uint64_t{0})),
@@ -136,10 +143,10 @@ std::string status_text(const json& status, std::size_t events) {
         fmt::format("queue: interactive {}/{}, batch {}/{}\n", q.value("interactive", 0),
                     q["limits"].value("interactive", 0), q.value("batch", 0), q["limits"].value("batch", 0));
     for (const auto& w : q.value("waiting", json::array()))
-        out +=
-            fmt::format("  {} ({}, {}): {}\n",
-                        w.contains("model") ? w.value("model", "") : "job " + w.value("job", std::string()),
-                        w.value("priority", ""), span_text(w.value("waited_s", 0.0)), w.value("reason", ""));
+        out += fmt::format(
+            "  {} ({}, {}, {}): {}\n",
+            w.contains("model") ? w.value("model", "") : "job " + w.value("job", std::string()),
+            w.value("priority", ""), span_text(w.value("waited_s", 0.0)), eta_text(w), w.value("reason", ""));
     const auto ev = status.value("events", json::array());
     if (!ev.empty()) out += "recent:\n";
     for (std::size_t i = ev.size() > events ? ev.size() - events : 0; i < ev.size(); ++i)

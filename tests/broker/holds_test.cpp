@@ -278,3 +278,58 @@ TEST_F(HoldsTest, AJobsOwnProcessesAreNotOtherPrograms) {
 
 }  // namespace
 }  // namespace loch::broker
+
+namespace loch::broker {
+namespace {
+
+TEST_F(HoldsTest, AWaitingJobsEtaComesFromTheHolderJobsEarlierRunAndIsUnknownWithoutOne) {
+    start(fast());
+    // A first run of "train", timed: about 0.3 s.
+    const auto first = create({{"name", "train"}, {"memory", "6GiB"}});
+    run_for(300ms);
+    broker->release_hold(first["id"], "done");
+    // Its second run holds the device; another job waits for it: ETA = what is left of the 0.3 s.
+    const auto again = create({{"name", "train"}, {"memory", "6GiB"}});
+    ASSERT_EQ(again["state"], "granted");
+    const auto waiting = create({{"name", "scan"}, {"memory", "6GiB"}});
+    ASSERT_EQ(waiting["state"], "waiting");
+    ASSERT_TRUE(waiting["eta_s"].is_number()) << waiting.dump(2);
+    EXPECT_LE(waiting["eta_s"].get<double>(), 0.5);
+    EXPECT_NE(waiting["eta"].get<std::string>().find("last run"), std::string::npos) << waiting.dump(2);
+    // A holder never timed: unknown, and it says why.
+    const auto other = create({{"name", "other"}, {"memory", "3GiB"}});
+    const auto blocked = create({{"name", "late"}, {"memory", "8GiB"}});
+    broker->release_hold(again["id"], "done");
+    run_for(100ms);
+    const auto now = broker->hold(blocked["id"]).value();
+    ASSERT_EQ(now["state"], "waiting") << now.dump(2);
+    EXPECT_TRUE(now["eta_s"].is_null()) << now.dump(2);
+    EXPECT_NE(now["eta"].get<std::string>().find("no earlier run"), std::string::npos) << now.dump(2);
+    (void)other;
+}
+
+TEST_F(HoldsTest, ARequestWaitingForASlotHasAnEtaOnceARequestWasTimed) {
+    add_model("chat", 2 * kGiB);
+    start(fast());
+    {
+        auto first = acquire("chat");
+        ASSERT_TRUE(settle(first));
+        run_for(200ms);
+        first.get().release();  // timed: ~0.2 s
+    }
+    auto held = acquire("chat");
+    ASSERT_TRUE(settle(held));
+    auto second = acquire("chat");
+    run_for(50ms);
+    const auto st = status();
+    ASSERT_EQ(st["queue"]["waiting"].size(), 1u);
+    const auto& w = st["queue"]["waiting"][0];
+    ASSERT_TRUE(w["eta_s"].is_number()) << w.dump(2);
+    EXPECT_NEAR(w["eta_s"].get<double>(), 0.2, 0.15) << w.dump(2);
+    EXPECT_EQ(w["position"], 1);
+    held.get().release();
+    ASSERT_TRUE(settle(second));
+}
+
+}  // namespace
+}  // namespace loch::broker

@@ -18,11 +18,11 @@ const auto kStatus = nlohmann::json::parse(R"({
              {"name":"off","state":"stopped","active_requests":0,"slots":1}],
   "queue":{"interactive":0,"batch":1,"limits":{"interactive":64,"batch":256},
            "waiting":[{"model":"batch","priority":"batch","waited_s":4,"reason":"waiting for 1 MiB on cpu"},
-                      {"hold":"hold-2","job":"scan","priority":"batch","waited_s":2,"reason":"held by chat"}]},
+                      {"hold":"hold-2","job":"scan","priority":"batch","waited_s":2,"reason":"held by chat","eta_s":30}]},
   "holds":[{"id":"hold-1","name":"train","state":"granted","device":"cpu","bytes":2147483648,
             "source":"configured","command":"python train.py","held_s":90},
            {"id":"hold-2","name":"scan","state":"waiting","bytes":1048576,"source":"measured-earlier",
-            "position":1,"reason":"held by chat"}],
+            "position":1,"reason":"held by chat","eta_s":30}],
   "requests":{"chat":{"count":7}},
   "events":[{"at":"2026-12-01T00:00:00Z","kind":"ready","model":"chat","message":"ready on cpu"}]})");
 }
@@ -44,8 +44,8 @@ TEST(Tables, PsListsJobsWithTheirMemoryCommandAndQueuePosition) {
     EXPECT_NE(t.find("job train (hold-1)"), std::string::npos) << t;
     EXPECT_NE(t.find("2.00 GiB (configured)"), std::string::npos) << t;
     EXPECT_NE(t.find("python train.py"), std::string::npos) << t;
-    EXPECT_NE(t.find("position 1: held by chat"), std::string::npos) << t;
-    EXPECT_NE(status_text(kStatus).find("job scan (batch, 2 s): held by chat"), std::string::npos)
+    EXPECT_NE(t.find("position 1, ETA 30 s: held by chat"), std::string::npos) << t;
+    EXPECT_NE(status_text(kStatus).find("job scan (batch, 2 s, ETA 30 s): held by chat"), std::string::npos)
         << status_text(kStatus);
     EXPECT_NE(status_text(kStatus).find("other: python train.py"), std::string::npos) << status_text(kStatus);
     EXPECT_NE(status_text(kStatus).find("pid 4123, alice"), std::string::npos) << status_text(kStatus);
@@ -55,6 +55,6 @@ TEST(Tables, StatusShowsTheLedgerTheQueueReasonsAndEvents) {
     const auto t = status_text(kStatus);
     EXPECT_NE(t.find("cpu: total 24.00 GiB (measured)"), std::string::npos) << t;
     EXPECT_NE(t.find("configured"), std::string::npos);
-    EXPECT_NE(t.find("batch (batch, 4 s): waiting for 1 MiB on cpu"), std::string::npos) << t;
+    EXPECT_NE(t.find("batch (batch, 4 s, ETA unknown): waiting for 1 MiB on cpu"), std::string::npos) << t;
     EXPECT_NE(t.find("ready 'chat': ready on cpu"), std::string::npos) << t;
 }
