@@ -78,19 +78,20 @@ fi
 SRC=$CACHE/llama.cpp-src
 [[ -d $SRC/.git ]] || git clone -q "$BUNDLE" "$SRC"
 COMMIT=$(git -C "$SRC" rev-parse HEAD)
-# The build's flags (scripts/engines/llama-build.cmake: kernels at -O3, the rest at -O1, with clang-19) are part
-# of the cache key: changing them rebuilds the engine once.
+# The build's flags (below, and scripts/engines/llama-build.cmake: kernels at -O3, the rest at -O1) are part of
+# the cache key: changing them rebuilds the engine once.
 TUNING=$ROOT/scripts/engines/llama-build.cmake
-FLAVOR=$(sha256sum "$TUNING" | cut -c1-8)
+# ggml's own thread pool, as for sd-server and whisper-server (clang-19 has no OpenMP runtime here).
+LLAMA_FLAGS=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DCMAKE_C_COMPILER=clang-19
+  -DCMAKE_CXX_COMPILER=clang++-19 -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF)
+FLAVOR=$( (cat "$TUNING"; echo "${LLAMA_FLAGS[*]}") | sha256sum | cut -c1-8)
 ENGINE=$CACHE/llama.cpp-$COMMIT-$FLAVOR
 if [[ ! -x $ENGINE/bin/llama-server || ! -x $ENGINE/bin/llama-fit-params ]]; then
   echo "    building llama.cpp ${COMMIT:0:7} (static, CPU) with $JOBS jobs; about 6 minutes on 2 cores"
   start=$SECONDS
   rm -rf "$SRC/build"
-  cmake -S "$SRC" -B "$SRC/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-    -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_PROJECT_INCLUDE="$TUNING" \
-    -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF >/dev/null
+  cmake -S "$SRC" -B "$SRC/build" -G Ninja "${LLAMA_FLAGS[@]}" -DCMAKE_PROJECT_INCLUDE="$TUNING" >/dev/null
   cmake --build "$SRC/build" -j "$JOBS" --target llama-server llama-fit-params >/dev/null
   mkdir -p "$ENGINE/bin.tmp"
   cp "$SRC/build/bin/llama-server" "$SRC/build/bin/llama-fit-params" "$ENGINE/bin.tmp/"

@@ -42,6 +42,13 @@ class HoldsTest : public BrokerTest {
         }
         return h;
     }
+    // One request served and ended: the model is loaded and idle.
+    bool served_once(const std::string& model) {
+        auto l = acquire(model);
+        if (!settle(l)) return false;
+        l.get().release();
+        return true;
+    }
     std::string state_of(const std::string& model) {
         const auto st = status();  // (a member of a temporary would dangle in the loop)
         for (const auto& e : st["engines"])
@@ -74,11 +81,7 @@ struct SleepingGroup {
 TEST_F(HoldsTest, AJobEvictsAnIdleEngineAndIsGrantedItsDevice) {
     add_model("chat", 6 * kGiB);
     start(fast());
-    {
-        auto l = acquire("chat");
-        ASSERT_TRUE(settle(l));
-        l.get().release();
-    }
+    ASSERT_TRUE(served_once("chat"));
     run_for(50ms);
     ASSERT_EQ(state_of("chat"), "ready");
     const auto h = create({{"name", "train"}, {"memory", "8GiB"}});
@@ -187,11 +190,7 @@ TEST_F(HoldsTest, AHoldWithLostHeartbeatStaysWhileItsProcessGroupRuns) {
 TEST_F(HoldsTest, ARunningJobReRegistersAtOnceEvenOverTheDevice) {
     add_model("chat", 6 * kGiB);
     start(fast());
-    {
-        auto l = acquire("chat");
-        ASSERT_TRUE(settle(l));
-        l.get().release();
-    }
+    ASSERT_TRUE(served_once("chat"));
     const auto h = create({{"name", "j"}, {"memory", 6 * kGiB}, {"device", kGpu}, {"running", true}});
     EXPECT_EQ(h["state"], "granted") << "already running: booked whatever admission says";
     run_for(200ms);
