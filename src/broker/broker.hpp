@@ -301,6 +301,14 @@ class Broker {
     std::map<std::uint64_t, Hold*> queued_holds_;         // queue id → hold
     std::uint64_t next_hold_ = 1;
     std::map<std::string, double> job_run_s_;  // job name → how long its last run held its hold (this loch's)
+    // Released jobs whose processes may still hold their memory: booked until the device shows none of them
+    // (or free_wait passed).
+    struct Draining {
+        std::string holder, device;
+        std::vector<int> members;
+        std::chrono::steady_clock::time_point until;
+    };
+    std::vector<Draining> draining_;
     std::set<std::string> loading_devices_;
     std::map<std::string, std::string> gpu_lock_;           // device → exclusive model holding it
     std::map<std::string, engines::Placement> placements_;  // device → as the last probe numbered it

@@ -178,8 +178,16 @@ void Broker::end_hold(Hold& h, std::string why, nlohmann::json error) {
         }
     const bool was_granted = h.state == Hold::State::granted;
     if (was_granted) {
-        ledger_.release(h.holder());
         job_run_s_[h.spec.name] = std::chrono::duration<double>(Clock::now() - h.granted_at).count();
+        if (h.spec.pgid) {
+            // A job's processes may still hold the memory for a moment after it is released (a GPU gives it
+            // back only once the process is gone): the booking stays until the device shows none of them,
+            // else the memory would count as other programs' and a model would be refused for it.
+            draining_.push_back({h.holder(), h.device, devices_->group_members(*h.spec.pgid),
+                                 Clock::now() + options_.free_wait});
+        } else {
+            ledger_.release(h.holder());
+        }
     }
     h.state = error.is_null() ? Hold::State::released : Hold::State::refused;
     h.error = std::move(error);
@@ -374,6 +382,23 @@ nlohmann::json Broker::hold_json(const Hold& h) const {
 // Each tick
 
 void Broker::observe_holds(const std::vector<DeviceSnapshot>& snap) {
+    // Released jobs whose processes held memory: the booking goes once the device shows none of them.
+    const bool any_drained = std::erase_if(draining_, [&](const Draining& d) {
+                                 bool present = false;
+                                 for (int p : d.members) {
+                                     if (d.device == "cpu") {
+                                         present |=
+                                             ::kill(p, 0) == 0 && devices_->resident_bytes(p).value_or(0) > 0;
+                                         continue;
+                                     }
+                                     for (const auto& s : snap)
+                                         if (s.id == d.device) present |= s.process_bytes.contains(p);
+                                 }
+                                 if (present && Clock::now() < d.until) return false;
+                                 ledger_.release(d.holder);
+                                 return true;
+                             }) > 0;
+    if (any_drained) pump();
     for (auto& [id, hp] : holds_) {
         Hold& h = *hp;
         if (h.state != Hold::State::granted || !h.spec.pgid) continue;

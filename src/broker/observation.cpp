@@ -25,7 +25,8 @@
 namespace loch::broker {
 
 namespace {
-constexpr std::size_t kNamedProcesses = 5;  // per device, largest first
+constexpr std::size_t kNamedProcesses = 5;               // per device, largest first
+constexpr std::uint64_t kCpuProcessFloor = 64ull << 20;  // the CPU's named programs: 64 MiB resident or more
 }  // namespace
 
 using namespace std::chrono_literals;
@@ -96,7 +97,10 @@ void Broker::name_other_processes(const std::vector<DeviceSnapshot>& snap) {
     // The CPU: the largest resident programs (a scan of /proc: every 10 s at most).
     if (ledger_.has_device("cpu") && Clock::now() - cpu_scan_at_ > std::chrono::seconds(10)) {
         cpu_scan_at_ = Clock::now();
-        ledger_.set_other_processes("cpu", named(devices_->largest_resident(kNamedProcesses + own.size())));
+        // Only programs of some size: a shell or an editor is not what holds a machine's memory.
+        auto top = devices_->largest_resident(kNamedProcesses + own.size());
+        std::erase_if(top, [](const auto& p) { return p.second < kCpuProcessFloor; });
+        ledger_.set_other_processes("cpu", named(top));
     }
 }
 

@@ -332,3 +332,33 @@ TEST_F(HoldsTest, ARequestWaitingForASlotHasAnEtaOnceARequestWasTimed) {
 
 }  // namespace
 }  // namespace loch::broker
+
+namespace loch::broker {
+namespace {
+
+TEST_F(HoldsTest, AReleasedJobStaysBookedWhileTheDeviceStillShowsItsProcess) {
+    SleepingGroup job;
+    DeviceSnapshot gpu;
+    gpu.id = kGpu;
+    gpu.total = {10 * kGiB, Source::measured, "fake"};
+    gpu.used = MemoryFigure{6 * kGiB, Source::measured, "fake"};
+    gpu.backend = "cuda";
+    gpu.process_bytes = {
+        {job.pid, 6 * kGiB}};  // the device keeps listing it: it has not given the memory back
+    start_on({gpu}, fast());
+    // (Booked as a running job: the fixed probe already shows its use.)
+    const auto h =
+        create({{"name", "j"}, {"memory", 6 * kGiB}, {"device", kGpu}, {"running", true}, {"pgid", job.pid}});
+    ASSERT_EQ(h["state"], "granted");
+    broker->release_hold(h["id"], "done");
+    run_for(100ms);
+    auto st = status();
+    EXPECT_EQ(st["devices"][0]["own_bytes"], 6 * kGiB) << "still booked: not other programs' memory";
+    EXPECT_EQ(st["devices"][0]["outside_bytes"], 0);
+    run_for(1200ms);  // free_wait (1 s here) passed: released whatever the device says
+    st = status();
+    EXPECT_EQ(st["devices"][0]["own_bytes"], 0) << st["devices"].dump(2);
+}
+
+}  // namespace
+}  // namespace loch::broker
