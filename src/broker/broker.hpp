@@ -253,6 +253,12 @@ class Broker {
     boost::asio::awaitable<void> tick_loop();
     void refresh_devices();
     void observe_engines(const std::vector<DeviceSnapshot>& snap);
+    // What a process group uses on `device`: the probe's per-process figures on a GPU, RSS on the CPU
+    // (summed: shared pages count more than once, never under); nullopt when none of its processes is
+    // reported.
+    std::optional<MemoryFigure> group_use(const std::vector<int>& members, const std::string& device,
+                                          const std::vector<DeviceSnapshot>& snap,
+                                          std::string_view whose) const;
     // The programs behind each device's outside use, named in the ledger (refusals, reasons, status).
     void name_other_processes(const std::vector<DeviceSnapshot>& snap);
     std::int64_t created_of(const config::ModelConfig& mc) const;

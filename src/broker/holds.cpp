@@ -384,16 +384,8 @@ nlohmann::json Broker::hold_json(const Hold& h) const {
 void Broker::observe_holds(const std::vector<DeviceSnapshot>& snap) {
     // Released jobs whose processes held memory: the booking goes once the device shows none of them.
     const bool any_drained = std::erase_if(draining_, [&](const Draining& d) {
-                                 bool present = false;
-                                 for (int p : d.members) {
-                                     if (d.device == "cpu") {
-                                         present |=
-                                             ::kill(p, 0) == 0 && devices_->resident_bytes(p).value_or(0) > 0;
-                                         continue;
-                                     }
-                                     for (const auto& s : snap)
-                                         if (s.id == d.device) present |= s.process_bytes.contains(p);
-                                 }
+                                 const bool present =
+                                     group_use(d.members, d.device, snap, "the job's").has_value();
                                  if (present && Clock::now() < d.until) return false;
                                  ledger_.release(d.holder);
                                  return true;
@@ -402,26 +394,12 @@ void Broker::observe_holds(const std::vector<DeviceSnapshot>& snap) {
     for (auto& [id, hp] : holds_) {
         Hold& h = *hp;
         if (h.state != Hold::State::granted || !h.spec.pgid) continue;
-        const auto members = devices_->group_members(*h.spec.pgid);
-        std::uint64_t total = 0;
-        bool any = false;
-        if (h.device == "cpu") {
-            for (int p : members)
-                if (auto rss = devices_->resident_bytes(p)) total += *rss, any = true;
-        } else {
-            for (const auto& d : snap)
-                if (d.id == h.device)
-                    for (int p : members)
-                        if (auto it = d.process_bytes.find(p); it != d.process_bytes.end())
-                            total += it->second, any = true;
-        }
-        if (!any) continue;
-        const MemoryFigure seen{total, Source::measured,
-                                fmt::format("{} on {} by the job's {} process(es)",
-                                            h.device == "cpu" ? "RSS" : "use", h.device, members.size())};
+        const auto use = group_use(devices_->group_members(*h.spec.pgid), h.device, snap, "the job's");
+        if (!use) continue;
+        const MemoryFigure& seen = *use;
         h.measured = seen;
-        if (total > h.peak) {
-            h.peak = total;
+        if (seen.bytes > h.peak) {
+            h.peak = seen.bytes;
             if (auto k = job_key(h.spec.name, h.device)) remembered_.raise(*k, seen);
         }
         const auto before = ledger_.reservation(h.device, h.holder());

@@ -104,6 +104,27 @@ void Broker::name_other_processes(const std::vector<DeviceSnapshot>& snap) {
     }
 }
 
+std::optional<MemoryFigure> Broker::group_use(const std::vector<int>& members, const std::string& device,
+                                              const std::vector<DeviceSnapshot>& snap,
+                                              std::string_view whose) const {
+    std::uint64_t total = 0;
+    bool any = false;
+    if (device == "cpu") {
+        for (int p : members)
+            if (auto rss = devices_->resident_bytes(p)) total += *rss, any = true;
+    } else {
+        for (const auto& d : snap)
+            if (d.id == device)
+                for (int p : members)
+                    if (auto it = d.process_bytes.find(p); it != d.process_bytes.end())
+                        total += it->second, any = true;
+    }
+    if (!any) return std::nullopt;
+    return MemoryFigure{total, Source::measured,
+                        fmt::format("{} on {} by {} {} process(es)", device == "cpu" ? "RSS" : "use", device,
+                                    whose, members.size())};
+}
+
 void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {
     for (auto& [name, m] : models_) {
         if (!m->engine || m->state == ModelState::stopped || m->device.empty()) continue;
@@ -112,39 +133,15 @@ void Broker::observe_engines(const std::vector<DeviceSnapshot>& snap) {
         // The whole process group: servers such as vLLM hold their memory in worker processes. (RSS summed
         // over processes counts shared pages more than once: never under.)
         const auto members = devices_->group_members(*pid);
-        // What the group's processes use on one GPU, as the probe attributes it.
-        const auto use_on = [&](const std::string& device) -> std::optional<MemoryFigure> {
-            std::uint64_t total = 0;
-            bool any = false;
-            for (const auto& d : snap)
-                if (d.id == device)
-                    for (int p : members)
-                        if (auto it = d.process_bytes.find(p); it != d.process_bytes.end())
-                            total += it->second, any = true;
-            if (!any) return std::nullopt;
-            return MemoryFigure{
-                total, Source::measured,
-                fmt::format("use on the device by the engine's {} process(es)", members.size())};
-        };
-        std::optional<MemoryFigure> seen;
-        if (m->device == "cpu") {
-            std::uint64_t total = 0;
-            bool any = false;
-            for (int p : members)
-                if (auto rss = devices_->resident_bytes(p)) total += *rss, any = true;
-            if (any)
-                seen = MemoryFigure{total, Source::measured,
-                                    fmt::format("RSS of the engine's {} process(es)", members.size())};
-        } else if (m->where.split()) {
+        if (m->device != "cpu" && m->where.split()) {
             // A split: each device's own use raises that device's reservation (no peak is remembered for
             // a split: its launch changes with the free memory it was split by).
             each_device(*m, [&](const std::string& dev) {
-                if (auto on = use_on(dev)) guard_measured(*m, dev, *on);
+                if (auto on = group_use(members, dev, snap, "the engine's")) guard_measured(*m, dev, *on);
             });
             continue;
-        } else {
-            seen = use_on(m->device);
         }
+        auto seen = group_use(members, m->device, snap, "the engine's");
         if (!seen) continue;
         // What its running requests booked for themselves is theirs, not the engine's (else the engine's
         // figure would keep a request's compute after it ended, counted twice for the next).

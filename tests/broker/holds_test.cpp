@@ -57,6 +57,18 @@ class HoldsTest : public BrokerTest {
     }
 };
 
+// The fake 10 GiB GPU with `used` bytes in use and the processes it reports (pid → bytes).
+DeviceSnapshot busy_gpu(std::uint64_t used, std::map<int, std::uint64_t> processes) {
+    DeviceSnapshot gpu;
+    gpu.id = kGpu;
+    gpu.total = {10 * kGiB, Source::measured, "fake"};
+    gpu.used = MemoryFigure{used, Source::measured, "fake"};
+    gpu.backend = "cuda";
+    gpu.ordinal = 0;
+    gpu.process_bytes = std::move(processes);
+    return gpu;
+}
+
 // A real process group for the measuring tests: `sleep 30` as the leader of its own group.
 struct SleepingGroup {
     SleepingGroup() {
@@ -230,15 +242,8 @@ namespace {
 
 TEST_F(HoldsTest, ProgramsLochDidNotStartAreNamedInRefusalsReasonsAndStatus) {
     add_model("chat", 4 * kGiB);
-    DeviceSnapshot gpu;
-    gpu.id = kGpu;
-    gpu.total = {10 * kGiB, Source::measured, "fake"};
-    gpu.used = MemoryFigure{7 * kGiB, Source::measured, "fake"};  // the program's 5 and the job's 2
-    gpu.backend = "cuda";
-    gpu.ordinal = 0;
-    gpu.process_bytes = {{4123, 5 * kGiB}};
     process_info[4123] = {4123, "alice", "python train.py"};
-    start_on({gpu}, fast());
+    start_on({busy_gpu(7 * kGiB, {{4123, 5 * kGiB}})}, fast());  // used: the program's 5 and the job's 2
     // 10 GiB − 5 used by the program − 2 by a job: the model (4) waits, the program named in its reason.
     ASSERT_EQ(create({{"name", "j"}, {"memory", "2GiB"}})["state"], "granted");
     auto l = acquire("chat");
@@ -261,13 +266,7 @@ TEST_F(HoldsTest, ProgramsLochDidNotStartAreNamedInRefusalsReasonsAndStatus) {
 
 TEST_F(HoldsTest, AJobsOwnProcessesAreNotOtherPrograms) {
     SleepingGroup job;
-    DeviceSnapshot gpu;
-    gpu.id = kGpu;
-    gpu.total = {10 * kGiB, Source::measured, "fake"};
-    gpu.used = MemoryFigure{3 * kGiB, Source::measured, "fake"};
-    gpu.backend = "cuda";
-    gpu.process_bytes = {{job.pid, 3 * kGiB}};
-    start_on({gpu}, fast());
+    start_on({busy_gpu(3 * kGiB, {{job.pid, 3 * kGiB}})}, fast());
     create({{"name", "j"}, {"memory", "3GiB"}, {"pgid", job.pid}});
     run_for(100ms);
     const auto st = status();
@@ -338,14 +337,8 @@ namespace {
 
 TEST_F(HoldsTest, AReleasedJobStaysBookedWhileTheDeviceStillShowsItsProcess) {
     SleepingGroup job;
-    DeviceSnapshot gpu;
-    gpu.id = kGpu;
-    gpu.total = {10 * kGiB, Source::measured, "fake"};
-    gpu.used = MemoryFigure{6 * kGiB, Source::measured, "fake"};
-    gpu.backend = "cuda";
-    gpu.process_bytes = {
-        {job.pid, 6 * kGiB}};  // the device keeps listing it: it has not given the memory back
-    start_on({gpu}, fast());
+    // The device keeps listing the job's process: it has not given the memory back.
+    start_on({busy_gpu(6 * kGiB, {{job.pid, 6 * kGiB}})}, fast());
     // (Booked as a running job: the fixed probe already shows its use.)
     const auto h =
         create({{"name", "j"}, {"memory", 6 * kGiB}, {"device", kGpu}, {"running", true}, {"pgid", job.pid}});
