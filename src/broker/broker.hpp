@@ -107,6 +107,8 @@ struct RequestNeeds {
     // Its own memory beside the engine's reservation (an image's compute), held from grant until the lease
     // ends (Broker::request_cost asks the model's kind).
     std::optional<engines::RequestCost> transient;
+    // The request's id (X-Request-Id): shown with it in the queue, and how cancel_waiting finds it.
+    std::string request_id;
 };
 
 struct BrokerOptions {
@@ -174,6 +176,13 @@ class Broker {
     std::optional<nlohmann::json> update_hold(const std::string& id, std::optional<int> pgid);
     std::optional<nlohmann::json> release_hold(const std::string& id, const std::string& why);
     nlohmann::json holds() const;
+
+    // Cancel (`DELETE /loch/requests/{id}`, `loch cancel`). cancel_waiting ends every queued request whose
+    // RequestNeeds::request_id is `request_id` with `why` (their acquire throws it) and says how many it
+    // ended; a request already granted is the relay's to end. cancel_hold releases a hold marked
+    // `cancelled` (a `loch run` job stops its command when it sees that); nullopt for an unknown id.
+    std::size_t cancel_waiting(const std::string& request_id, const Error& why);
+    std::optional<nlohmann::json> cancel_hold(const std::string& id);
 
     // SIGHUP: serve `next` from now on. New models are added; removed ones are stopped (once idle) and no
     // longer found; a model whose launch changed (engine, file, args, memory, concurrency) restarts with the

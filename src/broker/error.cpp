@@ -36,6 +36,10 @@ std::string_view to_string(ErrorKind k) {
             return "engine_failed";
         case ErrorKind::watchdog_timeout:
             return "watchdog_timeout";
+        case ErrorKind::cancelled:
+            return "cancelled";
+        case ErrorKind::not_cancellable:
+            return "not_cancellable";
         case ErrorKind::internal:
             return "internal_error";
     }

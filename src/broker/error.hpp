@@ -29,6 +29,8 @@ enum class ErrorKind {
     shutting_down,         // loch is stopping
     engine_failed,         // the engine died, refused the connection or failed to start
     watchdog_timeout,      // the engine sent nothing for the watchdog period
+    cancelled,             // ended by `loch cancel` / DELETE /loch/requests/{id}
+    not_cancellable,       // a cancel of what cannot stop (a generation sd-server has started)
     internal,              // a bug in loch: the message says what failed
 };
 std::string_view to_string(ErrorKind k);  // also the JSON "type"

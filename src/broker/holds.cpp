@@ -162,6 +162,16 @@ std::optional<nlohmann::json> Broker::release_hold(const std::string& id, const 
     return hold(id, false);
 }
 
+std::optional<nlohmann::json> Broker::cancel_hold(const std::string& id) {
+    auto it = holds_.find(id);
+    if (it == holds_.end()) return std::nullopt;
+    Hold& h = *it->second;
+    h.cancelled = true;
+    end_hold(h, h.state == Hold::State::waiting ? "cancelled while waiting (loch cancel)"
+                                                : "cancelled (loch cancel): its job is asked to stop");
+    return hold(id, false);
+}
+
 nlohmann::json Broker::holds() const {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& [id, h] : holds_) out.push_back(hold_json(*h));
@@ -348,6 +358,7 @@ nlohmann::json Broker::hold_json(const Hold& h) const {
                         {"ttl_s", h.spec.ttl.count()},
                         {"age_s", std::chrono::duration<double>(now - h.since).count()}};
     if (h.spec.pgid) j["pgid"] = *h.spec.pgid;
+    if (h.cancelled) j["cancelled"] = true;
     if (!h.spec.command.empty()) j["command"] = h.spec.command;
     if (!h.spec.owner.empty()) j["owner"] = h.spec.owner;
     switch (h.state) {

@@ -137,6 +137,7 @@ struct Broker::Hold {
     nlohmann::json error;                  // refused: the error it got
     std::string end_reason;                // released: why
     bool heartbeat_lost_noted = false;
+    bool cancelled = false;  // released by `loch cancel`, not by its own client
     std::string holder() const { return "job:" + spec.name + "#" + id.substr(id.find('-') + 1); }
 };
 

@@ -181,6 +181,7 @@ asio::awaitable<nlohmann::json> Broker::status() {
                                         {"reason", w.model->wait_reason},
                                         {"queued_because", w.decision},
                                         {"position", position}};
+                if (!w.needs.request_id.empty()) entry["request"] = w.needs.request_id;
                 entry.update(nlohmann::json(eta_for_request(*w.model, ahead[w.model]++)));
                 waiting.push_back(std::move(entry));
             }

@@ -1,6 +1,6 @@
 // broker/waiting — how long a waiter waits: the inputs of the ETA arithmetic (eta.hpp) from what the broker
 // measured — each model's mean request duration and last load time, each job name's last run, how many wait
-// ahead. Member functions of Broker (broker.hpp).
+// ahead; and how a waiter stops waiting before its turn (cancel). Member functions of Broker (broker.hpp).
 #include <cmath>
 
 #include <fmt/format.h>
@@ -106,6 +106,22 @@ std::vector<HolderEnd> Broker::holder_ends(const std::string& device) const {
         out.push_back(std::move(e));
     }
     return out;
+}
+
+std::size_t Broker::cancel_waiting(const std::string& request_id, const Error& why) {
+    std::size_t n = 0;
+    for (auto& [id, w] : waiters_) {
+        if (w->needs.request_id != request_id || w->granted || w->error) continue;
+        w->error = why;
+        queue_.remove(id);
+        w->timer.cancel();
+        note("cancelled", *w->model, fmt::format("request {} cancelled while queued", request_id),
+             {{"request", request_id}}, false);
+        ++n;
+    }
+    // Whoever waited behind it may go now (its place and its ETA share move up).
+    if (n) pump();
+    return n;
 }
 
 }  // namespace loch::broker

@@ -1,7 +1,7 @@
 // `loch ps`, `loch status`, `loch logs MODEL [-f]`, `loch load MODEL`, `loch unload MODEL`, `loch run … --
-// COMMAND` (cli/job_run.hpp): talk to a
-// running `loch serve` at --url, else at the address of the config (-c), else http://127.0.0.1:8080. The API
-// key comes from --api-key, $LOCH_API_KEY or the config's first api_keys entry.
+// COMMAND` (cli/job_run.hpp), `loch cancel ID…`: talk to a running `loch serve` at --url, else at the address
+// of the config (-c), else http://127.0.0.1:8080. The API key comes from --api-key, $LOCH_API_KEY or the
+// config's first api_keys entry.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -26,6 +26,7 @@ struct ControlOptions {
     bool json = false, all = false, follow = false;
     std::string model;
     std::size_t lines = 100;
+    std::vector<std::string> ids;
 };
 
 ServerAddress address_of(const ControlOptions& o) {
@@ -140,6 +141,41 @@ void add_control_commands(CLI::App& app) {
                                      "/loch/models/" + path_part(o->model) + (load ? "/load" : "/unload"),
                                      std::chrono::seconds(load ? 3600 : 30));
             std::cout << model_line(m) << "\n";
+        });
+    }
+    {
+        auto o = std::make_shared<ControlOptions>();
+        auto* cmd = with_common(
+            app.add_subcommand("cancel",
+                               "cancel queued or running requests (by X-Request-Id, as `loch status` lists "
+                               "them) or jobs' holds (hold-N: a `loch run` job is asked to stop)"),
+            o);
+        cmd->add_option("id", o->ids, "request ids or hold ids")->required();
+        cmd->callback([o] {
+            const auto to = address_of(*o);
+            int failed = 0;
+            for (const auto& id : o->ids) {
+                const auto reply = exchange_loch(to, "DELETE", "/loch/requests/" + path_part(id), "");
+                if (reply.status != 200 || !reply.json.is_object()) {
+                    std::cerr << "loch cancel " << id << ": " << reply.message() << "\n";
+                    ++failed;
+                    continue;
+                }
+                for (const auto& c : reply.json.value("cancelled", nlohmann::json::array())) {
+                    if (c.contains("hold"))
+                        std::cout << fmt::format("cancelled {} (job '{}', was {})\n", id,
+                                                 c["hold"].value("name", std::string()),
+                                                 c["hold"].value("reason", std::string()));
+                    else
+                        std::cout << fmt::format("cancelled {} ({} for model '{}', {:.1f} s)\n", id,
+                                                 c.value("state", std::string()),
+                                                 c.value("model", std::string()), c.value("age_s", 0.0));
+                }
+                for (const auto& k : reply.json.value("not_cancellable", nlohmann::json::array()))
+                    std::cout << fmt::format("not cancelled: {} runs on '{}', whose engine cannot stop it\n",
+                                             id, k.value("model", std::string()));
+            }
+            std::exit(failed ? 1 : 0);
         });
     }
     {

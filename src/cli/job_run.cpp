@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -33,6 +34,9 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr int kExitNotFound = 127, kExitRefused = 1, kExitGaveUp = 75;
+// A cancelled job's time between SIGTERM and SIGKILL (systemd's default stop timeout is 90 s; a job that
+// saves a checkpoint on SIGTERM gets a shorter but real chance).
+constexpr std::chrono::seconds kCancelGrace{30};
 constexpr std::array kForwarded = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
 // The signal handler only writes the signal's number (and whether a process sent it) to a pipe: the loop
@@ -209,6 +213,10 @@ int run_job(const ServerAddress& to, const RunOptions& o) {
         }
         hold = reply.json;
     }
+    if (hold.value("cancelled", false)) {
+        say(fmt::format("{} was cancelled (loch cancel) while it waited; nothing was run", id));
+        return kExitRefused;
+    }
     if (hold.value("state", "") != "granted") {
         const auto& err = hold["error"];
         say(err.is_object() ? err.value("message", hold.dump()) : hold.value("reason", hold.dump()));
@@ -258,13 +266,24 @@ int run_job(const ServerAddress& to, const RunOptions& o) {
     }
     exchange_loch(to, "POST", target, nlohmann::json{{"pgid", pgid}}.dump(), 5s);
 
-    // Running: heartbeat every ttl/3, forward signals sent to us, wait for the command.
-    auto next_beat = Clock::now() + o.ttl / 3;
+    // Running: heartbeat, forward signals sent to us, wait for the command.
+    // The heartbeat is also how a cancel is heard: at least every 2 s.
+    const auto beat = std::min<Clock::duration>(o.ttl / 3, 2s);
+    auto next_beat = Clock::now() + beat;
     bool unreachable_said = false;
     int status = 0;
+    // `loch cancel` of this job: SIGTERM now, SIGKILL if it is still there after the grace.
+    std::optional<Clock::time_point> kill_at;
+    const auto signal_job = [&](int sig) { lead_own_group ? ::kill(child, sig) : ::kill(-pgid, sig); };
     while (true) {
         const pid_t done = ::waitpid(child, &status, WNOHANG);
         if (done == child) break;
+        if (kill_at && Clock::now() >= *kill_at) {
+            say(fmt::format("{} still runs {} s after SIGTERM; sending SIGKILL", o.command.front(),
+                            kCancelGrace.count()));
+            signal_job(SIGKILL);
+            kill_at.reset();
+        }
         // Sent by a process (kill, systemd): on to the job. In our own group, to the command alone (the group
         // would send it back to us); from the terminal it reached the whole group already.
         for (auto [sig, from_process] : signals.take()) {
@@ -274,11 +293,19 @@ int run_job(const ServerAddress& to, const RunOptions& o) {
                 ::kill(child, sig);
         }
         if (Clock::now() >= next_beat) {
-            next_beat = Clock::now() + o.ttl / 3;
+            next_beat = Clock::now() + beat;
             reply = exchange_loch(to, "POST", target, nlohmann::json{{"pgid", pgid}}.dump(), 5s);
             if (reply.status == 0 && !unreachable_said) {
                 say(reply.message() + "; the job keeps running");
                 unreachable_said = true;
+            } else if (reply.status == 200 && reply.json.is_object() &&
+                       reply.json.value("cancelled", false)) {
+                if (!kill_at) {
+                    say(fmt::format("{} was cancelled (loch cancel): sending SIGTERM to {}", id,
+                                    o.command.front()));
+                    signal_job(SIGTERM);
+                    kill_at = Clock::now() + kCancelGrace;
+                }
             } else if (reply.status == 404 || (reply.status == 200 && reply.json.is_object() &&
                                                reply.json.value("state", "") != "granted")) {
                 // loch restarted (or dropped the hold): re-register the running job where it runs.

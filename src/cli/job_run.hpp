@@ -8,7 +8,8 @@
 // own and, on a terminal, the foreground. Signals sent to `loch run` itself (kill, systemd) are forwarded
 // to the job's group. The hold is released when the command exits; if `loch run` is killed, loch releases it
 // once the group is gone. If loch restarts while the job runs, the next heartbeat re-registers the job as
-// running (booked at once, never queued: its memory is in use).
+// running (booked at once, never queued: its memory is in use). `loch cancel hold-N` of a running job sends
+// it SIGTERM (SIGKILL 30 s later if it is still there); of a waiting one, ends `loch run` with 1.
 //
 // Exit status: the command's (128 + signal when a signal ended it); 127 when the command does not exist
 // (checked before any hold is asked for); 1 when loch refused the hold or could not be reached; 75

@@ -144,9 +144,19 @@ std::string status_text(const json& status, std::size_t events) {
                     q["limits"].value("interactive", 0), q.value("batch", 0), q["limits"].value("batch", 0));
     for (const auto& w : q.value("waiting", json::array()))
         out += fmt::format(
-            "  {} ({}, {}, {}): {}\n",
+            "  {}{} ({}, {}, {}): {}\n",
             w.contains("model") ? w.value("model", "") : "job " + w.value("job", std::string()),
+            w.contains("request") ? " " + w.value("request", std::string())
+                                  : (w.contains("hold") ? " " + w.value("hold", std::string()) : ""),
             w.value("priority", ""), span_text(w.value("waited_s", 0.0)), eta_text(w), w.value("reason", ""));
+    // The model requests in flight, by the id that `loch cancel` takes.
+    const auto flying = status.value("in_flight", json::array());
+    if (!flying.empty()) out += "requests in flight:\n";
+    for (const auto& r : flying)
+        out += fmt::format("  {:<24} {:<8} {} {} ({}){}\n", r.value("id", std::string()),
+                           r.value("state", std::string()), r.value("model", std::string()),
+                           r.value("route", std::string()), span_text(r.value("age_s", 0.0)),
+                           r.value("cancellable", true) ? "" : ", cannot be cancelled");
     const auto ev = status.value("events", json::array());
     if (!ev.empty()) out += "recent:\n";
     for (std::size_t i = ev.size() > events ? ev.size() - events : 0; i < ev.size(); ++i)

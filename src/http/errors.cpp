@@ -36,6 +36,11 @@ beast_http::status status_of(ErrorKind kind) {
             return beast_http::status::bad_gateway;
         case ErrorKind::watchdog_timeout:
             return beast_http::status::gateway_timeout;
+        // The request's own state decided it (docs/broker.md: cancel): retrying the same request is the
+        // client's call, and x-should-retry says no.
+        case ErrorKind::cancelled:
+        case ErrorKind::not_cancellable:
+            return beast_http::status::conflict;
         case ErrorKind::internal:
             return beast_http::status::internal_server_error;
     }

@@ -441,7 +441,11 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             oreq.model = sdapi_model(oreq.model, broker_.models_serving(to_string(oreq.endpoint)));
         rec.model = oreq.model;
         rec.stream = oreq.stream;
+        st->id = rec.id;
+        st->model = oreq.model;
+        st->route = rec.route;
         broker::RequestNeeds needs;
+        needs.request_id = rec.id;
         needs.max_tokens = oreq.max_tokens;
         needs.route = std::string(to_string(oreq.endpoint));
         needs.keep_alive = call.keep_alive;
@@ -476,7 +480,10 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         rec.priority = lease.priority();
         rec.decision = lease.decision();
         rec.queue_wait_s = std::chrono::duration<double>(lease.queue_wait()).count();
-        if (st->abort) throw *st->abort;
+        st->model = lease.model();
+        st->granted = true;
+        st->cancellable = lease.kind().cancels_on_disconnect();
+        if (st->abort) throw *st->abort;  // shut down or cancelled while it waited
         // Only a request that waited can have lost its client meanwhile: one granted at once pays no syscall.
         // (The lease goes back as it leaves scope.)
         if (lease.queue_wait() > std::chrono::steady_clock::duration::zero() &&

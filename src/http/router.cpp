@@ -101,6 +101,14 @@ Route route(std::string_view method, std::string_view target) {
         r.engine = std::string(id);
         return check(method, r.kind == Route::Kind::hold_get ? "GET" : method, r);
     }
+    if (path == "/loch/requests") return check(method, "GET", with(Route::Kind::requests_list));
+    if (constexpr std::string_view requests = "/loch/requests/"; path.starts_with(requests)) {
+        const auto id = path.substr(requests.size());
+        if (id.empty() || id.find('/') != std::string_view::npos) return with(Route::Kind::not_found);
+        Route r = with(Route::Kind::request_cancel);
+        r.engine = std::string(id);
+        return check(method, "DELETE", r);
+    }
     if (path == "/loch/plan") return check(method, "POST", with(Route::Kind::plan));
     constexpr std::string_view prefix = "/loch/engines/", suffix = "/log";
     if (path.starts_with(prefix) && path.ends_with(suffix) && path.size() > prefix.size() + suffix.size()) {

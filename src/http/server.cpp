@@ -130,7 +130,8 @@ asio::awaitable<void> write_json(beast::tcp_stream& stream, unsigned version, bo
     if (!allow.empty()) res.set(bhttp::field::allow, allow);
     // A refusal that the same request can never get past (bad input, no such model, too large for the
     // hardware): OpenAI's and Anthropic's SDKs would otherwise retry a 507 three times.
-    if (status == 400 || status == 401 || status == 404 || status == 405 || status == 413 || status == 507)
+    if (status == 400 || status == 401 || status == 404 || status == 405 || status == 409 || status == 413 ||
+        status == 507)
         res.set("x-should-retry", "false");
     res.keep_alive(keep_alive);
     res.body() = dump(body);
@@ -560,6 +561,7 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
             case Route::Kind::status: {
                 nlohmann::json body = co_await broker_.status();
                 body["requests"] = metrics_.summary();
+                body["in_flight"] = in_flight();
                 body["event_loop"] = loop_lag_.json();
                 body["connections"] = connection_figures();
                 body["upstream_connections"] = {
@@ -668,6 +670,12 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
                 co_await write_json(stream, v, keep, 200, *answer);
                 co_return keep;
             }
+            case Route::Kind::requests_list:
+                co_await write_json(stream, v, keep, 200, {{"requests", in_flight()}});
+                co_return keep;
+            case Route::Kind::request_cancel:
+                co_await write_json(stream, v, keep, 200, cancel(r.engine));
+                co_return keep;
             case Route::Kind::model_unload: {
                 const nlohmann::json answer = co_await broker_.unload(r.engine);
                 co_await write_json(stream, v, keep, 200, answer);

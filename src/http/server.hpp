@@ -132,8 +132,13 @@ struct ProxyCall {
     Connection* conn = nullptr;                // the client connection (always set): its next read, buffers
 };
 
-// One relay's state, shared with the client watch and with shutdown().
+// One relay's state, shared with the client watch, with shutdown() and with cancel (http/cancel.cpp).
 struct RelayState {
+    // What GET /loch/requests lists and DELETE /loch/requests/{id} finds.
+    std::string id, model, route;
+    std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+    bool granted = false;     // it holds a slot: the engine has (or is about to get) the request
+    bool cancellable = true;  // granted: its engine stops a request whose connection closes
     bool done = false;
     bool client_gone = false;
     bool silent = false;  // a stream's watchdog fired: the engine sent nothing for the model's `watchdog`
@@ -160,6 +165,15 @@ class Server {
     // Phase 2: completes when every relay has ended (≤ 5 s) and every connection is closed (≤ 2 s more).
     boost::asio::awaitable<void> wait_closed();
     std::size_t connections() const { return sessions_.size(); }
+    // The model requests in flight (GET /loch/requests, /loch/status "in_flight"): id, model, route, queued
+    // or running, for how long, whether a cancel can stop it.
+    nlohmann::json in_flight() const;
+    // DELETE /loch/requests/{id}, `loch cancel ID` (http/cancel.cpp): ends every request in flight with
+    // that id — a queued one leaves the queue, a running one's engine connection is closed (llama-server
+    // and whisper-server stop its task) — with a `cancelled` error to its client; else a hold with that id
+    // is cancelled. Throws not_found (nothing in flight by that id) and not_cancellable (only requests
+    // whose engine cannot stop what it started: a running sd-server generation).
+    nlohmann::json cancel(const std::string& id);
     // A reload (SIGHUP): the keys apply to the next request.
     void set_api_keys(std::vector<std::string> keys) { options_.api_keys = std::move(keys); }
     std::uint16_t port() const { return port_; }

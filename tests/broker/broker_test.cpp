@@ -42,6 +42,42 @@ TEST_F(BrokerTest, ARequestBeyondTheSlotsWaitsForTheSlotAndUsesTheSameEngine) {
     EXPECT_EQ(fake->runs.size(), 1u);  // the waiting request did not start a second engine
 }
 
+TEST_F(BrokerTest, ACancelledWaiterLeavesTheQueueWithItsErrorAndTheOneBehindItMovesUp) {
+    add_model("a", 4 * kGiB);
+    start(fast());
+    auto first = acquire("a");
+    ASSERT_TRUE(settle(first));
+    Lease held = first.get();
+    const auto queued = [&](const std::string& id) {
+        RequestNeeds n;
+        n.request_id = id;
+        return asio::co_spawn(ioc, broker->acquire("a", n), asio::use_future);
+    };
+    auto second = queued("req-2");
+    auto third = queued("req-3");
+    run_for(100ms);
+    const auto waiting = [&] {
+        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        EXPECT_TRUE(settle(st));
+        return st.get()["queue"]["waiting"];
+    };
+    ASSERT_EQ(waiting().size(), 2u);
+    EXPECT_EQ(waiting()[0]["request"], "req-2");
+    EXPECT_EQ(broker->cancel_waiting("no-such", Error(ErrorKind::cancelled, "x")), 0u);
+    EXPECT_EQ(broker->cancel_waiting("req-2", Error(ErrorKind::cancelled, "cancelled by a test")), 1u);
+    ASSERT_TRUE(settle(second));
+    EXPECT_EQ(error_kind(second), ErrorKind::cancelled);
+    const auto left = waiting();
+    ASSERT_EQ(left.size(), 1u);
+    EXPECT_EQ(left[0]["request"], "req-3");
+    EXPECT_EQ(left[0]["position"], 1);
+    // A granted request is not a waiter any more: nothing for cancel_waiting to end.
+    held.release();
+    ASSERT_TRUE(settle(third));
+    EXPECT_EQ(broker->cancel_waiting("req-3", Error(ErrorKind::cancelled, "x")), 0u);
+    EXPECT_TRUE(third.get().valid());
+}
+
 TEST_F(BrokerTest, AModelThatCanNeverFitIsRefusedAtOnceWithTheNumbersAndNothingStarts) {
     add_model("huge", 20 * kGiB);
     start(fast());

@@ -150,6 +150,26 @@ TEST_F(HoldsTest, ASecondJobWaitsInTheQueueWithItsPositionAndIsGrantedWhenTheFir
     EXPECT_EQ(until_state(second["id"], "granted")["state"], "granted");
 }
 
+TEST_F(HoldsTest, ACancelledHoldIsReleasedMarkedCancelledAndItsMemoryGoesToTheNextWaiter) {
+    start(fast());
+    const auto first = create({{"name", "a"}, {"memory", "6GiB"}});
+    const auto second = create({{"name", "b"}, {"memory", "6GiB"}});
+    const auto third = create({{"name", "c"}, {"memory", "6GiB"}});
+    ASSERT_EQ(third["state"], "waiting");
+    const auto waiting = broker->cancel_hold(second["id"]);  // a waiting job
+    ASSERT_TRUE(waiting);
+    EXPECT_EQ((*waiting)["state"], "released");
+    EXPECT_EQ((*waiting)["cancelled"], true);
+    EXPECT_EQ(broker->hold(third["id"])->at("position"), 1);
+    const auto running = broker->cancel_hold(first["id"]);  // a granted one
+    ASSERT_TRUE(running);
+    EXPECT_EQ((*running)["cancelled"], true);
+    EXPECT_NE((*running)["reason"].get<std::string>().find("cancel"), std::string::npos) << running->dump();
+    EXPECT_EQ(until_state(third["id"], "granted")["state"], "granted");
+    EXPECT_FALSE(broker->cancel_hold("hold-999"));
+    EXPECT_FALSE(broker->hold(third["id"])->contains("cancelled"));
+}
+
 TEST_F(HoldsTest, AHoldWithoutHeartbeatIsReleasedAndOneWithHeartbeatsStays) {
     start(fast());
     const auto kept = create({{"name", "kept"}, {"memory", "2GiB"}, {"ttl_s", 1}});

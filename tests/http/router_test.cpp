@@ -101,3 +101,14 @@ TEST(Router, HoldsByMethodAndId) {
     EXPECT_EQ(route("GET", "/loch/holds/a/b").kind, Route::Kind::not_found);
     EXPECT_EQ(route("GET", "/loch/holds/").kind, Route::Kind::not_found);
 }
+
+TEST(Router, RequestsAreListedAndCancelledById) {
+    EXPECT_EQ(route("GET", "/loch/requests").kind, Route::Kind::requests_list);
+    EXPECT_EQ(route("POST", "/loch/requests").kind, Route::Kind::method_not_allowed);
+    const auto cancel = route("DELETE", "/loch/requests/5f090c-12");
+    EXPECT_EQ(cancel.kind, Route::Kind::request_cancel);
+    EXPECT_EQ(cancel.engine, "5f090c-12");
+    EXPECT_EQ(route("GET", "/loch/requests/5f090c-12").kind, Route::Kind::method_not_allowed);
+    EXPECT_EQ(route("DELETE", "/loch/requests/a/b").kind, Route::Kind::not_found);
+    EXPECT_EQ(route("DELETE", "/loch/requests/").kind, Route::Kind::not_found);
+}

@@ -194,6 +194,40 @@ TEST(Images, AQueuedImageWhoseClientLeftIsDroppedBeforeItStarts) {
     EXPECT_EQ(generated, 2) << "the abandoned request reached sd-server";
 }
 
+TEST(Images, AQueuedImageIsCancelledButARunningOneIsRefusedWithTheReason) {
+    test::TempDir dir{"loch-itest-images"};
+    LochServer loch(dir.path(), config(dir, "2GiB", flux_entry("", 12)));
+    ASSERT_EQ(loch.post("/v1/images/generations", image("128x128")).status, 200);
+    auto busy = std::async(std::launch::async, [&] {
+        return loch.post_as("img-run", "/v1/images/generations", image("512x512"));
+    });
+    ASSERT_FALSE(loch.in_flight("img-run", "running").is_null());
+    auto queued = std::async(std::launch::async, [&] {
+        return loch.post_as("img-wait", "/v1/images/generations", image("256x256"));
+    });
+    ASSERT_FALSE(loch.in_flight("img-wait", "queued").is_null());
+
+    // sd-server cannot stop a generation it started: refused, with the reason, and it goes on.
+    const auto refused = loch.del("/loch/requests/img-run");
+    EXPECT_EQ(refused.status, 409) << refused.body;
+    EXPECT_EQ(json::parse(refused.body)["error"]["type"], "not_cancellable") << refused.body;
+    EXPECT_EQ(loch.in_flight("img-run", "running", 0s)["cancellable"], false);
+    const auto dropped = loch.del("/loch/requests/img-wait");
+    EXPECT_EQ(dropped.status, 200) << dropped.body;
+    const auto q = queued.get();
+    EXPECT_EQ(q.status, 409) << q.body;
+    EXPECT_EQ(json::parse(q.body)["error"]["type"], "cancelled") << q.body;
+    EXPECT_EQ(busy.get().status, 200);
+    std::this_thread::sleep_for(500ms);
+    std::ifstream engine_log(dir.path() / "state" / "logs" / "flux.log");
+    const std::string text((std::istreambuf_iterator<char>(engine_log)), std::istreambuf_iterator<char>());
+    int generated = 0;
+    for (auto at = text.find("generate_image completed"); at != std::string::npos;
+         at = text.find("generate_image completed", at + 1))
+        ++generated;
+    EXPECT_EQ(generated, 2) << "the cancelled request reached sd-server";
+}
+
 TEST(Images, AnImageThatFitsOnlyAfterEvictingAnIdleChatModelEvictsItAndIsServed) {
     test::TempDir dir{"loch-itest-images"};
     LochServer loch(

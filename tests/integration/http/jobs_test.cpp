@@ -151,6 +151,40 @@ TEST(Jobs, ASignalSentToLochRunReachesTheJobAndTheHoldIsReleased) {
     EXPECT_TRUE(loch.status()["holds"].empty());
 }
 
+TEST(Jobs, LochCancelOfARunningJobStopsItWithSigtermAndOfAWaitingOneRunsNothing) {
+    test::TempDir dir("loch-itest-jobs");
+    LochServer loch(dir.path(), config(dir, "2GiB", model_entry("tiny", models().tiny.path(), kArgs)));
+    auto job = loch_run(loch, dir, "cancelled", [] {
+        auto a = std::vector<std::string>{"--memory", "1500MiB", "--name", "scan"};
+        const auto j = allocating_job(32, 120);
+        a.insert(a.end(), j.begin(), j.end());
+        return a;
+    }());
+    const auto granted = hold_in_state(loch, "scan", "granted");
+    ASSERT_FALSE(granted.is_null()) << job.log();
+    for (int i = 0; i < 100 && job.log().find("job: holding") == std::string::npos; ++i)
+        std::this_thread::sleep_for(50ms);
+    auto second = loch_run(loch, dir, "second", {"--memory", "1GiB", "--name", "later", "--", "true"});
+    const auto waiting = hold_in_state(loch, "later", "waiting");
+    ASSERT_FALSE(waiting.is_null()) << second.log();
+
+    const auto cancel = [&](const std::string& id) {
+        return test::run_to_completion(bin() / "loch",
+                                       {"cancel", "--url", "127.0.0.1:" + std::to_string(loch.port()), id},
+                                       dir.path() / ("cancel-" + id + ".log"), 30s);
+    };
+    EXPECT_EQ(cancel(waiting["id"]), 0);
+    EXPECT_EQ(second.wait_for(20s), 1) << second.log();
+    EXPECT_NE(second.log().find("cancelled"), std::string::npos) << second.log();
+    EXPECT_NE(second.log().find("nothing was run"), std::string::npos) << second.log();
+
+    EXPECT_EQ(cancel(granted["id"]), 0);
+    EXPECT_EQ(job.wait_for(20s), 42) << job.log();  // the job's own SIGTERM handler
+    EXPECT_NE(job.log().find("job: got SIGTERM"), std::string::npos) << job.log();
+    EXPECT_NE(job.log().find("cancelled (loch cancel)"), std::string::npos) << job.log();
+    EXPECT_TRUE(loch.status()["holds"].empty());
+}
+
 TEST(Jobs, ACommandThatDoesNotExistAsksForNothingAndAHoldTooLargeIsRefusedAtOnce) {
     test::TempDir dir("loch-itest-jobs");
     LochServer loch(dir.path(), config(dir, "2GiB", model_entry("tiny", models().tiny.path(), kArgs)));

@@ -112,6 +112,38 @@ class LochServer {
     test::HttpResponse post(const std::string& target, const std::string& body) {
         return test::http_post_json(port_, target, body, 300s);
     }
+    // A POST under the client's own X-Request-Id (what cancel finds it by).
+    test::HttpResponse post_as(const std::string& id, const std::string& target, const std::string& body) {
+        test::HttpRequest r;
+        r.method = boost::beast::http::verb::post;
+        r.port = port_;
+        r.target = target;
+        r.body = body;
+        r.content_type = "application/json";
+        r.headers["X-Request-Id"] = id;
+        r.timeout = 300s;
+        return test::http_request(std::move(r));
+    }
+    test::HttpResponse del(const std::string& target) {
+        test::HttpRequest r;
+        r.method = boost::beast::http::verb::delete_;
+        r.port = port_;
+        r.target = target;
+        r.timeout = 60s;
+        return test::http_request(std::move(r));
+    }
+    // The request `id` in GET /loch/requests once it is in `state` (null json after `limit`).
+    nlohmann::json in_flight(const std::string& id, const std::string& state,
+                             std::chrono::seconds limit = 30s) {
+        const auto until = std::chrono::steady_clock::now() + limit;
+        do {  // (looked at once at least: a limit of 0 asks about now)
+            const auto list = nlohmann::json::parse(get("/loch/requests").body);
+            for (const auto& r : list["requests"])
+                if ((id.empty() || r["id"] == id) && r["state"] == state) return r;
+            std::this_thread::sleep_for(50ms);
+        } while (std::chrono::steady_clock::now() < until);
+        return {};
+    }
     nlohmann::json status() { return nlohmann::json::parse(get("/loch/status").body); }
     nlohmann::json engine_status(const std::string& model) {
         const auto st = status();  // (not `status()["engines"]` in the loop head: the temporary would dangle)
