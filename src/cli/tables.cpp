@@ -114,6 +114,14 @@ std::string ps_table(const json& status, bool all) {
                                     h.value("source", std::string())),
                         what, state == "granted" ? span_text(h.value("held_s", 0.0)) + " held" : "", ""});
     }
+    // --all: the programs loch did not start, where a device names them (pid, user, command, bytes).
+    if (all)
+        for (const auto& d : status.value("devices", json::array()))
+            for (const auto& p : d.value("other_processes", json::array()))
+                rows.push_back({"other: " + p.value("command", std::string()), "running",
+                                d.value("device", ""), human_bytes(p.value("bytes", std::uint64_t{0})),
+                                fmt::format("pid {}, {}", p.value("pid", 0), p.value("user", std::string())),
+                                "", ""});
     if (rows.size() == 1) return "no model is running (loch ps --all lists every model)\n";
     return table(rows);
 }

@@ -17,13 +17,15 @@ const auto kStatus = nlohmann::json::parse(R"({
               "footprint":{"source":"formula","needs":[{"bytes":1048576}]}},
              {"name":"off","state":"stopped","active_requests":0,"slots":1}],
   "queue":{"interactive":0,"batch":1,"limits":{"interactive":64,"batch":256},
-           "waiting":[{"model":"batch","priority":"batch","waited_s":4,"reason":"waiting for 1 MiB on cpu"},
+           "waiting":[{"model":"batch","request":"5f0-9","priority":"batch","waited_s":4,"reason":"waiting for 1 MiB on cpu"},
                       {"hold":"hold-2","job":"scan","priority":"batch","waited_s":2,"reason":"held by chat","eta_s":30}]},
   "holds":[{"id":"hold-1","name":"train","state":"granted","device":"cpu","bytes":2147483648,
             "source":"configured","command":"python train.py","held_s":90},
            {"id":"hold-2","name":"scan","state":"waiting","bytes":1048576,"source":"measured-earlier",
             "position":1,"reason":"held by chat","eta_s":30}],
   "requests":{"chat":{"count":7}},
+  "in_flight":[{"id":"5f0-9","model":"batch","route":"/v1/chat/completions","state":"queued","age_s":4,
+                "cancellable":true}],
   "events":[{"at":"2026-12-01T00:00:00Z","kind":"ready","model":"chat","message":"ready on cpu"}]})");
 }
 
@@ -45,7 +47,8 @@ TEST(Tables, PsListsJobsWithTheirMemoryCommandAndQueuePosition) {
     EXPECT_NE(t.find("2.00 GiB (configured)"), std::string::npos) << t;
     EXPECT_NE(t.find("python train.py"), std::string::npos) << t;
     EXPECT_NE(t.find("position 1, ETA 30 s: held by chat"), std::string::npos) << t;
-    EXPECT_NE(status_text(kStatus).find("job scan (batch, 2 s, ETA 30 s): held by chat"), std::string::npos)
+    EXPECT_NE(status_text(kStatus).find("job scan hold-2 (batch, 2 s, ETA 30 s): held by chat"),
+              std::string::npos)
         << status_text(kStatus);
     EXPECT_NE(status_text(kStatus).find("other: python train.py"), std::string::npos) << status_text(kStatus);
     EXPECT_NE(status_text(kStatus).find("pid 4123, alice"), std::string::npos) << status_text(kStatus);
@@ -55,6 +58,18 @@ TEST(Tables, StatusShowsTheLedgerTheQueueReasonsAndEvents) {
     const auto t = status_text(kStatus);
     EXPECT_NE(t.find("cpu: total 24.00 GiB (measured)"), std::string::npos) << t;
     EXPECT_NE(t.find("configured"), std::string::npos);
-    EXPECT_NE(t.find("batch (batch, 4 s, ETA unknown): waiting for 1 MiB on cpu"), std::string::npos) << t;
+    EXPECT_NE(t.find("batch 5f0-9 (batch, 4 s, ETA unknown): waiting for 1 MiB on cpu"), std::string::npos)
+        << t;
     EXPECT_NE(t.find("ready 'chat': ready on cpu"), std::string::npos) << t;
+}
+
+TEST(Tables, StatusListsRequestsInFlightByTheIdLochCancelTakesAndPsAllNamesOtherPrograms) {
+    const auto t = status_text(kStatus);
+    EXPECT_NE(t.find("requests in flight:"), std::string::npos) << t;
+    EXPECT_NE(t.find("5f0-9"), std::string::npos) << t;
+    EXPECT_NE(t.find("queued   batch /v1/chat/completions (4 s)"), std::string::npos) << t;
+    const auto all = ps_table(kStatus, true);
+    EXPECT_NE(all.find("other: python train.py"), std::string::npos) << all;
+    EXPECT_NE(all.find("pid 4123, alice"), std::string::npos) << all;
+    EXPECT_EQ(ps_table(kStatus, false).find("pid 4123"), std::string::npos);
 }

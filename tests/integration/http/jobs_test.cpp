@@ -185,6 +185,32 @@ TEST(Jobs, LochCancelOfARunningJobStopsItWithSigtermAndOfAWaitingOneRunsNothing)
     EXPECT_TRUE(loch.status()["holds"].empty());
 }
 
+TEST(Jobs, AJobThatGrowsPastItsHoldIsMeasuredBookedAsMeasuredAndReportedWithBothNumbers) {
+    test::TempDir dir("loch-itest-jobs");
+    LochServer loch(dir.path(), config(dir, "2GiB", model_entry("tiny", models().tiny.path(), kArgs)));
+    auto job = loch_run(loch, dir, "grows", [] {
+        auto a = std::vector<std::string>{"--memory", "64MiB", "--name", "grower"};
+        const auto j = allocating_job(400, 8);  // 400 MiB resident against a 64 MiB hold
+        a.insert(a.end(), j.begin(), j.end());
+        return a;
+    }());
+    json grew;
+    for (int i = 0; i < 150 && grew.is_null(); ++i) {
+        std::this_thread::sleep_for(100ms);
+        const auto st = loch.status();
+        for (const auto& e : st["events"])
+            if (e["kind"] == "grew" && e.value("job", "") == "grower") grew = e;
+    }
+    ASSERT_FALSE(grew.is_null()) << job.log();
+    EXPECT_EQ(grew["reserved_bytes"], 64 * kMiB) << grew.dump();
+    EXPECT_GE(grew["measured_bytes"].get<std::uint64_t>(), 400 * kMiB) << grew.dump();
+    EXPECT_NE(grew["message"].get<std::string>().find("more than its hold of 64.0 MiB"), std::string::npos)
+        << grew.dump();
+    const auto held = hold_in_state(loch, "grower", "granted");
+    EXPECT_GE(held["bytes"].get<std::uint64_t>(), 400 * kMiB) << held.dump(2);  // booked as measured
+    EXPECT_EQ(job.wait_for(30s), 0) << job.log();                               // never killed for it
+}
+
 TEST(Jobs, ACommandThatDoesNotExistAsksForNothingAndAHoldTooLargeIsRefusedAtOnce) {
     test::TempDir dir("loch-itest-jobs");
     LochServer loch(dir.path(), config(dir, "2GiB", model_entry("tiny", models().tiny.path(), kArgs)));
