@@ -21,7 +21,7 @@ namespace {
 
 constexpr std::size_t kEndedHoldsKept = 64;
 
-Error bad(std::string message, nlohmann::json details = nlohmann::json::object()) {
+Error bad_input(std::string message, nlohmann::json details = nlohmann::json::object()) {
     return Error(ErrorKind::invalid_request, std::move(message), std::move(details));
 }
 
@@ -54,9 +54,9 @@ asio::awaitable<nlohmann::json> Broker::create_hold(HoldSpec spec) {
     const auto known = ledger_.devices();
     if (h->spec.device != "auto") {
         if (!ledger_.has_device(h->spec.device))
-            throw bad(fmt::format("unknown device '{}' (this machine has: {})", h->spec.device,
-                                  fmt::join(known, ", ")),
-                      {{"device", h->spec.device}, {"devices", known}});
+            throw bad_input(fmt::format("unknown device '{}' (this machine has: {})", h->spec.device,
+                                        fmt::join(known, ", ")),
+                            {{"device", h->spec.device}, {"devices", known}});
         h->devices = {h->spec.device};
     } else {
         for (const auto& d : known)
@@ -71,15 +71,16 @@ asio::awaitable<nlohmann::json> Broker::create_hold(HoldSpec spec) {
         h->size_why = "asked for by the job";
     } else if (!h->spec.like.empty()) {
         Model* m = find(h->spec.like);
-        if (!m) throw bad(fmt::format("like: no model named '{}'", h->spec.like), {{"like", h->spec.like}});
+        if (!m)
+            throw bad_input(fmt::format("like: no model named '{}'", h->spec.like), {{"like", h->spec.like}});
         co_await ensure_footprint(*m);
         if (!m->footprint || m->footprint->needs.empty())
-            throw bad(fmt::format("like: model '{}' has no memory plan ({})", m->name(),
-                                  m->footprint ? m->footprint->detail : "not planned"));
+            throw bad_input(fmt::format("like: model '{}' has no memory plan ({})", m->name(),
+                                        m->footprint ? m->footprint->detail : "not planned"));
         for (const auto& n : m->footprint->needs) bytes_on[n.device] = need_on(*m, n).bytes;
         std::erase_if(h->devices, [&](const auto& d) { return !bytes_on.contains(d); });
         if (h->devices.empty())
-            throw bad(fmt::format("like: model '{}' is not planned for that device", m->name()));
+            throw bad_input(fmt::format("like: model '{}' is not planned for that device", m->name()));
         h->bytes = bytes_on[h->devices.front()];
         h->source = m->footprint->source;
         h->size_why = fmt::format("the footprint of model '{}'", m->name());
@@ -89,7 +90,7 @@ asio::awaitable<nlohmann::json> Broker::create_hold(HoldSpec spec) {
                 if (auto f = remembered_.get(*k)) bytes_on[d] = f->bytes;
         std::erase_if(h->devices, [&](const auto& d) { return !bytes_on.contains(d); });
         if (h->devices.empty())
-            throw bad(
+            throw bad_input(
                 fmt::format("no size for job '{}': give memory (loch run --memory 12GiB) or like a model; "
                             "a size is remembered per job name after its first run",
                             h->spec.name),

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/text.hpp"
 #include "gguf/reader.hpp"
 #include "gguf/summary.hpp"
 
@@ -17,16 +18,11 @@ struct InspectOptions {
     bool json = false;
 };
 
-// Metadata strings are outside input and need not be UTF-8: replace what is not, never throw.
-std::string dump(const nlohmann::json& j) {
-    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 void run_inspect(const InspectOptions& opt) {
     try {
         const gguf::Summary s = gguf::summarize(gguf::read_model(opt.file));
         if (opt.json) {
-            std::printf("%s\n", dump(gguf::to_json(s)).c_str());
+            std::printf("%s\n", pretty_json(gguf::to_json(s)).c_str());
         } else {
             std::printf("%s", gguf::to_text(s).c_str());
         }
@@ -37,14 +33,14 @@ void run_inspect(const InspectOptions& opt) {
                                           {"file", e.file()},
                                           {"offset", e.offset()},
                                           {"message", e.detail()}}}};
-            std::printf("%s\n", dump(err).c_str());
+            std::printf("%s\n", pretty_json(err).c_str());
         }
         throw std::runtime_error(std::string("not a valid GGUF model: ") + e.what());
     } catch (const std::system_error& e) {
         if (opt.json) {
             const nlohmann::json err = {
                 {"error", {{"kind", "io"}, {"file", opt.file}, {"message", e.what()}}}};
-            std::printf("%s\n", dump(err).c_str());
+            std::printf("%s\n", pretty_json(err).c_str());
         }
         throw;
     }

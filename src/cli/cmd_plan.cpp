@@ -14,6 +14,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/plan_image.hpp"
+#include "cli/text.hpp"
 #include "gguf/reader.hpp"
 #include "plan/dry_run.hpp"
 #include "plan/plan.hpp"
@@ -34,10 +35,6 @@ struct PlanOptions {
     double overhead_mib = 600, margin_pct = 0;
     ImagePlanOptions image;  // --width/--height: an image model (cmd_plan_image.cpp)
 };
-
-std::string dump(const nlohmann::json& j) {
-    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 gguf::GgmlType cache_type(const std::string& name, const char* flag) {
     auto t = gguf::type_from_name(name);
@@ -88,10 +85,6 @@ plan::Settings settings_from(const PlanOptions& o) {
     return s;
 }
 
-std::string mib(std::uint64_t b) {
-    return fmt::format("{:.1f}", static_cast<double>(b) / static_cast<double>(kMiB));
-}
-
 void print_table(const plan::Plan& p) {
     std::printf("model: %s (%s), %u layers, vocab %u\n", p.model_name.c_str(), p.shape.arch.c_str(),
                 p.shape.n_layer, p.shape.n_vocab);
@@ -106,9 +99,10 @@ void print_table(const plan::Plan& p) {
                 "compute", "output", "overhead", "margin", "total");
     for (const auto& d : p.devices) {
         std::printf("%-8s %6u %11s %11s %11s %11s %11s %11s %11s\n", d.device.c_str(), d.layers,
-                    mib(d.weights.bytes).c_str(), mib(d.kv.bytes).c_str(), mib(d.compute.bytes).c_str(),
-                    mib(d.output.bytes).c_str(), mib(d.overhead.bytes).c_str(), mib(d.margin.bytes).c_str(),
-                    mib(d.total()).c_str());
+                    mib_text(d.weights.bytes).c_str(), mib_text(d.kv.bytes).c_str(),
+                    mib_text(d.compute.bytes).c_str(), mib_text(d.output.bytes).c_str(),
+                    mib_text(d.overhead.bytes).c_str(), mib_text(d.margin.bytes).c_str(),
+                    mib_text(d.total()).c_str());
     }
     std::printf(
         "(MiB; source: formula for weights, kv cache, compute, output; configured for overhead and "
@@ -190,8 +184,8 @@ void run_plan(const PlanOptions& o) {
             std::printf("\nengine dry run (llama-fit-params, whole MiB):\n");
             for (const auto& d : dr.devices)
                 std::printf("%-8s model %s  context %s  compute %s  total %s\n", d.device.c_str(),
-                            mib(d.model.bytes).c_str(), mib(d.context.bytes).c_str(),
-                            mib(d.compute.bytes).c_str(), mib(d.total()).c_str());
+                            mib_text(d.model.bytes).c_str(), mib_text(d.context.bytes).c_str(),
+                            mib_text(d.compute.bytes).c_str(), mib_text(d.total()).c_str());
         }
     }
     if (!o.fit.empty()) {
@@ -255,7 +249,7 @@ void run_plan(const PlanOptions& o) {
         }
         out["fit"] = f;
         if (!o.json) {
-            std::printf("\nfit in %s MiB on %s (checked by %s):\n", mib(*budget).c_str(), dev.c_str(),
+            std::printf("\nfit in %s MiB on %s (checked by %s):\n", mib_text(*budget).c_str(), dev.c_str(),
                         o.dry_run ? "loch plan and the engine dry run" : "loch plan");
             if (ctx)
                 std::printf(
@@ -263,18 +257,18 @@ void run_plan(const PlanOptions& o) {
                     "MiB\n",
                     *ctx,
                     *ctx >= p.shape.n_ctx_train ? " (the model's training context; more is not tried)" : "",
-                    mib(ctx_res).c_str(), mib(*budget - ctx_res).c_str());
+                    mib_text(ctx_res).c_str(), mib_text(*budget - ctx_res).c_str());
             else
                 std::printf("  not even a 256-token context fits with every layer there\n");
             if (!st.gpus.empty())
                 std::printf(
                     "  most layers there at -c %u: %d of %u (-ngl)\n    reservation %s MiB, headroom %s "
                     "MiB\n",
-                    st.n_ctx, ngl, p.shape.n_layer + 1, mib(ngl_res).c_str(),
-                    mib(*budget - std::min(*budget, ngl_res)).c_str());
+                    st.n_ctx, ngl, p.shape.n_layer + 1, mib_text(ngl_res).c_str(),
+                    mib_text(*budget - std::min(*budget, ngl_res)).c_str());
         }
     }
-    if (o.json) std::printf("%s\n", dump(out).c_str());
+    if (o.json) std::printf("%s\n", pretty_json(out).c_str());
 }
 
 }  // namespace

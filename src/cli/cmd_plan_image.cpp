@@ -9,19 +9,12 @@
 
 #include "cli/commands.hpp"
 #include "cli/plan_image.hpp"
+#include "cli/text.hpp"
 #include "core/memory.hpp"
 #include "plan/diffusion.hpp"
 #include "plan/plan.hpp"
 
 namespace loch::cli {
-
-namespace {
-
-std::string mib(std::uint64_t b) {
-    return fmt::format("{:.1f}", double(b) / double(kMiB));
-}
-
-}  // namespace
 
 void add_image_plan_options(CLI::App& cmd, ImagePlanOptions& o) {
     cmd.add_option("--width", o.width, "image width (an image model: plan one generation)")
@@ -85,21 +78,22 @@ void run_image_plan(const ImagePlanOptions& io, const std::string& file, const s
                     std::string(plan::to_string(files.arch)).c_str(), (unsigned long long)p.width,
                     (unsigned long long)p.height, device.c_str());
         std::printf("  weights (from the files' tensors)        MiB\n");
-        std::printf("    diffusion model              %12s\n", mib(files.diffusion_bytes).c_str());
-        std::printf("    text encoders                %12s%s\n", mib(files.text_encoder_bytes).c_str(),
+        std::printf("    diffusion model              %12s\n", mib_text(files.diffusion_bytes).c_str());
+        std::printf("    text encoders                %12s%s\n", mib_text(files.text_encoder_bytes).c_str(),
                     opts.gpu && opts.clip_on_cpu ? "  (on the CPU)" : "");
-        std::printf("    decoder                      %12s%s\n", mib(files.vae_bytes).c_str(),
+        std::printf("    decoder                      %12s%s\n", mib_text(files.vae_bytes).c_str(),
                     opts.gpu && opts.vae_on_cpu ? "  (on the CPU)" : "");
         std::printf("  compute per phase (one after another; each frees its buffer)\n");
         for (const auto& ph : p.phases)
-            std::printf("    %-28s %12s  %s%s\n", ph.name.c_str(), mib(ph.bytes).c_str(), ph.formula.c_str(),
-                        ph.on_device ? "" : "  (on the CPU)");
+            std::printf("    %-28s %12s  %s%s\n", ph.name.c_str(), mib_text(ph.bytes).c_str(),
+                        ph.formula.c_str(), ph.on_device ? "" : "  (on the CPU)");
         std::printf("  peak on %s: weights %s + %s %s + %s %s = %s MiB (formula)\n", device.c_str(),
-                    mib(p.device_weights).c_str(), opts.gpu ? "GPU context" : "process", mib(process).c_str(),
-                    p.largest_phase.c_str(), mib(p.device_compute).c_str(), mib(peak).c_str());
+                    mib_text(p.device_weights).c_str(), opts.gpu ? "GPU context" : "process",
+                    mib_text(process).c_str(), p.largest_phase.c_str(), mib_text(p.device_compute).c_str(),
+                    mib_text(peak).c_str());
         if (p.host_weights || p.host_compute)
-            std::printf("  on the CPU: weights %s + compute %s MiB\n", mib(p.host_weights).c_str(),
-                        mib(p.host_compute).c_str());
+            std::printf("  on the CPU: weights %s + compute %s MiB\n", mib_text(p.host_weights).c_str(),
+                        mib_text(p.host_compute).c_str());
     }
     if (!fit.empty()) {
         const auto budget = plan::parse_bytes(fit);
@@ -117,18 +111,18 @@ void run_image_plan(const ImagePlanOptions& io, const std::string& file, const s
                                      : nlohmann::json(nullptr)},
             {"options_that_fit", helps}};
         if (!json) {
-            std::printf("\nfit in %s MiB: %s\n", mib(*budget).c_str(),
+            std::printf("\nfit in %s MiB: %s\n", mib_text(*budget).c_str(),
                         peak <= *budget ? "this size fits" : "this size does not fit");
-            std::printf("  room for compute beside the weights: %s MiB\n", mib(room).c_str());
+            std::printf("  room for compute beside the weights: %s MiB\n", mib_text(room).c_str());
             if (largest)
                 std::printf("  largest size of this shape that fits: %llux%llu\n",
                             (unsigned long long)largest->first, (unsigned long long)largest->second);
             else
-                std::printf("  no size fits: the weights alone take %s MiB\n", mib(fixed).c_str());
+                std::printf("  no size fits: the weights alone take %s MiB\n", mib_text(fixed).c_str());
             for (const auto& hlp : helps) std::printf("  would fit at this size: %s\n", hlp.c_str());
         }
     }
-    if (json) std::printf("%s\n", out.dump(2).c_str());
+    if (json) std::printf("%s\n", pretty_json(out).c_str());
 }
 
 }  // namespace loch::cli

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "config/config.hpp"
+#include "config/walker.hpp"
 
 namespace loch::config {
 
@@ -15,12 +16,6 @@ namespace {
 
 void set_why(std::string* why, std::string text) {
     if (why != nullptr) *why = std::move(text);
-}
-
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
 }
 
 std::string_view trim(std::string_view s) {

@@ -8,22 +8,11 @@
 
 #include "devices/nvml_abi.hpp"
 #include "devices/probe.hpp"
+#include "devices/shared_library.hpp"
 
 namespace loch::devices {
 
 namespace {
-
-struct DlClose {
-    void operator()(void* h) const {
-        if (h) dlclose(h);
-    }
-};
-using Library = std::unique_ptr<void, DlClose>;
-
-template <class Fn>
-Fn symbol(void* lib, const char* name) {
-    return reinterpret_cast<Fn>(dlsym(lib, name));
-}
 
 // nvmlShutdown on every path out once nvmlInit succeeded.
 struct Session {
@@ -38,29 +27,33 @@ struct Session {
 NvmlProbe probe_nvidia(const std::string& library, const Sysroot& root) {
     NvmlProbe out;
     dlerror();
-    Library lib(dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL));
+    SharedLibrary lib(dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL));
     if (!lib) {
         const char* err = dlerror();
         out.note = fmt::format("NVML not probed: dlopen {} failed: {}", library, err ? err : "unknown error");
         return out;
     }
-    auto init = symbol<nvml::InitFn>(lib.get(), "nvmlInit_v2");
-    auto shutdown = symbol<nvml::ShutdownFn>(lib.get(), "nvmlShutdown");
-    auto error_string = symbol<nvml::ErrorStringFn>(lib.get(), "nvmlErrorString");
-    auto get_count = symbol<nvml::GetCountFn>(lib.get(), "nvmlDeviceGetCount_v2");
-    auto get_handle = symbol<nvml::GetHandleFn>(lib.get(), "nvmlDeviceGetHandleByIndex_v2");
-    auto get_name = symbol<nvml::GetNameFn>(lib.get(), "nvmlDeviceGetName");
-    auto get_memory = symbol<nvml::GetMemoryFn>(lib.get(), "nvmlDeviceGetMemoryInfo");
-    auto get_memory_v2 = symbol<nvml::GetMemoryV2Fn>(lib.get(), "nvmlDeviceGetMemoryInfo_v2");
-    auto get_procs = symbol<nvml::GetProcessesFn>(lib.get(), "nvmlDeviceGetComputeRunningProcesses_v3");
+    auto init = library_symbol<nvml::InitFn>(lib.get(), "nvmlInit_v2");
+    auto shutdown = library_symbol<nvml::ShutdownFn>(lib.get(), "nvmlShutdown");
+    auto error_string = library_symbol<nvml::ErrorStringFn>(lib.get(), "nvmlErrorString");
+    auto get_count = library_symbol<nvml::GetCountFn>(lib.get(), "nvmlDeviceGetCount_v2");
+    auto get_handle = library_symbol<nvml::GetHandleFn>(lib.get(), "nvmlDeviceGetHandleByIndex_v2");
+    auto get_name = library_symbol<nvml::GetNameFn>(lib.get(), "nvmlDeviceGetName");
+    auto get_memory = library_symbol<nvml::GetMemoryFn>(lib.get(), "nvmlDeviceGetMemoryInfo");
+    auto get_memory_v2 = library_symbol<nvml::GetMemoryV2Fn>(lib.get(), "nvmlDeviceGetMemoryInfo_v2");
+    auto get_procs =
+        library_symbol<nvml::GetProcessesFn>(lib.get(), "nvmlDeviceGetComputeRunningProcesses_v3");
     const char* procs_symbol = "nvmlDeviceGetComputeRunningProcesses_v3";
     if (!get_procs) {
-        get_procs = symbol<nvml::GetProcessesFn>(lib.get(), "nvmlDeviceGetComputeRunningProcesses_v2");
+        get_procs =
+            library_symbol<nvml::GetProcessesFn>(lib.get(), "nvmlDeviceGetComputeRunningProcesses_v2");
         procs_symbol = "nvmlDeviceGetComputeRunningProcesses_v2";
     }
-    auto get_procs_v1 = symbol<nvml::GetProcessesV1Fn>(lib.get(), "nvmlDeviceGetComputeRunningProcesses");
-    auto driver_version = symbol<nvml::DriverVersionFn>(lib.get(), "nvmlSystemGetDriverVersion");
-    auto capability = symbol<nvml::ComputeCapabilityFn>(lib.get(), "nvmlDeviceGetCudaComputeCapability");
+    auto get_procs_v1 =
+        library_symbol<nvml::GetProcessesV1Fn>(lib.get(), "nvmlDeviceGetComputeRunningProcesses");
+    auto driver_version = library_symbol<nvml::DriverVersionFn>(lib.get(), "nvmlSystemGetDriverVersion");
+    auto capability =
+        library_symbol<nvml::ComputeCapabilityFn>(lib.get(), "nvmlDeviceGetCudaComputeCapability");
 
     if (!init || !shutdown || !get_count || !get_handle || !get_memory) {
         out.note = fmt::format(

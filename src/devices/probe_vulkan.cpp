@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "devices/probe.hpp"
+#include "devices/shared_library.hpp"
 
 namespace loch::devices {
 
@@ -70,18 +71,12 @@ using PFN_vkGetPhysicalDeviceProperties = void (*)(VkPhysicalDevice, void*);
 using PFN_vkGetPhysicalDeviceMemoryProperties = void (*)(VkPhysicalDevice, VkPhysicalDeviceMemoryProperties*);
 }
 
-struct DlClose {
-    void operator()(void* h) const {
-        if (h) dlclose(h);
-    }
-};
-
 }  // namespace
 
 std::string probe_vulkan(std::vector<Device>& devices) {
-    std::unique_ptr<void, DlClose> lib(dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL));
+    SharedLibrary lib(dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL));
     if (!lib) return "Vulkan not probed: libvulkan.so.1 not found";
-    auto gipa = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib.get(), "vkGetInstanceProcAddr"));
+    auto gipa = library_symbol<PFN_vkGetInstanceProcAddr>(lib.get(), "vkGetInstanceProcAddr");
     if (!gipa) return "Vulkan not probed: libvulkan.so.1 has no vkGetInstanceProcAddr";
     auto create = reinterpret_cast<PFN_vkCreateInstance>(gipa(nullptr, "vkCreateInstance"));
     if (!create) return "Vulkan not probed: no vkCreateInstance";

@@ -18,7 +18,7 @@ namespace loch::gguf {
 
 namespace {
 
-constexpr std::uint32_t kMagic = 0x67676d6c;  // GGML_FILE_MAGIC, "ggml"
+constexpr std::uint32_t kGgmlMagic = 0x67676d6c;  // GGML_FILE_MAGIC, "ggml"
 constexpr std::uint32_t kQuantVersionFactor = 1000;
 constexpr std::uint32_t kFftBins = 201;
 constexpr std::int32_t kTextTokens = 50257;  // GPT-2's vocabulary, the text tokens of every Whisper release
@@ -28,9 +28,9 @@ constexpr std::int32_t kMaxDim = 1 << 20;
 constexpr std::uint32_t kMaxNameBytes = 255;
 constexpr std::uint32_t kMaxTensors = 1 << 16;
 
-class Cursor {
+class GgmlCursor {
   public:
-    Cursor(std::span<const std::byte> b, std::string_view name) : b_(b), name_(name) {}
+    GgmlCursor(std::span<const std::byte> b, std::string_view name) : b_(b), name_(name) {}
     std::size_t at() const { return at_; }
     std::size_t left() const { return b_.size() - at_; }
     bool done() const { return at_ == b_.size(); }
@@ -72,7 +72,7 @@ struct Piece {
 std::vector<Piece> pieces(const WhisperHparams& hp, bool with_tensors) {
     std::vector<Piece> out(1);
     auto& head = out.front().bytes;
-    put32(head, kMagic);
+    put32(head, kGgmlMagic);
     for (std::int32_t v :
          {hp.n_vocab, hp.n_audio_ctx, hp.n_audio_state, hp.n_audio_head, hp.n_audio_layer, hp.n_text_ctx,
           hp.n_text_state, hp.n_text_head, hp.n_text_layer, hp.n_mels, hp.ftype})
@@ -227,15 +227,15 @@ bool is_whisper_file(std::span<const std::byte> head) {
     std::uint32_t m = 0;
     if (head.size() < 4) return false;
     std::memcpy(&m, head.data(), 4);
-    return m == kMagic;
+    return m == kGgmlMagic;
 }
 
 WhisperFile parse_whisper(std::span<const std::byte> bytes, std::string_view name) {
-    Cursor c(bytes, name);
+    GgmlCursor c(bytes, name);
     WhisperFile f;
     f.name = std::string(name);
     f.file_size = bytes.size();
-    if (c.read<std::uint32_t>("the magic") != kMagic) c.fail("not a whisper.cpp model (bad magic)");
+    if (c.read<std::uint32_t>("the magic") != kGgmlMagic) c.fail("not a whisper.cpp model (bad magic)");
     auto& hp = f.hp;
     for (std::int32_t* v :
          {&hp.n_vocab, &hp.n_audio_ctx, &hp.n_audio_state, &hp.n_audio_head, &hp.n_audio_layer,

@@ -14,7 +14,7 @@
 namespace loch::gguf {
 namespace {
 
-constexpr std::uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
+constexpr std::uint32_t kGgufMagic = 0x46554747;  // "GGUF" little-endian
 constexpr std::uint64_t kDefaultAlignment = 32;
 
 [[noreturn]] void invalid(const std::string& what) {
@@ -247,7 +247,7 @@ std::vector<std::byte> serialize_header(const Model& model) {
     check_alignment(model);
     std::vector<std::byte> out;
     ByteSink s(out);
-    s.put(kMagic);
+    s.put(kGgufMagic);
     s.put<std::uint32_t>(3);
     s.put<std::uint64_t>(model.tensors.size());
     s.put<std::uint64_t>(model.metadata.entries().size());

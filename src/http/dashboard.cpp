@@ -19,9 +19,7 @@ namespace bhttp = beast::http;
 using broker::Error;
 using broker::ErrorKind;
 
-namespace {
-constexpr auto tok = asio::as_tuple(asio::use_awaitable);
-}
+namespace {}
 
 asio::awaitable<bool> Server::dashboard(beast::tcp_stream& stream, const Request& req) {
     co_await write_text(stream, req.version(), req.keep_alive(), 200, "text/html; charset=utf-8",

@@ -15,7 +15,7 @@ namespace bhttp = boost::beast::http;
 using broker::Error;
 using broker::ErrorKind;
 
-[[noreturn]] void bad(const std::string& why) {
+[[noreturn]] void bad_form(const std::string& why) {
     throw Error(ErrorKind::invalid_request, "multipart/form-data body: " + why);
 }
 
@@ -58,11 +58,11 @@ void read_part_headers(std::string_view headers, FormPart& p) {
         headers = eol == std::string_view::npos ? std::string_view() : headers.substr(eol + 2);
         if (line.empty()) continue;
         const auto colon = line.find(':');
-        if (colon == std::string_view::npos) bad("a part header without ':'");
+        if (colon == std::string_view::npos) bad_form("a part header without ':'");
         const auto name = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
         std::string_view params;
         if (iequals(name, "Content-Disposition")) {
-            if (!iequals(media_type(value, params), "form-data")) bad("a part that is not form-data");
+            if (!iequals(media_type(value, params), "form-data")) bad_form("a part that is not form-data");
             disposition = true;
             for (const auto& param : bhttp::param_list(params)) {
                 if (iequals(param.first, "name")) p.name = unquote(param.second);
@@ -72,7 +72,7 @@ void read_part_headers(std::string_view headers, FormPart& p) {
             p.content_type = std::string(value);
         }
     }
-    if (!disposition || p.name.empty()) bad("a part without a Content-Disposition name");
+    if (!disposition || p.name.empty()) bad_form("a part without a Content-Disposition name");
 }
 
 }  // namespace
@@ -94,23 +94,23 @@ std::vector<FormPart> read_form(std::string_view body, std::string_view boundary
     const std::string delimiter = "--" + std::string(boundary);
     std::vector<FormPart> parts;
     auto at = body.find(delimiter);
-    if (at == std::string_view::npos) bad("no boundary line");
+    if (at == std::string_view::npos) bad_form("no boundary line");
     at += delimiter.size();
     const std::string next = "\r\n" + delimiter;
     for (;;) {
         if (body.substr(at, 2) == "--") return parts;  // the closing delimiter
-        if (body.substr(at, 2) != "\r\n") bad("a boundary line not followed by CRLF");
+        if (body.substr(at, 2) != "\r\n") bad_form("a boundary line not followed by CRLF");
         at += 2;
         const auto head_end = body.find("\r\n\r\n", at);
-        if (head_end == std::string_view::npos) bad("a part whose headers do not end");
+        if (head_end == std::string_view::npos) bad_form("a part whose headers do not end");
         FormPart p;
         read_part_headers(body.substr(at, head_end - at + 2), p);
         const auto data = head_end + 4;
         const auto end = body.find(next, data);
-        if (end == std::string_view::npos) bad("a part without a closing boundary");
+        if (end == std::string_view::npos) bad_form("a part without a closing boundary");
         p.value = body.substr(data, end - data);
         parts.push_back(std::move(p));
-        if (parts.size() > 256) bad("more than 256 parts");
+        if (parts.size() > 256) bad_form("more than 256 parts");
         at = end + next.size();
     }
 }

@@ -27,7 +27,7 @@ std::string dump_json(const json& j) {
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-Error bad(const std::string& msg) {
+Error ollama_invalid(const std::string& msg) {
     return Error(ErrorKind::invalid_request, msg);
 }
 
@@ -55,16 +55,18 @@ constexpr const char* kPassedOptions[] = {"temperature",
 void map_options(const json& in, json& out, OllamaCall& call) {
     if (!in.contains("options") || in["options"].is_null()) return;
     const auto& o = in["options"];
-    if (!o.is_object()) throw bad("'options' must be an object");
+    if (!o.is_object()) throw ollama_invalid("'options' must be an object");
     for (const char* k : kPassedOptions)
         if (o.contains(k)) out[k == std::string_view("num_keep") ? "n_keep" : k] = o[k];
     if (o.contains("num_predict")) {
-        if (!o["num_predict"].is_number_integer()) throw bad("'options.num_predict' must be an integer");
+        if (!o["num_predict"].is_number_integer())
+            throw ollama_invalid("'options.num_predict' must be an integer");
         const auto n = o["num_predict"].get<long long>();
         if (n >= 0) out["max_tokens"] = n;  // -1 (and -2): until the context is full, the engine's default
     }
     if (o.contains("num_ctx")) {
-        if (!o["num_ctx"].is_number_unsigned()) throw bad("'options.num_ctx' must be a positive integer");
+        if (!o["num_ctx"].is_number_unsigned())
+            throw ollama_invalid("'options.num_ctx' must be a positive integer");
         call.num_ctx = o["num_ctx"].get<std::uint64_t>();
     }
 }
@@ -78,22 +80,23 @@ void map_format(const json& in, json& out) {
         out["response_format"] = {{"type", "json_schema"},
                                   {"json_schema", {{"name", "response"}, {"schema", f}}}};
     else if (!(f.is_string() && f.get<std::string>().empty()))
-        throw bad("'format' must be \"json\" or a JSON schema object");
+        throw ollama_invalid("'format' must be \"json\" or a JSON schema object");
 }
 
 // Ollama message → OpenAI message: images become image parts, tool call arguments a JSON string.
 json map_message(const json& m, std::size_t i) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-        throw bad(fmt::format("'messages[{}]' needs a string 'role'", i));
+        throw ollama_invalid(fmt::format("'messages[{}]' needs a string 'role'", i));
     json out = {{"role", m["role"]}};
     const std::string text =
         m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
     if (m.contains("content") && !m["content"].is_string() && !m["content"].is_null())
-        throw bad(fmt::format("'messages[{}].content' must be a string", i));
+        throw ollama_invalid(fmt::format("'messages[{}].content' must be a string", i));
     if (m.contains("images") && m["images"].is_array() && !m["images"].empty()) {
         json parts = json::array({{{"type", "text"}, {"text", text}}});
         for (const auto& img : m["images"]) {
-            if (!img.is_string()) throw bad(fmt::format("'messages[{}].images' must hold base64 strings", i));
+            if (!img.is_string())
+                throw ollama_invalid(fmt::format("'messages[{}].images' must hold base64 strings", i));
             parts.push_back({{"type", "image_url"},
                              {"image_url", {{"url", "data:image/png;base64," + img.get<std::string>()}}}});
         }
@@ -306,7 +309,8 @@ KeepAlive parse_keep_alive(const json& v) {
         return std::optional<std::chrono::seconds>{
             std::chrono::seconds(static_cast<long long>(std::ceil(s)))};
     }
-    if (!v.is_string()) throw bad("'keep_alive' must be a duration (\"5m\") or a number of seconds");
+    if (!v.is_string())
+        throw ollama_invalid("'keep_alive' must be a duration (\"5m\") or a number of seconds");
     const std::string s = v.get<std::string>();
     if (s.empty()) return std::nullopt;
     if (s.starts_with('-')) return std::optional<std::chrono::seconds>{};
@@ -318,7 +322,8 @@ KeepAlive parse_keep_alive(const json& v) {
         double x = 0;
         auto [q, ec] = std::from_chars(p, endp, x);
         if (ec != std::errc())
-            throw bad("'keep_alive' \"" + s + "\" is not a duration (e.g. \"5m\", \"1h\", \"30s\")");
+            throw ollama_invalid("'keep_alive' \"" + s +
+                                 "\" is not a duration (e.g. \"5m\", \"1h\", \"30s\")");
         p = q;
         std::string unit;
         while (p < endp && std::isalpha(static_cast<unsigned char>(*p))) unit += *p++;
@@ -328,7 +333,8 @@ KeepAlive parse_keep_alive(const json& v) {
                             : unit == "ms"              ? 1e-3
                                                         : -1;
         if (mult < 0)
-            throw bad("'keep_alive' \"" + s + "\": unknown unit '" + unit + "' (use h, m, s or ms)");
+            throw ollama_invalid("'keep_alive' \"" + s + "\": unknown unit '" + unit +
+                                 "' (use h, m, s or ms)");
         total += x * mult;
     }
     return std::optional<std::chrono::seconds>{
@@ -337,14 +343,14 @@ KeepAlive parse_keep_alive(const json& v) {
 
 OllamaCall translate_ollama(std::string_view path, std::string_view body) {
     const json in = json::parse(body, nullptr, false);
-    if (in.is_discarded() || !in.is_object()) throw bad("the request body must be a JSON object");
+    if (in.is_discarded() || !in.is_object()) throw ollama_invalid("the request body must be a JSON object");
     if (!in.contains("model") || !in["model"].is_string() || in["model"].get<std::string>().empty())
-        throw bad("'model' (a model name) is required");
+        throw ollama_invalid("'model' (a model name) is required");
     OllamaCall call;
     call.model = in["model"];
     if (in.contains("keep_alive")) call.keep_alive = parse_keep_alive(in["keep_alive"]);
     if (in.contains("stream") && !in["stream"].is_null()) {
-        if (!in["stream"].is_boolean()) throw bad("'stream' must be true or false");
+        if (!in["stream"].is_boolean()) throw ollama_invalid("'stream' must be true or false");
         call.stream = in["stream"];
     }
     const bool unload = call.keep_alive && *call.keep_alive && (*call.keep_alive)->count() == 0;
@@ -354,7 +360,8 @@ OllamaCall translate_ollama(std::string_view path, std::string_view body) {
         const bool legacy = path == "/api/embeddings";
         const char* field = legacy ? "prompt" : "input";
         if (!in.contains(field) || !(in[field].is_string() || in[field].is_array()))
-            throw bad(fmt::format("'{}' must be a string{}", field, legacy ? "" : " or a list of strings"));
+            throw ollama_invalid(
+                fmt::format("'{}' must be a string{}", field, legacy ? "" : " or a list of strings"));
         call.endpoint = Endpoint::embeddings;
         call.stream = false;
         out["input"] = in[field];
@@ -369,7 +376,7 @@ OllamaCall translate_ollama(std::string_view path, std::string_view body) {
     const bool chat = path == "/api/chat";
     if (chat) {
         if (in.contains("messages") && !in["messages"].is_array() && !in["messages"].is_null())
-            throw bad("'messages' must be a list");
+            throw ollama_invalid("'messages' must be a list");
         json messages = json::array();
         if (in.contains("messages") && in["messages"].is_array())
             for (std::size_t i = 0; i < in["messages"].size(); ++i)
@@ -381,7 +388,7 @@ OllamaCall translate_ollama(std::string_view path, std::string_view body) {
         call.endpoint = Endpoint::chat_completions;
     } else {
         if (in.contains("prompt") && !in["prompt"].is_string() && !in["prompt"].is_null())
-            throw bad("'prompt' must be a string");
+            throw ollama_invalid("'prompt' must be a string");
         const std::string prompt =
             in.contains("prompt") && in["prompt"].is_string() ? in["prompt"].get<std::string>() : "";
         const bool has_images = in.contains("images") && in["images"].is_array() && !in["images"].empty();
@@ -389,7 +396,7 @@ OllamaCall translate_ollama(std::string_view path, std::string_view body) {
             call.only = unload ? OllamaCall::Only::unload : OllamaCall::Only::load;
         bool raw = false;
         if (in.contains("raw") && !in["raw"].is_null()) {
-            if (!in["raw"].is_boolean()) throw bad("'raw' must be true or false");
+            if (!in["raw"].is_boolean()) throw ollama_invalid("'raw' must be true or false");
             raw = in["raw"].get<bool>();
         }
         if (raw) {

@@ -50,8 +50,6 @@ bool client_hung_up(tcp::socket& s) {
     return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
-constexpr auto tok = asio::as_tuple(asio::use_awaitable);
-
 // A client that takes nothing for this long while loch writes to it is gone.
 constexpr auto kClientWriteTimeout = 60s;
 

@@ -33,7 +33,6 @@ using broker::Error;
 using broker::ErrorKind;
 
 namespace {
-constexpr auto tok = asio::as_tuple(asio::use_awaitable);
 
 // A deadline for reading one request that cancels the read instead of closing the socket (what a Beast
 // stream timeout does), so that the client can still be told 408. The timer's handler holds only a weak

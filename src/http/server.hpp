@@ -34,9 +34,11 @@
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
@@ -53,6 +55,10 @@
 #include "observe/request_log.hpp"
 
 namespace loch::http {
+
+// The completion token of the server's waits: the error comes back as a value (a cancelled read or timer is
+// a normal event here, not an exception).
+inline constexpr auto tok = boost::asio::as_tuple(boost::asio::use_awaitable);
 
 struct ServerOptions {
     std::string listen = "127.0.0.1";
