@@ -88,7 +88,7 @@ LLAMA_FLAGS=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DCMAKE_C_COMPIL
 FLAVOR=$( (cat "$TUNING"; echo "${LLAMA_FLAGS[*]}") | sha256sum | cut -c1-8)
 ENGINE=$CACHE/llama.cpp-$COMMIT-$FLAVOR
 if [[ ! -x $ENGINE/bin/llama-server || ! -x $ENGINE/bin/llama-fit-params ]]; then
-  echo "    building llama.cpp ${COMMIT:0:7} (static, CPU) with $JOBS jobs; about 6 minutes on 2 cores"
+  echo "    building llama.cpp ${COMMIT:0:7} (static, CPU) with $JOBS jobs; about 4 minutes on 2 cores"
   start=$SECONDS
   rm -rf "$SRC/build"
   cmake -S "$SRC" -B "$SRC/build" -G Ninja "${LLAMA_FLAGS[@]}" -DCMAKE_PROJECT_INCLUDE="$TUNING" >/dev/null

@@ -3,10 +3,10 @@
 #
 # The tensor kernels (ggml, ggml-cpu: every matmul, every op) keep llama.cpp's own -O3. The rest — the HTTP
 # server, JSON and chat templates, argument parsing, the model loader and graph builders, the multimodal
-# graph builders — runs per request or per token, not per tensor element, and compiles at -O1, in unity
-# batches: 705 s → 341 s (-O1) → see docs/engine-build.md (unity) on 2 cores, clang-19, with the same
-# generation speed on the demo model (docs/engine-build.md has the figures). The build directory keys the engine cache (setup.sh hashes this file),
-# so a change here rebuilds the engine once.
+# graph builders — runs per request or per token, not per tensor element, and compiles at -O1 in unity
+# batches: 705 s → 341 s (-O1) → 246 s (unity) on 2 cores with clang-19, at the same generation speed on the
+# demo model (docs/engine-build.md has the figures). This file's hash keys the engine cache (setup.sh), so a
+# change here rebuilds the engine once.
 if(NOT DEFINED LOCH_LLAMA_TUNED)
   set(LOCH_LLAMA_TUNED ON)
   function(loch_tune_llama_targets)

@@ -323,6 +323,9 @@ TEST_F(Observe, TheDashboardShowsDevicesMemoryBySourceModelsAndTheQueueLiveAndLo
     EXPECT_EQ(busy.reserved_engines, expected);
     EXPECT_EQ(busy.waiting, std::set<std::string>{"batch"});
     EXPECT_NE(busy.text.find("held by tiny"), std::string::npos);
+    // Each waiter's position and ETA (or why it is unknown), and the id `loch cancel` takes.
+    EXPECT_NE(busy.text.find("position 1, ETA"), std::string::npos) << busy.text.substr(0, 3000);
+    EXPECT_NE(busy.text.find(st["queue"]["waiting"][0].value("request", "?")), std::string::npos);
 
     // loch ps says the same.
     const auto [ps_rc, ps] = run(bin() / "loch", {"ps", "--url", "127.0.0.1:" + std::to_string(loch.port())},
