@@ -36,7 +36,7 @@ skip() { printf '    (skipped: %s)\n' "$*"; }
 # ---------------------------------------------------------------- 1. packages
 PACKAGES=(build-essential g++-12 cmake ninja-build git pkg-config curl ca-certificates
   libboost1.81-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  clang-19 ccache prometheus-cpp-dev procps python3)
+  clang-19 ccache prometheus-cpp-dev libsqlite3-dev libsqlitecpp-dev procps python3)
 ((WITH_IMAGES || WITH_SPEECH)) && PACKAGES+=(python3-pip)  # pip download of the engines' sdists
 ((WITH_TESTS)) && PACKAGES+=(libgtest-dev libgmock-dev libclang-rt-19-dev clang-format-14 nginx-light
   python3-venv  # test peers: a test double of vLLM; the ollama client and Prometheus' parser (venv)

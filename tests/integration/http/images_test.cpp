@@ -46,6 +46,17 @@ std::vector<json> request_reservations(LochServer& loch, const std::string& mode
     return out;
 }
 
+// How many images model 'flux''s sd-server drew, by its own log.
+int images_generated(const test::TempDir& dir) {
+    std::ifstream engine_log(dir.path() / "state" / "logs" / "flux.log");
+    const std::string text((std::istreambuf_iterator<char>(engine_log)), std::istreambuf_iterator<char>());
+    int generated = 0;
+    for (auto at = text.find("generate_image completed"); at != std::string::npos;
+         at = text.find("generate_image completed", at + 1))
+        ++generated;
+    return generated;
+}
+
 std::pair<int, json> ask(LochServer& loch, const fs::path& dir, const std::string& size,
                          const std::string& model = "flux", const std::string& mode = "generate") {
     const fs::path log = dir / ("openai-image-" + mode + "-" + size + ".log");
@@ -185,12 +196,7 @@ TEST(Images, AQueuedImageWhoseClientLeftIsDroppedBeforeItStarts) {
     const auto e = loch.engine_status("flux");
     EXPECT_EQ(e["active_requests"], 0) << e.dump(1);
     // The engine generated two images (the first and the busy one), not the abandoned one: its own log says.
-    std::ifstream engine_log(dir.path() / "state" / "logs" / "flux.log");
-    const std::string text((std::istreambuf_iterator<char>(engine_log)), std::istreambuf_iterator<char>());
-    int generated = 0;
-    for (auto at = text.find("generate_image completed"); at != std::string::npos;
-         at = text.find("generate_image completed", at + 1))
-        ++generated;
+    const int generated = images_generated(dir);
     EXPECT_EQ(generated, 2) << "the abandoned request reached sd-server";
 }
 
@@ -219,12 +225,7 @@ TEST(Images, AQueuedImageIsCancelledButARunningOneIsRefusedWithTheReason) {
     EXPECT_EQ(json::parse(q.body)["error"]["type"], "cancelled") << q.body;
     EXPECT_EQ(busy.get().status, 200);
     std::this_thread::sleep_for(500ms);
-    std::ifstream engine_log(dir.path() / "state" / "logs" / "flux.log");
-    const std::string text((std::istreambuf_iterator<char>(engine_log)), std::istreambuf_iterator<char>());
-    int generated = 0;
-    for (auto at = text.find("generate_image completed"); at != std::string::npos;
-         at = text.find("generate_image completed", at + 1))
-        ++generated;
+    const int generated = images_generated(dir);
     EXPECT_EQ(generated, 2) << "the cancelled request reached sd-server";
 }
 
