@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS batches(
   error_file_id TEXT NOT NULL DEFAULT '', seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS items(
   batch_id TEXT NOT NULL, line INTEGER NOT NULL, custom_id TEXT NOT NULL, url TEXT NOT NULL,
-  model TEXT NOT NULL, body_offset INTEGER NOT NULL, body_bytes INTEGER NOT NULL, state TEXT NOT NULL,
+  model TEXT NOT NULL, line_offset INTEGER NOT NULL, line_bytes INTEGER NOT NULL, state TEXT NOT NULL,
   attempts INTEGER NOT NULL DEFAULT 0, status_code INTEGER NOT NULL DEFAULT 0, result BLOB, error TEXT,
   PRIMARY KEY(batch_id, line), UNIQUE(batch_id, custom_id));
 CREATE INDEX IF NOT EXISTS items_by_state ON items(batch_id, state, line);
@@ -73,8 +73,8 @@ ItemRecord item_row(SQLite::Statement& q) {
     i.custom_id = q.getColumn(1).getString();
     i.url = q.getColumn(2).getString();
     i.model = q.getColumn(3).getString();
-    i.body_offset = static_cast<std::uint64_t>(q.getColumn(4).getInt64());
-    i.body_bytes = static_cast<std::uint64_t>(q.getColumn(5).getInt64());
+    i.line_offset = static_cast<std::uint64_t>(q.getColumn(4).getInt64());
+    i.line_bytes = static_cast<std::uint64_t>(q.getColumn(5).getInt64());
     const std::string state = q.getColumn(6).getString();
     for (std::size_t s = 0; s < kItemStateName.size(); ++s)
         if (state == kItemStateName[s]) i.state = static_cast<ItemState>(s);
@@ -85,7 +85,7 @@ ItemRecord item_row(SQLite::Statement& q) {
     return i;
 }
 constexpr const char* kItemColumns =
-    "line, custom_id, url, model, body_offset, body_bytes, state, attempts, status_code, result, error";
+    "line, custom_id, url, model, line_offset, line_bytes, state, attempts, status_code, result, error";
 
 FileRecord file_row(SQLite::Statement& q) {
     FileRecord f;
@@ -184,7 +184,7 @@ void Store::add_batch(const BatchRecord& b, const std::vector<ItemRecord>& items
     q.exec();
     SQLite::Statement add(
         *db_,
-        "INSERT INTO items(batch_id, line, custom_id, url, model, body_offset, body_bytes, state) "
+        "INSERT INTO items(batch_id, line, custom_id, url, model, line_offset, line_bytes, state) "
         "VALUES(?,?,?,?,?,?,?,'queued')");
     for (const auto& i : items) {
         add.bind(1, b.id);
@@ -192,8 +192,8 @@ void Store::add_batch(const BatchRecord& b, const std::vector<ItemRecord>& items
         add.bind(3, i.custom_id);
         add.bind(4, i.url);
         add.bind(5, i.model);
-        add.bind(6, static_cast<std::int64_t>(i.body_offset));
-        add.bind(7, static_cast<std::int64_t>(i.body_bytes));
+        add.bind(6, static_cast<std::int64_t>(i.line_offset));
+        add.bind(7, static_cast<std::int64_t>(i.line_bytes));
         add.exec();
         add.reset();
     }

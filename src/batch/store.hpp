@@ -4,8 +4,8 @@
 // What it promises: every write that ends an item (its state and its result) is one transaction, so after a
 // crash an item is either finished with its result or not; `recover()` at start-up turns the items that were
 // running into queued ones with one more attempt (re-run once), and fails those already on their second
-// attempt (`interrupted_twice`) instead of re-running them forever. A finished item is never re-run. Item
-// bodies stay in the uploaded file (offset and length), not in the database.
+// attempt (`interrupted_twice`) instead of re-running them forever. A finished item is never re-run. Requests
+// stay in the uploaded file (each item's line: offset and length), not in the database.
 //
 // Not thread-safe: one owner (the batch runner on loch's io_context) calls it. Every call is short (an
 // indexed read or a single-row write), so it may run on the loop thread.
@@ -63,7 +63,7 @@ std::string_view to_string(ItemState s);
 struct ItemRecord {
     std::int64_t line = 0;  // 1-based line in the input file: the item's key within its batch
     std::string custom_id, url, model;
-    std::uint64_t body_offset = 0, body_bytes = 0;  // the request body within the input file
+    std::uint64_t line_offset = 0, line_bytes = 0;  // the item's line within the input file
     ItemState state = ItemState::queued;
     int attempts = 0;
     int status_code = 0;  // the answer's HTTP status once done or failed

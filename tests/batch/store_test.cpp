@@ -19,8 +19,8 @@ std::vector<ItemRecord> items(int n) {
         r.custom_id = "req-" + std::to_string(i);
         r.url = "/v1/chat/completions";
         r.model = "demo";
-        r.body_offset = static_cast<std::uint64_t>(i) * 100;
-        r.body_bytes = 90;
+        r.line_offset = static_cast<std::uint64_t>(i) * 100;
+        r.line_bytes = 90;
         out.push_back(r);
     }
     return out;
@@ -71,7 +71,7 @@ TEST_F(StoreTest, AnItemRunsThenEndsWithItsResultAndIsNeverQueuedAgain) {
     const auto first = s.next_queued("b");
     ASSERT_TRUE(first);
     EXPECT_EQ(first->line, 1);
-    EXPECT_EQ(first->body_offset, 100u);
+    EXPECT_EQ(first->line_offset, 100u);
     ASSERT_TRUE(s.start_item("b", 1));
     EXPECT_FALSE(s.start_item("b", 1)) << "a running item cannot start twice";
     EXPECT_EQ(s.next_queued("b")->line, 2);
