@@ -141,6 +141,8 @@ void run_serve(const ServeOptions& o) {
     so.max_connections = cfg.max_connections;
     std::filesystem::create_directories(cfg.log_dir);
     so.request_log = cfg.log_dir / "requests.jsonl";
+    so.batch_dir = cfg.state_dir / "batches";
+    so.max_batch_file_bytes = cfg.max_batch_file_bytes;
     http::Server server(ex, broker, so);
     const auto port = server.listen();
     broker.start();

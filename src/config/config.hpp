@@ -156,6 +156,8 @@ struct Config {
     std::map<std::string, fs::path> programs;  // kind → its resolved program (only kinds a model uses)
     QueueLimits queue;
     std::uint64_t max_body_bytes = 16 * 1024 * 1024;  // request body size limit
+    // A Batch API input file (POST /v1/files): streamed to disk, never held in memory.
+    std::uint64_t max_batch_file_bytes = std::uint64_t{2} << 30;
     ClientTimeouts client_timeouts;
     std::uint32_t max_connections = 1024;  // open client connections; beyond → 503 too_many_connections
     Seconds max_wait{300};                 // longest a request may wait in a queue before 503

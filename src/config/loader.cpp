@@ -411,6 +411,10 @@ class Loader : public Walker {
                   [&](auto&, auto& v, auto& k) {
                       if (auto b = size(v, k, 1024)) c.max_body_bytes = *b;
                   }},
+                 {"max_batch_file",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto b = size(v, k, 1024)) c.max_batch_file_bytes = *b;
+                  }},
                  {"max_connections",
                   [&](auto&, auto& v, auto& k) {
                       if (auto x = integer(v, k, 1, 1000000))

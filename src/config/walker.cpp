@@ -25,12 +25,6 @@ std::string quoted_list(const std::vector<std::string>& xs) {
     return out;
 }
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
 // Placeholder names used in a template, or an error text.
 
 void Walker::error(const YAML::Node& at, const std::string& key, std::string message) {

@@ -8,6 +8,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -24,7 +25,12 @@ namespace loch::config {
 // Small text helpers for messages.
 std::size_t edit_distance(std::string_view a, std::string_view b);
 std::string quoted_list(const std::vector<std::string>& xs);
-std::string lower(std::string_view s);
+// ASCII lower case (inline: config/values.cpp uses it too, and some fuzz targets link that file alone).
+inline std::string lower(std::string_view s) {
+    std::string out(s);
+    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
 
 class Walker {
   public:

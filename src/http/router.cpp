@@ -101,6 +101,25 @@ Route route(std::string_view method, std::string_view target) {
         r.engine = std::string(id);
         return check(method, r.kind == Route::Kind::hold_get ? "GET" : method, r);
     }
+    if (path == "/v1/files" || path.starts_with("/v1/files/")) {
+        // POST|GET /v1/files, GET|DELETE /v1/files/{id}, GET /v1/files/{id}/content
+        Route r = with(Route::Kind::files);
+        r.path = std::string(path);
+        const auto rest = path.size() > 10 ? path.substr(10) : std::string_view();
+        const auto slash = rest.find('/');
+        r.engine = std::string(rest.substr(0, slash));
+        const auto either = [&](std::string_view other, const char* allow) {
+            if (method == "GET" || method == other) return r;
+            Route bad = with(Route::Kind::method_not_allowed);
+            bad.allow = allow;
+            return bad;
+        };
+        if (path == "/v1/files") return either("POST", "GET, POST");
+        if (r.engine.empty()) return with(Route::Kind::not_found);
+        if (slash == std::string_view::npos) return either("DELETE", "GET, DELETE");
+        if (rest.substr(slash) == "/content") return check(method, "GET", r);
+        return with(Route::Kind::not_found);
+    }
     if (path == "/loch/requests") return check(method, "GET", with(Route::Kind::requests_list));
     if (constexpr std::string_view requests = "/loch/requests/"; path.starts_with(requests)) {
         const auto id = path.substr(requests.size());

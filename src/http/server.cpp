@@ -15,6 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http.hpp>
 
+#include "batch/store.hpp"
 #include "http/errors.hpp"
 #include "http/io_now.hpp"
 #include "http/ollama.hpp"
@@ -306,10 +307,23 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
         }
         reg.it->busy = true;
         bhttp::request_parser<bhttp::string_body> parser;
-        parser.body_limit(std::max(options_.max_body_bytes, options_.max_upload_bytes));
+        // The largest body any route takes; each route's own limit is applied once its header is read.
+        parser.body_limit(
+            std::max({options_.max_body_bytes, options_.max_upload_bytes, options_.max_batch_file_bytes}));
         parser.header_limit(64 * 1024);
+        // Over the limit of its route: the upload routes take up to the largest max_upload, a Batch API file
+        // max_batch_file, others max_body.
+        const auto route_limit = [&] {
+            const auto target = parser.get().target();
+            if (is_file_upload(parser.get())) return options_.max_batch_file_bytes;
+            const ModelRoute* mr = find_model_route(target.substr(0, target.find('?')));
+            return mr && mr->body == BodyKind::multipart
+                       ? std::max(options_.max_body_bytes, options_.max_upload_bytes)
+                       : options_.max_body_bytes;
+        };
         // The usual request arrived whole in the read above: parsed here, without a pass of the scheduler.
         boost::system::error_code ec;
+        bool over_limit = false;
         if (!io_now::parse_buffered(parser, buffer, ec) && !ec) {
             if (!parser.is_header_done()) {
                 deadline.arm(options_.header_timeout);
@@ -317,6 +331,21 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
                 ec = hec;
             }
             if (!ec && !parser.is_done()) {
+                // Refused from its header when its declared length is over its route's limit; a chunked
+                // body is held to it as it arrives.
+                const auto length = parser.content_length();
+                over_limit = length && *length > route_limit();
+                parser.body_limit(route_limit());
+            }
+            if (!ec && !over_limit && !parser.is_done() && is_file_upload(parser.get())) {
+                // A Batch API file goes to disk as it arrives (http/files.cpp), never whole into memory.
+                deadline.arm(options_.body_timeout);
+                const bool keep = co_await receive_upload(stream, buffer, parser);
+                deadline.disarm();
+                if (!keep) break;
+                continue;
+            }
+            if (!ec && !over_limit && !parser.is_done()) {
                 deadline.arm(options_.body_timeout);
                 auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, tok);
                 ec = bec;
@@ -337,15 +366,7 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
         if (ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
             ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
             break;
-        // Over the limit of its route: the upload routes take up to the largest max_upload, others max_body.
-        const auto route_limit = [&] {
-            const auto target = parser.get().target();
-            const ModelRoute* mr = find_model_route(target.substr(0, target.find('?')));
-            return mr && mr->body == BodyKind::multipart
-                       ? std::max(options_.max_body_bytes, options_.max_upload_bytes)
-                       : options_.max_body_bytes;
-        };
-        if (ec == bhttp::error::body_limit ||
+        if (ec == bhttp::error::body_limit || over_limit ||
             (!ec && parser.is_done() && parser.get().body().size() > route_limit())) {
             const std::uint64_t limit = route_limit();
             // (Not parser.content_length(): Beast reports the limit before it marks the header done.)
@@ -357,13 +378,15 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
                     d["content_length"] = n;
             const Error e(
                 ErrorKind::request_too_large,
-                fmt::format(
-                    "the request body is larger than {} ({} bytes){}",
-                    limit > options_.max_body_bytes ? "the largest max_upload of the models" : "max_body",
-                    limit,
-                    limit > options_.max_body_bytes
-                        ? ""
-                        : ": raise max_body in loch.yaml (uploads: the model's max_upload)"),
+                fmt::format("the request body is larger than {} ({} bytes){}",
+                            is_file_upload(parser.get())      ? "max_batch_file"
+                            : limit > options_.max_body_bytes ? "the largest max_upload of the models"
+                                                              : "max_body",
+                            limit,
+                            is_file_upload(parser.get()) ? ": raise max_batch_file in loch.yaml"
+                            : limit > options_.max_body_bytes
+                                ? ""
+                                : ": raise max_body in loch.yaml (uploads: the model's max_upload)"),
                 d);
             log_unread(e);
             co_await write_error(stream, 11, false, e);
@@ -669,6 +692,8 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
                 co_await write_json(stream, v, keep, 200, *answer);
                 co_return keep;
             }
+            case Route::Kind::files:
+                co_return co_await files_route(stream, req, r);
             case Route::Kind::requests_list:
                 co_await write_json(stream, v, keep, 200, {{"requests", in_flight()}});
                 co_return keep;

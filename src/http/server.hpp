@@ -11,6 +11,10 @@
 // long is killed by its own health watch (engines/engine), and a request in flight on it ends with
 // watchdog_timeout and the exit report.
 //
+// Body limits per route: max_body, the largest max_upload for the multipart upload routes, max_batch_file for
+// POST /v1/files (whose body goes to disk as it arrives, http/files.cpp); a declared length over its route's
+// limit is refused (413) from the header, before the body is read.
+//
 // Connection hygiene: a keep-alive connection idle for idle_timeout is closed; a request's header must
 // arrive within header_timeout of its first byte and its body within body_timeout (else 408 and close:
 // slowloris clients cannot hold loch); beyond max_connections a new connection gets 503
@@ -42,6 +46,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
 #include "broker/broker.hpp"
@@ -53,6 +58,10 @@
 #include "observe/loop_lag.hpp"
 #include "observe/metrics.hpp"
 #include "observe/request_log.hpp"
+
+namespace loch::batch {
+class Store;
+}
 
 namespace loch::http {
 
@@ -78,6 +87,9 @@ struct ServerOptions {
     // A streaming client kept waiting (a cold load, a queue) gets an SSE comment after this, then every
     // `heartbeat` (proxies and clients time out on silence).
     std::chrono::milliseconds first_heartbeat{1000}, heartbeat{5000};
+    // The Batch API's files (http/files.cpp): their store and bytes live here; empty = no Batch API.
+    std::filesystem::path batch_dir;
+    std::uint64_t max_batch_file_bytes = std::uint64_t{2} << 30;
 };
 
 struct RelayState;
@@ -204,6 +216,17 @@ class Server {
     boost::asio::awaitable<std::optional<broker::Lease>> acquire_with_heartbeat(
         boost::beast::tcp_stream& client, unsigned version, const std::string& model,
         const broker::RequestNeeds& needs, bool progress_events, bool& headers_sent);
+    // The Batch API's files (http/files.cpp). POST /v1/files is the one route whose body is not read into
+    // memory: receive_upload streams it to a file as it arrives (its header read, its API key checked first),
+    // then accept_file checks it (batch/input_file.hpp) and keeps it, or says every problem by line.
+    static bool is_file_upload(const Request& req);
+    boost::asio::awaitable<bool> receive_upload(
+        boost::beast::tcp_stream& stream, boost::beast::flat_buffer& buffer,
+        boost::beast::http::request_parser<boost::beast::http::string_body>& parser);
+    nlohmann::json accept_file(const std::filesystem::path& upload, std::string_view content_type);
+    boost::asio::awaitable<bool> files_route(boost::beast::tcp_stream& stream, const Request& req,
+                                             const Route& r);
+    batch::Store& batch_store();  // throws not_found when the server has no batch_dir
     boost::asio::awaitable<bool> dashboard(boost::beast::tcp_stream& stream, const Request& req);
     boost::asio::awaitable<bool> follow_log(boost::beast::tcp_stream& stream, const Request& req,
                                             const Route& r);
@@ -264,7 +287,8 @@ class Server {
     std::uint64_t next_request_ = 1;
     std::string id_prefix_;  // a random prefix per run ("5f090c-"): ids unique across restarts
     std::uint16_t port_ = 0;
-    std::uint64_t shed_connections_ = 0;  // idle connections closed at the cap
+    std::uint64_t shed_connections_ = 0;         // idle connections closed at the cap
+    std::unique_ptr<batch::Store> batch_store_;  // opened on the first Batch API call
     observe::LoopLag loop_lag_;
     std::shared_ptr<bool> alive_;
 };

@@ -112,3 +112,24 @@ TEST(Router, RequestsAreListedAndCancelledById) {
     EXPECT_EQ(route("DELETE", "/loch/requests/a/b").kind, Route::Kind::not_found);
     EXPECT_EQ(route("DELETE", "/loch/requests/").kind, Route::Kind::not_found);
 }
+
+TEST(Router, TheBatchApisFilesByMethodAndId) {
+    EXPECT_EQ(route("POST", "/v1/files").kind, Route::Kind::files);
+    EXPECT_EQ(route("GET", "/v1/files").kind, Route::Kind::files);
+    EXPECT_EQ(route("GET", "/v1/files").engine, "");
+    const auto bad = route("PUT", "/v1/files");
+    EXPECT_EQ(bad.kind, Route::Kind::method_not_allowed);
+    EXPECT_EQ(bad.allow, "GET, POST");
+    const auto one = route("GET", "/v1/files/file-12ab");
+    EXPECT_EQ(one.kind, Route::Kind::files);
+    EXPECT_EQ(one.engine, "file-12ab");
+    EXPECT_EQ(route("DELETE", "/v1/files/file-12ab").kind, Route::Kind::files);
+    EXPECT_EQ(route("POST", "/v1/files/file-12ab").kind, Route::Kind::method_not_allowed);
+    const auto content = route("GET", "/v1/files/file-12ab/content");
+    EXPECT_EQ(content.kind, Route::Kind::files);
+    EXPECT_EQ(content.engine, "file-12ab");
+    EXPECT_EQ(content.path, "/v1/files/file-12ab/content");
+    EXPECT_EQ(route("DELETE", "/v1/files/file-12ab/content").kind, Route::Kind::method_not_allowed);
+    EXPECT_EQ(route("GET", "/v1/files/file-12ab/other").kind, Route::Kind::not_found);
+    EXPECT_EQ(route("GET", "/v1/files//content").kind, Route::Kind::not_found);
+}

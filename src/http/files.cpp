@@ -1,0 +1,313 @@
+// The Batch API's files (issue 29, docs/batches.md): POST /v1/files (multipart: purpose=batch, file), GET
+// /v1/files, GET|DELETE /v1/files/{id}, GET /v1/files/{id}/content — in OpenAI's shapes, as its clients read
+// them. An upload goes to `<batch_dir>/tmp` as it arrives; the whole file is checked (every problem by line
+// number) before it is kept under `<batch_dir>/files/<id>` and recorded in the store. Local-disk writes of
+// the body's pieces run on the loop thread: they land in the page cache (no fsync), as the request log's do.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <streambuf>
+
+#include <fmt/format.h>
+#include <boost/beast/http/file_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "batch/input_file.hpp"
+#include "batch/store.hpp"
+#include "http/errors.hpp"
+#include "http/multipart.hpp"
+#include "http/routes.hpp"
+#include "http/server.hpp"
+
+namespace loch::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace fs = std::filesystem;
+using broker::Error;
+using broker::ErrorKind;
+
+namespace {
+
+// A file removed when it goes out of scope unless kept (an upload that was refused, or cut off).
+struct TempFile {
+    fs::path path;
+    bool kept = false;
+    ~TempFile() {
+        std::error_code ec;
+        if (!kept && !path.empty()) fs::remove(path, ec);
+    }
+};
+
+// A file mapped read-only for the multipart reader and the check (a view, not a copy).
+class MappedFile {
+  public:
+    explicit MappedFile(const fs::path& p) {
+        fd_ = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+        struct stat st {};
+        if (fd_ < 0 || ::fstat(fd_, &st) != 0)
+            throw Error(ErrorKind::internal, "cannot read the upload back: " + p.string());
+        size_ = static_cast<std::size_t>(st.st_size);
+        if (size_ > 0) {
+            data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+            if (data_ == MAP_FAILED) {
+                data_ = nullptr;
+                throw Error(ErrorKind::internal, "cannot map the upload: " + p.string());
+            }
+        }
+    }
+    ~MappedFile() {
+        if (data_) ::munmap(data_, size_);
+        if (fd_ >= 0) ::close(fd_);
+    }
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+    std::string_view view() const { return {static_cast<const char*>(data_), data_ ? size_ : 0}; }
+
+  private:
+    int fd_ = -1;
+    void* data_ = nullptr;
+    std::size_t size_ = 0;
+};
+
+// An istream's buffer over a view (the check reads the file part line by line).
+struct ViewBuffer : std::streambuf {
+    explicit ViewBuffer(std::string_view v) {
+        char* p = const_cast<char*>(v.data());
+        setg(p, p, p + v.size());
+    }
+};
+
+nlohmann::json file_json(const batch::FileRecord& f) {
+    return {{"id", f.id},
+            {"object", "file"},
+            {"bytes", f.bytes},
+            {"created_at", f.created_at},
+            {"filename", f.filename},
+            {"purpose", f.purpose},
+            {"status", "processed"},
+            {"expires_at", nullptr},
+            {"status_details", nullptr}};
+}
+
+std::int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace
+
+bool Server::is_file_upload(const Request& req) {
+    const std::string_view target = req.target();
+    return req.method() == bhttp::verb::post && target.substr(0, target.find('?')) == "/v1/files";
+}
+
+batch::Store& Server::batch_store() {
+    if (options_.batch_dir.empty())
+        throw Error(ErrorKind::not_found, "this loch has no Batch API (no state directory for its files)");
+    if (!batch_store_) {
+        fs::create_directories(options_.batch_dir / "files");
+        fs::create_directories(options_.batch_dir / "tmp");
+        batch_store_ = std::make_unique<batch::Store>(options_.batch_dir / "batches.sqlite3");
+    }
+    return *batch_store_;
+}
+
+asio::awaitable<bool> Server::receive_upload(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                             bhttp::request_parser<bhttp::string_body>& parser) {
+    const auto started = std::chrono::steady_clock::now();
+    auto& req = parser.get();
+    observe::RequestRecord rec;
+    rec.id = request_id(req);
+    rec.route = "POST /v1/files";
+    const unsigned v = req.version();
+    std::optional<Error> err;
+    nlohmann::json answer;
+    bool complete = false;
+    try {
+        // The key before the body: nobody streams gigabytes into loch without one.
+        if (!authorized(req[bhttp::field::authorization], options_.api_keys))
+            throw Error(ErrorKind::unauthorized,
+                        "missing or wrong API key: send 'Authorization: Bearer <key>'");
+        batch_store();  // the store and its folders exist
+        TempFile upload{options_.batch_dir / "tmp" / (batch::Store::new_id("upload-") + ".part")};
+        {
+            std::ofstream out(upload.path, std::ios::binary);
+            const auto flush = [&] {
+                auto& body = req.body();
+                out.write(body.data(), static_cast<std::streamsize>(body.size()));
+                body.clear();  // Beast's string body reader appends at the string's end: it stays small
+                return static_cast<bool>(out);
+            };
+            if (!flush())
+                throw Error(ErrorKind::internal, "cannot write the upload to " + upload.path.string());
+            while (!parser.is_done()) {
+                auto [ec, n] = co_await bhttp::async_read_some(stream, buffer, parser, tok);
+                if (ec == bhttp::error::body_limit)
+                    throw Error(ErrorKind::request_too_large,
+                                fmt::format("the file is larger than max_batch_file ({} bytes): raise "
+                                            "max_batch_file in loch.yaml",
+                                            options_.max_batch_file_bytes),
+                                {{"limit_bytes", options_.max_batch_file_bytes}});
+                if (ec) co_return false;  // the client went, or was too slow (the session's body deadline)
+                if (!flush())
+                    throw Error(ErrorKind::internal, "cannot write the upload to " + upload.path.string());
+            }
+        }
+        complete = true;
+        answer = accept_file(upload.path, req[bhttp::field::content_type]);
+        upload.kept = true;  // accept_file moved it
+    } catch (const Error& e) {
+        err = e;
+    } catch (const std::exception& e) {
+        err = Error(ErrorKind::internal, std::string("internal error: ") + e.what());
+    }
+    // A refusal before the whole body arrived closes the connection (what is left of it is not read).
+    const bool keep = complete && req.keep_alive();
+    if (err) {
+        rec.status = static_cast<unsigned>(status_of(err->kind()));
+        rec.error_type = broker::to_string(err->kind());
+        co_await write_error(stream, v, keep, *err);
+    } else {
+        rec.status = 200;
+        co_await write_json(stream, v, keep, 200, answer);
+    }
+    rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    log_request(rec);
+    co_return keep;
+}
+
+nlohmann::json Server::accept_file(const fs::path& upload, std::string_view content_type) {
+    auto& store = batch_store();
+    const auto boundary = form_boundary(content_type);
+    if (!boundary)
+        throw Error(ErrorKind::invalid_request,
+                    "POST /v1/files takes multipart/form-data with the fields purpose and file");
+    batch::FileRecord rec;
+    {
+        const MappedFile mapped(upload);
+        std::string purpose;
+        std::optional<FormPart> file;
+        for (auto& part : read_form(mapped.view(), *boundary)) {
+            if (part.name == "purpose") purpose = std::string(part.value);
+            if (part.name == "file" && part.filename) file = part;
+        }
+        if (!file)
+            throw Error(ErrorKind::invalid_request, "POST /v1/files needs a `file` part with a filename");
+        if (purpose != "batch")
+            throw Error(
+                ErrorKind::invalid_request,
+                fmt::format("loch keeps Batch API input files only: purpose must be \"batch\", got \"{}\"",
+                            purpose),
+                {{"purpose", purpose}});
+        // Every line, before anything is kept: a URL loch serves with a JSON body, a model that serves it.
+        batch::InputRules rules;
+        rules.url_problem = [](const std::string& url) -> std::optional<std::string> {
+            const ModelRoute* r = find_model_route(url);
+            if (r && r->body == BodyKind::json && r->method == "POST") return std::nullopt;
+            return fmt::format(
+                "url \"{}\" is not a route loch runs batch items on (a POST route with a JSON "
+                "body: /v1/chat/completions, /v1/completions, /v1/embeddings, …)",
+                url);
+        };
+        rules.model_problem = [this](const std::string& model) -> std::optional<std::string> {
+            if (broker_.config().find_model(model)) return std::nullopt;
+            std::vector<std::string> names;
+            for (const auto& m : broker_.config().models) names.push_back(m.name);
+            return fmt::format("no model named '{}' (known: {})", model, fmt::join(names, ", "));
+        };
+        ViewBuffer view(file->value);
+        std::istream in(&view);
+        const auto check = batch::check_input_file(in, rules);
+        if (!check.ok()) {
+            nlohmann::json problems = nlohmann::json::array();
+            for (const auto& p : check.problems)
+                problems.push_back({{"line", p.line}, {"message", p.message}});
+            throw Error(
+                ErrorKind::invalid_request,
+                fmt::format("the batch input file '{}' has problems: {}", *file->filename, check.summary()),
+                {{"problems", problems}, {"more_problems", check.more_problems}});
+        }
+        rec.id = batch::Store::new_id("file-");
+        rec.purpose = purpose;
+        rec.filename = *file->filename;
+        rec.bytes = file->value.size();
+        rec.path = options_.batch_dir / "files" / rec.id;
+        rec.created_at = unix_now();
+        // The file part alone, written out of the mapping (then renamed: a kept file is always whole).
+        TempFile part{rec.path.string() + ".part"};
+        {
+            std::ofstream out(part.path, std::ios::binary);
+            out.write(file->value.data(), static_cast<std::streamsize>(file->value.size()));
+            if (!out) throw Error(ErrorKind::internal, "cannot write " + part.path.string());
+        }
+        fs::rename(part.path, rec.path);
+        part.kept = true;
+    }
+    std::error_code ec;
+    fs::remove(upload, ec);
+    store.add_file(rec);
+    return file_json(rec);
+}
+
+asio::awaitable<bool> Server::files_route(beast::tcp_stream& stream, const Request& req, const Route& r) {
+    const unsigned v = req.version();
+    const bool keep = req.keep_alive();
+    auto& store = batch_store();
+    if (is_file_upload(req)) {
+        // A small upload that arrived whole with its header: the same path as a streamed one.
+        TempFile upload{options_.batch_dir / "tmp" / (batch::Store::new_id("upload-") + ".part")};
+        {
+            std::ofstream out(upload.path, std::ios::binary);
+            out.write(req.body().data(), static_cast<std::streamsize>(req.body().size()));
+        }
+        const nlohmann::json answer = accept_file(upload.path, req[bhttp::field::content_type]);
+        upload.kept = true;
+        co_await write_json(stream, v, keep, 200, answer);
+        co_return keep;
+    }
+    if (r.engine.empty()) {
+        nlohmann::json data = nlohmann::json::array();
+        for (const auto& f : store.files()) data.push_back(file_json(f));
+        const nlohmann::json answer = {{"object", "list"}, {"data", data}, {"has_more", false}};
+        co_await write_json(stream, v, keep, 200, answer);
+        co_return keep;
+    }
+    const auto f = store.file(r.engine);
+    if (!f) throw Error(ErrorKind::not_found, "no file '" + r.engine + "'", {{"file", r.engine}});
+    if (req.method() == bhttp::verb::delete_) {
+        std::error_code ec;
+        fs::remove(f->path, ec);
+        store.remove_file(f->id);
+        const nlohmann::json answer = {{"id", f->id}, {"object", "file"}, {"deleted", true}};
+        co_await write_json(stream, v, keep, 200, answer);
+        co_return keep;
+    }
+    if (!r.path.ends_with("/content")) {
+        co_await write_json(stream, v, keep, 200, file_json(*f));
+        co_return keep;
+    }
+    // The bytes, from disk as they are sent (a large file is never read whole).
+    bhttp::response<bhttp::file_body> res{bhttp::status::ok, v};
+    res.set(bhttp::field::server, "loch");
+    res.set(bhttp::field::content_type, "application/octet-stream");
+    res.keep_alive(keep);
+    beast::error_code ec;
+    res.body().open(f->path.c_str(), beast::file_mode::scan, ec);
+    if (ec) throw Error(ErrorKind::internal, "cannot read " + f->path.string() + ": " + ec.message());
+    res.prepare_payload();
+    // A client reading at 1 MiB/s gets the whole file; one that stops reading is cut off.
+    const auto limit = std::chrono::seconds(30 + static_cast<std::int64_t>(f->bytes >> 20));
+    stream.expires_after(limit);
+    auto [wec, wn] = co_await bhttp::async_write(stream, res, tok);
+    stream.expires_never();
+    co_return !wec && keep;
+}
+
+}  // namespace loch::http
