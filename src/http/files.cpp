@@ -2,13 +2,15 @@
 // /v1/files, GET|DELETE /v1/files/{id}, GET /v1/files/{id}/content — in OpenAI's shapes, as its clients read
 // them. An upload goes to `<batch_dir>/tmp` as it arrives; the whole file is checked (every problem by line
 // number) before it is kept under `<batch_dir>/files/<id>` and recorded in the store. Local-disk writes of
-// the body's pieces run on the loop thread: they land in the page cache (no fsync), as the request log's do.
+// the body's pieces run on the loop thread: they land in the page cache (no fsync), as the request log's do;
+// the check and the copy of the file part (seconds for a GiB) run on the worker pool (core/off_loop.hpp).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 #include <streambuf>
 
 #include <fmt/format.h>
@@ -18,6 +20,7 @@
 
 #include "batch/input_file.hpp"
 #include "batch/store.hpp"
+#include "core/off_loop.hpp"
 #include "http/errors.hpp"
 #include "http/multipart.hpp"
 #include "http/routes.hpp"
@@ -161,8 +164,8 @@ asio::awaitable<bool> Server::receive_upload(beast::tcp_stream& stream, beast::f
             }
         }
         complete = true;
-        answer = accept_file(upload.path, req[bhttp::field::content_type]);
-        upload.kept = true;  // accept_file moved it
+        upload.kept = true;  // accept_file's now
+        answer = co_await accept_file(upload.path, std::string(req[bhttp::field::content_type]));
     } catch (const Error& e) {
         err = e;
     } catch (const std::exception& e) {
@@ -183,77 +186,96 @@ asio::awaitable<bool> Server::receive_upload(beast::tcp_stream& stream, beast::f
     co_return keep;
 }
 
-nlohmann::json Server::accept_file(const fs::path& upload, std::string_view content_type) {
+namespace {
+
+// On the worker pool (core/off_loop.hpp): reads the form from the mapped upload, checks every line and
+// writes the file part to `files_dir/<id>`. Touches nothing of loch's state: the rules carry copies.
+batch::FileRecord check_and_keep(const fs::path& upload, const std::string& boundary,
+                                 const fs::path& files_dir, const batch::InputRules& rules) {
+    batch::FileRecord rec;
+    const MappedFile mapped(upload);
+    std::string purpose;
+    std::optional<FormPart> file;
+    for (auto& part : read_form(mapped.view(), boundary)) {
+        if (part.name == "purpose") purpose = std::string(part.value);
+        if (part.name == "file" && part.filename) file = part;
+    }
+    if (!file) throw Error(ErrorKind::invalid_request, "POST /v1/files needs a `file` part with a filename");
+    if (purpose != "batch")
+        throw Error(
+            ErrorKind::invalid_request,
+            fmt::format("loch keeps Batch API input files only: purpose must be \"batch\", got \"{}\"",
+                        purpose),
+            {{"purpose", purpose}});
+    ViewBuffer view(file->value);
+    std::istream in(&view);
+    const auto check = batch::check_input_file(in, rules);
+    if (!check.ok()) {
+        nlohmann::json problems = nlohmann::json::array();
+        for (const auto& p : check.problems) problems.push_back({{"line", p.line}, {"message", p.message}});
+        throw Error(
+            ErrorKind::invalid_request,
+            fmt::format("the batch input file '{}' has problems: {}", *file->filename, check.summary()),
+            {{"problems", problems}, {"more_problems", check.more_problems}});
+    }
+    rec.id = batch::Store::new_id("file-");
+    rec.purpose = purpose;
+    rec.filename = *file->filename;
+    rec.bytes = file->value.size();
+    rec.path = files_dir / rec.id;
+    rec.created_at = unix_now();
+    // The file part alone, written out of the mapping (then renamed: a kept file is always whole).
+    TempFile part{rec.path.string() + ".part"};
+    {
+        std::ofstream out(part.path, std::ios::binary);
+        out.write(file->value.data(), static_cast<std::streamsize>(file->value.size()));
+        if (!out) throw Error(ErrorKind::internal, "cannot write " + part.path.string());
+    }
+    fs::rename(part.path, rec.path);
+    part.kept = true;
+    return rec;
+}
+
+}  // namespace
+
+batch::InputRules Server::batch_input_rules() const {
+    // Copies of what the check needs (it runs off the loop, and a reload may change the config meanwhile).
+    std::set<std::string> known;
+    std::vector<std::string> names;
+    for (const auto& m : broker_.config().models) {
+        names.push_back(m.name);
+        known.insert(m.name);
+        known.insert(m.aliases.begin(), m.aliases.end());
+    }
+    batch::InputRules rules;
+    rules.url_problem = [](const std::string& url) -> std::optional<std::string> {
+        const ModelRoute* r = find_model_route(url);
+        if (r && r->body == BodyKind::json && r->method == "POST") return std::nullopt;
+        return fmt::format(
+            "url \"{}\" is not a route loch runs batch items on (a POST route with a JSON body: "
+            "/v1/chat/completions, /v1/completions, /v1/embeddings, …)",
+            url);
+    };
+    rules.model_problem = [known, names](const std::string& model) -> std::optional<std::string> {
+        if (known.contains(model)) return std::nullopt;
+        return fmt::format("no model named '{}' (known: {})", model, fmt::join(names, ", "));
+    };
+    return rules;
+}
+
+asio::awaitable<nlohmann::json> Server::accept_file(fs::path upload, std::string content_type) {
+    const TempFile whole{upload};  // the upload as it arrived goes, whether kept or refused
     auto& store = batch_store();
     const auto boundary = form_boundary(content_type);
     if (!boundary)
         throw Error(ErrorKind::invalid_request,
                     "POST /v1/files takes multipart/form-data with the fields purpose and file");
-    batch::FileRecord rec;
-    {
-        const MappedFile mapped(upload);
-        std::string purpose;
-        std::optional<FormPart> file;
-        for (auto& part : read_form(mapped.view(), *boundary)) {
-            if (part.name == "purpose") purpose = std::string(part.value);
-            if (part.name == "file" && part.filename) file = part;
-        }
-        if (!file)
-            throw Error(ErrorKind::invalid_request, "POST /v1/files needs a `file` part with a filename");
-        if (purpose != "batch")
-            throw Error(
-                ErrorKind::invalid_request,
-                fmt::format("loch keeps Batch API input files only: purpose must be \"batch\", got \"{}\"",
-                            purpose),
-                {{"purpose", purpose}});
-        // Every line, before anything is kept: a URL loch serves with a JSON body, a model that serves it.
-        batch::InputRules rules;
-        rules.url_problem = [](const std::string& url) -> std::optional<std::string> {
-            const ModelRoute* r = find_model_route(url);
-            if (r && r->body == BodyKind::json && r->method == "POST") return std::nullopt;
-            return fmt::format(
-                "url \"{}\" is not a route loch runs batch items on (a POST route with a JSON "
-                "body: /v1/chat/completions, /v1/completions, /v1/embeddings, …)",
-                url);
-        };
-        rules.model_problem = [this](const std::string& model) -> std::optional<std::string> {
-            if (broker_.config().find_model(model)) return std::nullopt;
-            std::vector<std::string> names;
-            for (const auto& m : broker_.config().models) names.push_back(m.name);
-            return fmt::format("no model named '{}' (known: {})", model, fmt::join(names, ", "));
-        };
-        ViewBuffer view(file->value);
-        std::istream in(&view);
-        const auto check = batch::check_input_file(in, rules);
-        if (!check.ok()) {
-            nlohmann::json problems = nlohmann::json::array();
-            for (const auto& p : check.problems)
-                problems.push_back({{"line", p.line}, {"message", p.message}});
-            throw Error(
-                ErrorKind::invalid_request,
-                fmt::format("the batch input file '{}' has problems: {}", *file->filename, check.summary()),
-                {{"problems", problems}, {"more_problems", check.more_problems}});
-        }
-        rec.id = batch::Store::new_id("file-");
-        rec.purpose = purpose;
-        rec.filename = *file->filename;
-        rec.bytes = file->value.size();
-        rec.path = options_.batch_dir / "files" / rec.id;
-        rec.created_at = unix_now();
-        // The file part alone, written out of the mapping (then renamed: a kept file is always whole).
-        TempFile part{rec.path.string() + ".part"};
-        {
-            std::ofstream out(part.path, std::ios::binary);
-            out.write(file->value.data(), static_cast<std::streamsize>(file->value.size()));
-            if (!out) throw Error(ErrorKind::internal, "cannot write " + part.path.string());
-        }
-        fs::rename(part.path, rec.path);
-        part.kept = true;
-    }
-    std::error_code ec;
-    fs::remove(upload, ec);
+    // Seconds of parsing for a GiB file: on the worker pool, while loch goes on serving.
+    const batch::FileRecord rec = co_await core::off_loop(
+        work_, [upload, b = std::string(*boundary), dir = options_.batch_dir / "files",
+                rules = batch_input_rules()] { return check_and_keep(upload, b, dir, rules); });
     store.add_file(rec);
-    return file_json(rec);
+    co_return file_json(rec);
 }
 
 asio::awaitable<bool> Server::files_route(beast::tcp_stream& stream, const Request& req, const Route& r) {
@@ -267,8 +289,9 @@ asio::awaitable<bool> Server::files_route(beast::tcp_stream& stream, const Reque
             std::ofstream out(upload.path, std::ios::binary);
             out.write(req.body().data(), static_cast<std::streamsize>(req.body().size()));
         }
-        const nlohmann::json answer = accept_file(upload.path, req[bhttp::field::content_type]);
-        upload.kept = true;
+        upload.kept = true;  // accept_file's now
+        const nlohmann::json answer =
+            co_await accept_file(upload.path, std::string(req[bhttp::field::content_type]));
         co_await write_json(stream, v, keep, 200, answer);
         co_return keep;
     }

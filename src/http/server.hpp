@@ -42,6 +42,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -49,6 +50,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "batch/input_file.hpp"
 #include "broker/broker.hpp"
 #include "http/ollama_api.hpp"
 #include "http/openai_request.hpp"
@@ -223,7 +225,9 @@ class Server {
     boost::asio::awaitable<bool> receive_upload(
         boost::beast::tcp_stream& stream, boost::beast::flat_buffer& buffer,
         boost::beast::http::request_parser<boost::beast::http::string_body>& parser);
-    nlohmann::json accept_file(const std::filesystem::path& upload, std::string_view content_type);
+    boost::asio::awaitable<nlohmann::json> accept_file(std::filesystem::path upload,
+                                                       std::string content_type);
+    batch::InputRules batch_input_rules() const;  // what a line may name, from the config now
     boost::asio::awaitable<bool> files_route(boost::beast::tcp_stream& stream, const Request& req,
                                              const Route& r);
     batch::Store& batch_store();  // throws not_found when the server has no batch_dir
@@ -289,6 +293,9 @@ class Server {
     std::uint16_t port_ = 0;
     std::uint64_t shed_connections_ = 0;         // idle connections closed at the cap
     std::unique_ptr<batch::Store> batch_store_;  // opened on the first Batch API call
+    // Blocking work off the loop (core/off_loop.hpp): an upload's check, a batch's output file. One thread:
+    // such work is rare and must not take the second core from the engines.
+    boost::asio::thread_pool work_{1};
     observe::LoopLag loop_lag_;
     std::shared_ptr<bool> alive_;
 };

@@ -137,8 +137,15 @@ TEST(Files, AFileLargerThanMaxBodyIsStreamedToDiskSurvivesARestartAndOneOverTheL
     const std::string pad(4096, 'x');
     for (int i = 0; text.size() < 40u << 20; ++i) text += item("i" + std::to_string(i), "tiny", pad) + "\n";
     std::int64_t heap_growth = 0;
+    const auto late_wakes = [&] {
+        return json::parse(loch->get("/loch/status").body)["event_loop"]["late_wakes"];
+    };
+    const std::uint64_t late_before = late_wakes();
     const auto [status, body] = upload_in_halves(*loch, text, heap_growth);
     ASSERT_EQ(status, 200) << body.substr(0, 2000);
+    // Checking 40 MiB of JSON lines takes a good part of a second: on the worker pool, not on loch's thread
+    // (a wake 250 ms late would be counted).
+    EXPECT_EQ(late_wakes(), late_before) << "the upload's check blocked loch's event loop";
     // Half of it (20 MiB) had arrived: held in memory, the heap would have grown by that much.
     EXPECT_LT(heap_growth, 8 << 20) << "the upload is being held in memory";
     const auto file = json::parse(body);
