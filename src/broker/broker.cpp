@@ -120,7 +120,7 @@ std::optional<Lease> Broker::try_acquire(const std::string& name, const RequestN
     if (try_serve(*m, needs, &holder) != Serve::granted) return std::nullopt;
     if (needs.keep_alive) m->keep_alive_override = *needs.keep_alive;
     last_request_ = Clock::now();
-    return make_lease(*m, "ready", {}, std::move(holder));
+    return make_lease(*m, priority_of(*m, needs), "ready", {}, std::move(holder));
 }
 
 nlohmann::json Broker::progress(const std::string& name) {
@@ -155,12 +155,12 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     co_await ensure_footprint(*m);
     // The usual case — ready, a slot free — is granted without a Waiter (and its timer) being made.
     if (std::string holder; try_serve(*m, needs, &holder) == Serve::granted)
-        co_return make_lease(*m, "ready", {}, std::move(holder));
+        co_return make_lease(*m, priority_of(*m, needs), "ready", {}, std::move(holder));
     auto w = std::make_shared<Waiter>(next_waiter_++, m, ex_);
     w->decision = m->wait_reason;
     w->needs = needs;
 
-    const auto prio = m->cfg->priority;
+    const auto prio = priority_of(*m, needs);
     const std::size_t cap = queue_.capacity(prio);
     if (!queue_.push(w->id, prio, Clock::now())) {
         const int retry = retry_after_s(*m);
@@ -179,7 +179,8 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
     queue_.remove(w->id);
     waiters_.erase(w->id);
-    if (w->granted) co_return make_lease(*m, w->decision, Clock::now() - w->since, std::move(w->transient));
+    if (w->granted)
+        co_return make_lease(*m, prio, w->decision, Clock::now() - w->since, std::move(w->transient));
     if (w->error) throw *w->error;
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - w->since).count();
     Error timeout(ErrorKind::queue_timeout,
@@ -195,13 +196,14 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     throw timeout;
 }
 
-Lease Broker::make_lease(Model& m, std::string decision, Clock::duration waited,
+Lease Broker::make_lease(Model& m, config::Priority priority, std::string decision, Clock::duration waited,
                          std::string transient_holder) {
     Lease l;
     l.transient_ = std::move(transient_holder);
     l.decision_ = std::move(decision);
     l.queue_wait_ = waited;
-    l.priority_ = std::string(config::to_string(m.cfg->priority));
+    l.priority_ = std::string(config::to_string(priority));
+    l.interactive_ = priority == config::Priority::interactive;
     l.broker_ = this;
     l.alive_ = alive_;
     l.granted_at_ = Clock::now();
@@ -235,7 +237,8 @@ void Broker::keep_retained(Model& m, const std::string& holder) {
     m.retained = kept;
 }
 
-void Broker::release(const std::string& name, Clock::duration held, const std::string& transient) {
+void Broker::release(const std::string& name, Clock::duration held, const std::string& transient,
+                     bool interactive) {
     if (!transient.empty()) ledger_.release(transient);
     auto it = models_.find(name);
     if (it == models_.end()) return;
@@ -245,6 +248,7 @@ void Broker::release(const std::string& name, Clock::duration held, const std::s
         keep_retained(m, transient);
     }
     if (m.active > 0) --m.active;
+    if (interactive && m.active_interactive > 0) --m.active_interactive;
     m.last_used = Clock::now();
     const double s = std::chrono::duration<double>(held).count();
     m.avg_request_s = m.requests_done++ == 0 ? s : 0.8 * m.avg_request_s + 0.2 * s;
@@ -390,7 +394,7 @@ Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, st
     return Serve::wait;
 }
 
-Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string* holder) {
+Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string* holder, bool aged) {
     if (shutting_down_) throw Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5);
     const auto verdict = m.crashes.check(Clock::now());
     if (verdict.quarantined) {
@@ -399,6 +403,11 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
         const auto retry = std::chrono::duration_cast<std::chrono::seconds>(verdict.retry_in).count();
         throw Error(ErrorKind::quarantined, verdict.message, d, static_cast<int>(std::max<long>(1, retry)));
     }
+    const config::Priority priority = priority_of(m, needs);
+    if (priority == config::Priority::batch && !aged && interactive_wants(m)) {
+        m.wait_reason = "batch work yields: an interactive request runs or waits where it runs";
+        return Serve::wait;
+    }
     switch (m.state) {
         case ModelState::ready:
             if (m.active < m.slots() && exclusive_ok(m)) {
@@ -406,6 +415,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                     book_transient(m, *needs.transient, holder) != Serve::granted)
                     return Serve::wait;
                 ++m.active;
+                if (priority == config::Priority::interactive) ++m.active_interactive;
                 if (m.cfg->exclusive) each_device(m, [&](const std::string& d) { gpu_lock_[d] = m.name(); });
                 return Serve::granted;
             }
@@ -447,7 +457,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
         residue = ledger_.reservation(m.device, m.name());
         ledger_.release(m.name());
     }
-    const AdmissionInput input = admission_input(m);
+    const AdmissionInput input = admission_input(m, priority);
     const Decision d = decide(input, ledger_);
     if (residue && !(d.kind == Decision::Kind::start && d.device == m.device))
         ledger_.reserve(m.device, m.name(), *residue);
@@ -552,7 +562,8 @@ void Broker::pump() {
         auto w = it->second;
         if (w->granted || w->error) continue;
         try {
-            if (try_serve(*w->model, w->needs, &w->transient) == Serve::granted) {
+            const bool aged = Clock::now() - w->since >= options_.aging;
+            if (try_serve(*w->model, w->needs, &w->transient, aged) == Serve::granted) {
                 w->granted = true;
                 queue_.remove(id);
                 w->timer.cancel();

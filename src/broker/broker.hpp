@@ -94,6 +94,7 @@ class Lease {
     std::shared_ptr<engines::EngineRun> engine_;
     std::chrono::steady_clock::duration queue_wait_{};
     std::string decision_, priority_;
+    bool interactive_ = true;
     std::string transient_;  // the ledger holder of the request's own memory, if it has any
 };
 
@@ -109,6 +110,9 @@ struct RequestNeeds {
     std::optional<engines::RequestCost> transient;
     // The request's id (X-Request-Id): shown with it in the queue, and how cancel_waiting finds it.
     std::string request_id;
+    // Lower than its model's (X-Loch-Priority: batch — a Batch API item): a request may lower its priority,
+    // never raise it. A batch request yields: see Broker::yields_to_interactive.
+    std::optional<config::Priority> priority;
 };
 
 struct BrokerOptions {
@@ -125,6 +129,12 @@ class Broker {
     ~Broker();
 
     void start();  // first device probe and the tick loop
+
+    // Batch work yields to people: true while an interactive request runs or waits on a device the model
+    // runs on (or would start on). Then no batch-priority request for it is granted (it waits, and an engine
+    // idle between batch items is evicted like any idle one), and the Batch API's runner preempts the
+    // items it has running there where the engine can stop them (docs/batches.md).
+    bool yields_to_interactive(const std::string& model) const;
 
     // Throws broker::Error: model_not_found, context_length_exceeded (max_tokens can never fit the slot
     // context: refused before any engine starts), insufficient_memory, queue_full, queue_timeout,
@@ -202,13 +212,18 @@ class Broker {
     void check_needs(const Model& m, const RequestNeeds& needs) const;
     // Grant a slot now (and book the request's own memory under `*holder`), or start what it needs (load,
     // evictions) and wait.
-    Serve try_serve(Model& m, const RequestNeeds& needs, std::string* holder);
+    // `aged`: a batch waiter past `aging` no longer yields to interactive work (it would starve).
+    Serve try_serve(Model& m, const RequestNeeds& needs, std::string* holder, bool aged = false);
     // A request's own memory on a ready engine's device: book it, evict for it, refuse it, or wait.
     Serve book_transient(Model& m, const engines::RequestCost& t, std::string* holder);
-    Lease make_lease(Model& m, std::string decision, std::chrono::steady_clock::duration waited,
-                     std::string transient_holder = {});
+    Lease make_lease(Model& m, config::Priority priority, std::string decision,
+                     std::chrono::steady_clock::duration waited, std::string transient_holder = {});
     void release(const std::string& model, std::chrono::steady_clock::duration held,
-                 const std::string& transient);
+                 const std::string& transient, bool interactive);
+    config::Priority priority_of(const Model& m, const RequestNeeds& needs) const;
+    // Whether an interactive request runs or waits (for a slot, memory, a load) on a device `m` runs on or
+    // would start on, or an interactive job waits for one.
+    bool interactive_wants(const Model& m) const;
     void pump();
     void fail_waiters(const Model& m, const Error& e);
 
@@ -234,7 +249,8 @@ class Broker {
     std::vector<std::string> allowed_devices(const Model& m) const;
     // How the engines' runtimes number a device: from the probe, else placement_without_probe().
     engines::Placement placement_of(const std::string& device) const;
-    AdmissionInput admission_input(const Model& m) const;
+    // `priority`: the request's, when lower than the model's (a batch item evicts only batch engines).
+    AdmissionInput admission_input(const Model& m, std::optional<config::Priority> priority = {}) const;
     bool exclusive_ok(const Model& m) const;
     void begin_load(Model& m, const std::string& device);
     // A start on every device of `where` at once, each with its part of the reservation (a split).

@@ -224,8 +224,17 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
     for (const auto& [name, o] : models_) {
         if (o.get() == except_model || o->state == ModelState::stopped) continue;
         const Model* op = o.get();  // (clang 14 cannot capture a structured binding)
-        const bool wanted = std::any_of(waiters_.begin(), waiters_.end(),
-                                        [&](const auto& w) { return w.second->model == op; });
+        // Wanted by a queued request — unless all that want it are batch requests yielding to interactive
+        // work (then it is idle between batch items, and evicted for that work like any idle engine).
+        const bool wanted =
+            std::any_of(waiters_.begin(), waiters_.end(),
+                        [&](const auto& w) {
+                            return w.second->model == op &&
+                                   priority_of(*op, w.second->needs) == config::Priority::interactive;
+                        }) ||
+            (std::any_of(waiters_.begin(), waiters_.end(),
+                         [&](const auto& w) { return w.second->model == op; }) &&
+             !interactive_wants(*op));
         EngineView v;
         v.name = name;
         v.device = o->device;

@@ -25,6 +25,7 @@ Lease& Lease::operator=(Lease&& o) noexcept {
         queue_wait_ = o.queue_wait_;
         decision_ = std::move(o.decision_);
         priority_ = std::move(o.priority_);
+        interactive_ = o.interactive_;
         transient_ = std::move(o.transient_);
     }
     return *this;
@@ -34,7 +35,7 @@ void Lease::release() {
     if (!broker_) return;
     Broker* b = std::exchange(broker_, nullptr);
     if (auto alive = alive_.lock(); alive && *alive)
-        b->release(model_, Clock::now() - granted_at_, transient_);
+        b->release(model_, Clock::now() - granted_at_, transient_, interactive_);
 }
 
 void Lease::release_later() {
@@ -43,8 +44,9 @@ void Lease::release_later() {
     auto alive = alive_.lock();
     if (!alive || !*alive) return;
     const auto held = Clock::now() - granted_at_;
-    asio::post(b->ex_, [b, weak = alive_, model = model_, held, transient = std::move(transient_)] {
-        if (auto a = weak.lock(); a && *a) b->release(model, held, transient);
+    asio::post(b->ex_, [b, weak = alive_, model = model_, held, transient = std::move(transient_),
+                        interactive = interactive_] {
+        if (auto a = weak.lock(); a && *a) b->release(model, held, transient, interactive);
     });
 }
 

@@ -48,6 +48,7 @@ struct Broker::Model {
     std::string device;                               // where it runs (a split: its main device)
     engines::Placement where;  // this run's placement: a split's other devices and shares too
     std::uint32_t active = 0;
+    std::uint32_t active_interactive = 0;  // of `active`: interactive requests (batch ones yield to them)
     Clock::time_point last_used = Clock::now();
     std::optional<double> load_s;
     engines::ReadyFacts facts;  // this run's, from the kind's after_ready
@@ -115,7 +116,7 @@ struct Broker::Waiter {
     bool granted = false;
     std::optional<Error> error;
     std::string decision;   // what admission said when it queued ("loading on cpu …", "waiting for …")
-    RequestNeeds needs;     // its own memory, if any (the pump books it when it grants)
+    RequestNeeds needs;     // its own memory, if any (the pump books it when it grants); its priority
     std::string transient;  // the ledger holder booked for it at grant
 };
 

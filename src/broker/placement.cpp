@@ -47,9 +47,9 @@ std::vector<std::string> Broker::allowed_devices(const Model& m) const {
     return out;
 }
 
-AdmissionInput Broker::admission_input(const Model& m) const {
+AdmissionInput Broker::admission_input(const Model& m, std::optional<config::Priority> priority) const {
     AdmissionInput in;
-    in.priority = rank(m.cfg->priority);
+    in.priority = std::min(rank(m.cfg->priority), rank(priority.value_or(config::Priority::interactive)));
     if (m.footprint)
         for (const auto& n : m.footprint->needs) in.needs.push_back(need_on(m, n));
     // Keep room for pinned models: a device that a pinned model not running now is configured for comes

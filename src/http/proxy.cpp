@@ -447,6 +447,16 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         needs.max_tokens = oreq.max_tokens;
         needs.route = std::string(to_string(oreq.endpoint));
         needs.keep_alive = call.keep_alive;
+        // A request may lower its priority (the Batch API's items do), never raise it: interactive is the
+        // most any request gets, and a model configured as batch stays batch.
+        if (const auto p = req.find("X-Loch-Priority"); p != req.end()) {
+            if (beast::iequals(p->value(), "batch"))
+                needs.priority = config::Priority::batch;
+            else if (!beast::iequals(p->value(), "interactive"))
+                throw Error(ErrorKind::invalid_request,
+                            fmt::format("X-Loch-Priority is batch or interactive, not '{}'",
+                                        std::string_view(p->value().data(), p->value().size())));
+        }
         {
             engines::RequestView view;
             view.route = to_string(oreq.endpoint);

@@ -86,8 +86,8 @@ class BrokerTest : public ::testing::Test {
         ioc.run_for(10ms);
     }
 
-    std::future<Lease> acquire(const std::string& model) {
-        return asio::co_spawn(ioc, broker->acquire(model), asio::use_future);
+    std::future<Lease> acquire(const std::string& model, RequestNeeds needs = {}) {
+        return asio::co_spawn(ioc, broker->acquire(model, std::move(needs)), asio::use_future);
     }
     // Runs the io_context until `f` is ready (or 10 s passed).
     template <class F>

@@ -1,0 +1,67 @@
+// broker/yielding — batch work yields to people (issue 29). A request runs at its model's priority unless it
+// lowers it (X-Loch-Priority: batch); a batch request is not granted while an interactive request runs or
+// waits on a device its model uses, so an engine busy with batch items drains and, once idle, is evicted for
+// the interactive request like any idle engine. Member functions of Broker (broker.hpp).
+#include <algorithm>
+#include <set>
+
+#include "broker/broker.hpp"
+#include "broker/model_state.hpp"
+
+namespace loch::broker {
+
+namespace {
+
+// Where a model runs, or would start: its devices while it has an engine, else its planned ones, else
+// every device it may use.
+template <class Model, class Each, class Allowed>
+std::set<std::string> devices_wanted(const Model& m, Each each, Allowed allowed) {
+    std::set<std::string> out;
+    if (m.engine && !m.device.empty())
+        each(m, [&](const std::string& d) { out.insert(d); });
+    else if (m.footprint && !m.footprint->needs.empty())
+        for (const auto& n : m.footprint->needs) out.insert(n.device);
+    else
+        for (auto& d : allowed(m)) out.insert(std::move(d));
+    return out;
+}
+
+}  // namespace
+
+config::Priority Broker::priority_of(const Model& m, const RequestNeeds& needs) const {
+    if (needs.priority == config::Priority::batch) return config::Priority::batch;
+    return m.cfg->priority;
+}
+
+bool Broker::interactive_wants(const Model& m) const {
+    const auto each = [](const Model& x, auto&& f) { each_device(x, f); };
+    const auto allowed = [this](const Model& x) { return allowed_devices(x); };
+    const auto mine = devices_wanted(m, each, allowed);
+    const auto shares = [&](const Model& o) {
+        if (&o == &m) return true;
+        for (const auto& d : devices_wanted(o, each, allowed))
+            if (mine.contains(d)) return true;
+        return false;
+    };
+    for (const auto& [name, o] : models_)
+        if (o->active_interactive > 0 && shares(*o)) return true;
+    for (const auto& [id, w] : waiters_)
+        if (!w->granted && !w->error && priority_of(*w->model, w->needs) == config::Priority::interactive &&
+            shares(*w->model))
+            return true;
+    for (const auto& [id, h] : holds_) {
+        if (h->state != Hold::State::waiting || h->spec.priority != config::Priority::interactive) continue;
+        for (const auto& d : h->devices)
+            if (mine.contains(d)) return true;
+    }
+    return false;
+}
+
+bool Broker::yields_to_interactive(const std::string& model) const {
+    for (const auto& [name, m] : models_)
+        if (name == model || std::ranges::find(m->cfg->aliases, model) != m->cfg->aliases.end())
+            return interactive_wants(*m);
+    return false;
+}
+
+}  // namespace loch::broker

@@ -1,0 +1,84 @@
+// Batch work yields to people (broker/yielding.cpp, issue 29): a request that lowered its priority to batch
+// is not granted while an interactive request runs or waits where its model runs; an engine idle between
+// batch items is evicted for an interactive request; a batch waiter past `aging` stops yielding.
+#include <gtest/gtest.h>
+
+#include "broker_fixture.hpp"
+
+namespace loch::broker {
+namespace {
+
+using namespace std::chrono_literals;
+using test_fixture::BrokerTest;
+using test_fixture::fast;
+
+RequestNeeds batch_item() {
+    RequestNeeds n;
+    n.priority = config::Priority::batch;
+    return n;
+}
+
+TEST_F(BrokerTest, ABatchItemWaitsWhileAnInteractiveRequestRunsOnItsModelAndStartsAfter) {
+    add_model("chat", 4 * kGiB);
+    cfg.models.back().concurrency = 2;
+    start(fast());
+    auto i = acquire("chat");
+    ASSERT_TRUE(settle(i));
+    Lease person = i.get();
+    EXPECT_TRUE(broker->yields_to_interactive("chat"));
+    auto b = acquire("chat", batch_item());
+    run_for(150ms);
+    EXPECT_NE(b.wait_for(0s), std::future_status::ready) << "a batch item took the free slot beside a person";
+    person.release();
+    ASSERT_TRUE(settle(b));
+    Lease item = b.get();
+    EXPECT_EQ(item.priority(), "batch");
+    EXPECT_FALSE(broker->yields_to_interactive("chat"));
+    // A batch item running does not make a new interactive request wait: it gets the other slot at once.
+    auto i2 = acquire("chat");
+    ASSERT_TRUE(settle(i2, 100ms));
+    EXPECT_EQ(i2.get().priority(), "interactive");
+}
+
+TEST_F(BrokerTest, AnEngineIdleBetweenBatchItemsIsEvictedForAnInteractiveRequestAndTheNextItemWaits) {
+    add_model("captioner", 6 * kGiB);
+    add_model("chat", 6 * kGiB);  // the device holds one of them
+    start(fast());
+    auto b1 = acquire("captioner", batch_item());
+    ASSERT_TRUE(settle(b1));
+    Lease running = b1.get();
+    auto person = acquire("chat");
+    run_for(100ms);
+    EXPECT_NE(person.wait_for(0s), std::future_status::ready);
+    EXPECT_TRUE(broker->yields_to_interactive("captioner"));
+    // The next item comes while the person waits: it does not start, and does not keep the engine wanted.
+    auto b2 = acquire("captioner", batch_item());
+    run_for(100ms);
+    EXPECT_NE(b2.wait_for(0s), std::future_status::ready) << "a new batch item started while a person waits";
+    running.release();
+    ASSERT_TRUE(settle(person));
+    Lease chat = person.get();
+    EXPECT_TRUE(fake->of("captioner")[0]->ended()) << "the idle batch engine was not evicted for the person";
+    run_for(100ms);
+    EXPECT_NE(b2.wait_for(0s), std::future_status::ready);
+}
+
+TEST_F(BrokerTest, ABatchItemWaitingPastAgingNoLongerYields) {
+    add_model("chat", 4 * kGiB);
+    start(fast(1s));
+    auto i = acquire("chat");
+    ASSERT_TRUE(settle(i));
+    Lease person = i.get();
+    auto b = acquire("chat", batch_item());
+    // Another person waits for the one slot; the batch item, once aged, competes as interactive and is older.
+    run_for(1200ms);
+    auto i2 = acquire("chat");
+    run_for(50ms);
+    person.release();
+    ASSERT_TRUE(settle(b));
+    EXPECT_EQ(b.get().priority(), "batch");
+    EXPECT_NE(i2.wait_for(0s), std::future_status::ready);
+}
+
+}  // namespace
+}  // namespace loch::broker
