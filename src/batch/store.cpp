@@ -11,7 +11,7 @@ namespace loch::batch {
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;  // 2: batches.errors
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS files(
@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS batches(
   window_s INTEGER NOT NULL, status TEXT NOT NULL, created_at INTEGER NOT NULL,
   in_progress_at INTEGER, finalizing_at INTEGER, completed_at INTEGER, failed_at INTEGER, expired_at INTEGER,
   cancelling_at INTEGER, cancelled_at INTEGER, output_file_id TEXT NOT NULL DEFAULT '',
-  error_file_id TEXT NOT NULL DEFAULT '', seq INTEGER NOT NULL);
+  error_file_id TEXT NOT NULL DEFAULT '', seq INTEGER NOT NULL, errors TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS items(
   batch_id TEXT NOT NULL, line INTEGER NOT NULL, custom_id TEXT NOT NULL, url TEXT NOT NULL,
   model TEXT NOT NULL, line_offset INTEGER NOT NULL, line_bytes INTEGER NOT NULL, state TEXT NOT NULL,
@@ -61,11 +61,12 @@ BatchRecord batch_row(SQLite::Statement& q) {
     b.cancelled_at = optional_int(q.getColumn(13));
     b.output_file_id = q.getColumn(14).getString();
     b.error_file_id = q.getColumn(15).getString();
+    b.errors_json = q.getColumn(16).getString();
     return b;
 }
 constexpr const char* kBatchColumns =
     "id, input_file_id, endpoint, metadata, window_s, status, created_at, in_progress_at, finalizing_at, "
-    "completed_at, failed_at, expired_at, cancelling_at, cancelled_at, output_file_id, error_file_id";
+    "completed_at, failed_at, expired_at, cancelling_at, cancelled_at, output_file_id, error_file_id, errors";
 
 ItemRecord item_row(SQLite::Statement& q) {
     ItemRecord i;
@@ -112,8 +113,12 @@ std::string_view to_string(ItemState s) {
     return kItemStateName[static_cast<std::size_t>(s)];
 }
 
-Store::Store(const std::filesystem::path& path) {
+Store::Store(const std::filesystem::path& path, Mode mode) {
     try {
+        if (mode == Mode::read) {
+            db_ = std::make_unique<SQLite::Database>(path.string(), SQLite::OPEN_READONLY);
+            return;
+        }
         db_ = std::make_unique<SQLite::Database>(path.string(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
         // WAL: readers never wait for the runner's writes. NORMAL: a power cut may lose the last commits,
         // which then run once more — the promise a crash already gives (docs/batches.md).
@@ -122,6 +127,7 @@ Store::Store(const std::filesystem::path& path) {
         if (version > kSchemaVersion)
             throw std::runtime_error(fmt::format("written by a newer loch (schema {}, this loch knows {})",
                                                  version, kSchemaVersion));
+        if (version == 1) db_->exec("ALTER TABLE batches ADD COLUMN errors TEXT NOT NULL DEFAULT ''");
         db_->exec(kSchema);
         db_->exec(fmt::format("PRAGMA user_version={}", kSchemaVersion));
     } catch (const std::exception& e) {
@@ -182,21 +188,7 @@ void Store::add_batch(const BatchRecord& b, const std::vector<ItemRecord>& items
     q.bind(6, std::string(to_string(b.status)));
     q.bind(7, b.created_at);
     q.exec();
-    SQLite::Statement add(
-        *db_,
-        "INSERT INTO items(batch_id, line, custom_id, url, model, line_offset, line_bytes, state) "
-        "VALUES(?,?,?,?,?,?,?,'queued')");
-    for (const auto& i : items) {
-        add.bind(1, b.id);
-        add.bind(2, i.line);
-        add.bind(3, i.custom_id);
-        add.bind(4, i.url);
-        add.bind(5, i.model);
-        add.bind(6, static_cast<std::int64_t>(i.line_offset));
-        add.bind(7, static_cast<std::int64_t>(i.line_bytes));
-        add.exec();
-        add.reset();
-    }
+    insert_items(b.id, items);
     t.commit();
 }
 
@@ -236,6 +228,65 @@ void Store::set_outputs(const std::string& id, const std::string& output_file_id
     q.bind(2, error_file_id);
     q.bind(3, id);
     q.exec();
+}
+
+void Store::set_errors(const std::string& id, const std::string& errors_json) {
+    SQLite::Statement q(*db_, "UPDATE batches SET errors=? WHERE id=?");
+    q.bind(1, errors_json);
+    q.bind(2, id);
+    q.exec();
+}
+
+std::vector<BatchRecord> Store::unfinished_batches() const {
+    SQLite::Statement q(*db_,
+                        fmt::format("SELECT {} FROM batches WHERE status IN ('validating', 'in_progress', "
+                                    "'finalizing', 'cancelling') ORDER BY seq",
+                                    kBatchColumns));
+    std::vector<BatchRecord> out;
+    while (q.executeStep()) out.push_back(batch_row(q));
+    return out;
+}
+
+void Store::add_items(const std::string& batch_id, std::span<const ItemRecord> items) {
+    SQLite::Transaction t(*db_);
+    insert_items(batch_id, items);
+    t.commit();
+}
+
+void Store::insert_items(const std::string& batch_id, std::span<const ItemRecord> items) {
+    SQLite::Statement add(
+        *db_,
+        "INSERT INTO items(batch_id, line, custom_id, url, model, line_offset, line_bytes, state) "
+        "VALUES(?,?,?,?,?,?,?,'queued')");
+    for (const auto& i : items) {
+        add.bind(1, batch_id);
+        add.bind(2, i.line);
+        add.bind(3, i.custom_id);
+        add.bind(4, i.url);
+        add.bind(5, i.model);
+        add.bind(6, static_cast<std::int64_t>(i.line_offset));
+        add.bind(7, static_cast<std::int64_t>(i.line_bytes));
+        add.exec();
+        add.reset();
+    }
+}
+
+void Store::clear_items(const std::string& batch_id) {
+    SQLite::Statement q(*db_, "DELETE FROM items WHERE batch_id=?");
+    q.bind(1, batch_id);
+    q.exec();
+}
+
+std::vector<ItemRecord> Store::queued_items(const std::string& batch_id, std::size_t limit) const {
+    SQLite::Statement q(*db_,
+                        fmt::format("SELECT {} FROM items WHERE batch_id=? AND state='queued' ORDER BY line "
+                                    "LIMIT ?",
+                                    kItemColumns));
+    q.bind(1, batch_id);
+    q.bind(2, static_cast<std::int64_t>(limit));
+    std::vector<ItemRecord> out;
+    while (q.executeStep()) out.push_back(item_row(q));
+    return out;
 }
 
 std::optional<ItemRecord> Store::next_queued(const std::string& batch_id) const {

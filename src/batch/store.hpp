@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,7 @@ struct BatchRecord {
     std::optional<std::int64_t> in_progress_at, finalizing_at, completed_at, failed_at, expired_at,
         cancelling_at, cancelled_at;
     std::string output_file_id, error_file_id;
+    std::string errors_json;  // failed at validation: OpenAI's `errors` object; empty otherwise
 };
 
 enum class ItemState { queued, running, done, failed };
@@ -79,7 +81,10 @@ class Store {
   public:
     // Opens (creating when missing) the database at `path`, in WAL mode. Throws std::runtime_error naming the
     // file and SQLite's reason.
-    explicit Store(const std::filesystem::path& path);
+    // `read`: a second connection that only reads (a batch's output file written off the loop, beside the
+    // owner's writes: WAL lets readers go on while one writes).
+    enum class Mode { write, read };
+    explicit Store(const std::filesystem::path& path, Mode mode = Mode::write);
     ~Store();
     Store(const Store&) = delete;
     Store& operator=(const Store&) = delete;
@@ -92,8 +97,11 @@ class Store {
     std::vector<FileRecord> files() const;  // newest first
     bool remove_file(const std::string& id);
 
-    // The batch and all its items, in one transaction.
-    void add_batch(const BatchRecord& b, const std::vector<ItemRecord>& items);
+    // The batch, then its items (one transaction each: the runner adds a large batch's items in chunks,
+    // the batch `validating` until the last one is in).
+    void add_batch(const BatchRecord& b, const std::vector<ItemRecord>& items = {});
+    void add_items(const std::string& batch_id, std::span<const ItemRecord> items);
+    void clear_items(const std::string& batch_id);  // a validation interrupted by a crash starts over
     std::optional<BatchRecord> batch(const std::string& id) const;
     // Newest first; `after` = the id the previous page ended with (OpenAI's pagination).
     std::vector<BatchRecord> batches(const std::string& after, std::size_t limit) const;
@@ -101,9 +109,13 @@ class Store {
     void set_status(const std::string& id, BatchStatus s, std::int64_t at);
     void set_outputs(const std::string& id, const std::string& output_file_id,
                      const std::string& error_file_id);
+    void set_errors(const std::string& id, const std::string& errors_json);
+    // validating, in_progress, finalizing, cancelling: what the runner resumes at start-up, oldest first.
+    std::vector<BatchRecord> unfinished_batches() const;
 
     // The first queued item of the batch in line order, nullopt when none is queued.
     std::optional<ItemRecord> next_queued(const std::string& batch_id) const;
+    std::vector<ItemRecord> queued_items(const std::string& batch_id, std::size_t limit) const;
     // queued → running, attempts + 1. False when the item was not queued.
     bool start_item(const std::string& batch_id, std::int64_t line);
     // running → done (2xx) or failed, with the answer, in one transaction. False when it was not running.
@@ -120,6 +132,7 @@ class Store {
     std::pair<std::size_t, std::size_t> recover();
 
   private:
+    void insert_items(const std::string& batch_id, std::span<const ItemRecord> items);  // in a transaction
     std::unique_ptr<SQLite::Database> db_;
 };
 

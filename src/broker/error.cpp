@@ -40,6 +40,8 @@ std::string_view to_string(ErrorKind k) {
             return "cancelled";
         case ErrorKind::not_cancellable:
             return "not_cancellable";
+        case ErrorKind::conflict:
+            return "conflict";
         case ErrorKind::internal:
             return "internal_error";
     }

@@ -143,6 +143,7 @@ void run_serve(const ServeOptions& o) {
     so.request_log = cfg.log_dir / "requests.jsonl";
     so.batch_dir = cfg.state_dir / "batches";
     so.max_batch_file_bytes = cfg.max_batch_file_bytes;
+    so.batch_concurrency = cfg.batch_concurrency;
     http::Server server(ex, broker, so);
     const auto port = server.listen();
     broker.start();

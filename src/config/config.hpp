@@ -158,6 +158,8 @@ struct Config {
     std::uint64_t max_body_bytes = 16 * 1024 * 1024;  // request body size limit
     // A Batch API input file (POST /v1/files): streamed to disk, never held in memory.
     std::uint64_t max_batch_file_bytes = std::uint64_t{2} << 30;
+    // A batch's items in flight per model at once; 0 = the model's slots (docs/batches.md).
+    std::uint32_t batch_concurrency = 0;
     ClientTimeouts client_timeouts;
     std::uint32_t max_connections = 1024;  // open client connections; beyond → 503 too_many_connections
     Seconds max_wait{300};                 // longest a request may wait in a queue before 503

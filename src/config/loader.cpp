@@ -415,6 +415,11 @@ class Loader : public Walker {
                   [&](auto&, auto& v, auto& k) {
                       if (auto b = size(v, k, 1024)) c.max_batch_file_bytes = *b;
                   }},
+                 {"batch_concurrency",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto x = integer(v, k, 0, 1024))
+                          c.batch_concurrency = static_cast<std::uint32_t>(*x);
+                  }},
                  {"max_connections",
                   [&](auto&, auto& v, auto& k) {
                       if (auto x = integer(v, k, 1, 1000000))

@@ -40,6 +40,7 @@ beast_http::status status_of(ErrorKind kind) {
         // client's call, and x-should-retry says no.
         case ErrorKind::cancelled:
         case ErrorKind::not_cancellable:
+        case ErrorKind::conflict:
             return beast_http::status::conflict;
         case ErrorKind::internal:
             return beast_http::status::internal_server_error;

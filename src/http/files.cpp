@@ -19,6 +19,7 @@
 #include <boost/beast/http/write.hpp>
 
 #include "batch/input_file.hpp"
+#include "batch/runner.hpp"
 #include "batch/store.hpp"
 #include "core/off_loop.hpp"
 #include "http/errors.hpp"
@@ -112,14 +113,9 @@ bool Server::is_file_upload(const Request& req) {
 }
 
 batch::Store& Server::batch_store() {
-    if (options_.batch_dir.empty())
+    if (!runner_)
         throw Error(ErrorKind::not_found, "this loch has no Batch API (no state directory for its files)");
-    if (!batch_store_) {
-        fs::create_directories(options_.batch_dir / "files");
-        fs::create_directories(options_.batch_dir / "tmp");
-        batch_store_ = std::make_unique<batch::Store>(options_.batch_dir / "batches.sqlite3");
-    }
-    return *batch_store_;
+    return runner_->store();
 }
 
 asio::awaitable<bool> Server::receive_upload(beast::tcp_stream& stream, beast::flat_buffer& buffer,
@@ -305,6 +301,12 @@ asio::awaitable<bool> Server::files_route(beast::tcp_stream& stream, const Reque
     const auto f = store.file(r.engine);
     if (!f) throw Error(ErrorKind::not_found, "no file '" + r.engine + "'", {{"file", r.engine}});
     if (req.method() == bhttp::verb::delete_) {
+        if (runner_->uses_file(f->id))
+            throw Error(ErrorKind::conflict,
+                        fmt::format("file '{}' is the input of a batch that has not ended: cancel the batch "
+                                    "first (POST /v1/batches/{{id}}/cancel)",
+                                    f->id),
+                        {{"file", f->id}});
         std::error_code ec;
         fs::remove(f->path, ec);
         store.remove_file(f->id);

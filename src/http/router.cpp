@@ -120,6 +120,24 @@ Route route(std::string_view method, std::string_view target) {
         if (rest.substr(slash) == "/content") return check(method, "GET", r);
         return with(Route::Kind::not_found);
     }
+    if (path == "/v1/batches" || path.starts_with("/v1/batches/")) {
+        // POST|GET /v1/batches, GET /v1/batches/{id}, POST /v1/batches/{id}/cancel
+        Route r = with(Route::Kind::batches);
+        r.path = std::string(path);
+        const auto rest = path.size() > 12 ? path.substr(12) : std::string_view();
+        const auto slash = rest.find('/');
+        r.engine = std::string(rest.substr(0, slash));
+        if (path == "/v1/batches") {
+            if (method == "GET" || method == "POST") return r;
+            Route bad = with(Route::Kind::method_not_allowed);
+            bad.allow = "GET, POST";
+            return bad;
+        }
+        if (r.engine.empty()) return with(Route::Kind::not_found);
+        if (slash == std::string_view::npos) return check(method, "GET", r);
+        if (rest.substr(slash) == "/cancel") return check(method, "POST", r);
+        return with(Route::Kind::not_found);
+    }
     if (path == "/loch/requests") return check(method, "GET", with(Route::Kind::requests_list));
     if (constexpr std::string_view requests = "/loch/requests/"; path.starts_with(requests)) {
         const auto id = path.substr(requests.size());

@@ -15,6 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http.hpp>
 
+#include "batch/runner.hpp"
 #include "batch/store.hpp"
 #include "http/errors.hpp"
 #include "http/io_now.hpp"
@@ -202,6 +203,7 @@ std::uint16_t Server::listen() {
 
 void Server::start() {
     asio::co_spawn(ex_, accept_loop(), asio::detached);
+    start_batches();
     loop_lag_.start();
 }
 
@@ -454,6 +456,7 @@ void Server::close_idle() {
 
 asio::awaitable<void> Server::drain(std::chrono::milliseconds grace) {
     stop();
+    if (runner_) runner_->stop();  // no new batch item; the running ones end below and are requeued
     shutting_down_ = true;
     close_idle();
     const auto none_busy = [&] {
@@ -584,6 +587,7 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
                 nlohmann::json body = co_await broker_.status();
                 body["requests"] = metrics_.summary();
                 body["in_flight"] = in_flight();
+                body["batches"] = batches();
                 body["event_loop"] = loop_lag_.json();
                 body["connections"] = connection_figures();
                 body["upstream_connections"] = {
@@ -694,6 +698,8 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
             }
             case Route::Kind::files:
                 co_return co_await files_route(stream, req, r);
+            case Route::Kind::batches:
+                co_return co_await batches_route(stream, req, r);
             case Route::Kind::requests_list:
                 co_await write_json(stream, v, keep, 200, {{"requests", in_flight()}});
                 co_return keep;

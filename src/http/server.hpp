@@ -63,7 +63,9 @@
 
 namespace loch::batch {
 class Store;
-}
+class Runner;
+struct ItemAnswer;
+}  // namespace loch::batch
 
 namespace loch::http {
 
@@ -92,6 +94,7 @@ struct ServerOptions {
     // The Batch API's files (http/files.cpp): their store and bytes live here; empty = no Batch API.
     std::filesystem::path batch_dir;
     std::uint64_t max_batch_file_bytes = std::uint64_t{2} << 30;
+    unsigned batch_concurrency = 0;  // a batch's items in flight per model; 0 = the model's slots
 };
 
 struct RelayState;
@@ -197,6 +200,8 @@ class Server {
     // A reload (SIGHUP): the keys apply to the next request.
     void set_api_keys(std::vector<std::string> keys) { options_.api_keys = std::move(keys); }
     std::uint16_t port() const { return port_; }
+    // The unfinished batches' progress (loch status, the dashboard), empty without a Batch API.
+    nlohmann::json batches() const;
 
     using Request = boost::beast::http::request<boost::beast::http::string_body>;
 
@@ -231,6 +236,15 @@ class Server {
     boost::asio::awaitable<bool> files_route(boost::beast::tcp_stream& stream, const Request& req,
                                              const Route& r);
     batch::Store& batch_store();  // throws not_found when the server has no batch_dir
+    // The Batch API's batches (http/batches.cpp): POST|GET /v1/batches, GET /v1/batches/{id}, POST
+    // /v1/batches/{id}/cancel; the runner (batch/runner.hpp) sends each item back to this server.
+    boost::asio::awaitable<bool> batches_route(boost::beast::tcp_stream& stream, const Request& req,
+                                               const Route& r);
+    void start_batches();
+    boost::asio::awaitable<batch::ItemAnswer> send_batch_item(std::string url, std::string body,
+                                                              std::string request_id);
+    // Ends a running request whose engine can stop it, for an interactive request (the runner requeues it).
+    bool preempt(const std::string& id);
     boost::asio::awaitable<bool> dashboard(boost::beast::tcp_stream& stream, const Request& req);
     boost::asio::awaitable<bool> follow_log(boost::beast::tcp_stream& stream, const Request& req,
                                             const Route& r);
@@ -291,8 +305,8 @@ class Server {
     std::uint64_t next_request_ = 1;
     std::string id_prefix_;  // a random prefix per run ("5f090c-"): ids unique across restarts
     std::uint16_t port_ = 0;
-    std::uint64_t shed_connections_ = 0;         // idle connections closed at the cap
-    std::unique_ptr<batch::Store> batch_store_;  // opened on the first Batch API call
+    std::uint64_t shed_connections_ = 0;     // idle connections closed at the cap
+    std::shared_ptr<batch::Runner> runner_;  // the Batch API, when there is a batch_dir
     // Blocking work off the loop (core/off_loop.hpp): an upload's check, a batch's output file. One thread:
     // such work is rare and must not take the second core from the engines.
     boost::asio::thread_pool work_{1};

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fixtures.hpp"
+#include "batch_fixtures.hpp"
 
 using namespace loch;
 using namespace loch::itest;
@@ -14,46 +14,6 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
-
-std::string item(const std::string& id, const std::string& model, const std::string& pad = "") {
-    return json{{"custom_id", id},
-                {"method", "POST"},
-                {"url", "/v1/chat/completions"},
-                {"body",
-                 {{"model", model},
-                  {"max_tokens", 4},
-                  {"messages", json::array({{{"role", "user"}, {"content", "Caption this." + pad}}})}}}}
-        .dump();
-}
-
-fs::path write_file(const test::TempDir& dir, const std::string& name, const std::string& text) {
-    const auto p = dir.path() / name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-}
-
-const std::string kBoundary = "----loch-test-boundary";
-
-// The multipart body of an upload of `text` as loch's clients send it.
-std::string form(const std::string& text, const std::string& purpose = "batch") {
-    const std::string& b = kBoundary;
-    return "--" + b + "\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\n" + purpose + "\r\n--" +
-           b +
-           "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n"
-           "Content-Type: application/jsonl\r\n\r\n" +
-           text + "\r\n--" + b + "--\r\n";
-}
-
-test::HttpResponse upload(LochServer& loch, const std::string& text, const std::string& purpose = "batch") {
-    test::HttpRequest r;
-    r.method = boost::beast::http::verb::post;
-    r.port = loch.port();
-    r.target = "/v1/files";
-    r.content_type = "multipart/form-data; boundary=" + kBoundary;
-    r.body = form(text, purpose);
-    r.timeout = 300s;
-    return test::http_request(std::move(r));
-}
 
 // The anonymous (heap) memory of a process: what holding an upload in memory would raise.
 std::uint64_t rss_anon(int pid) {
@@ -96,10 +56,11 @@ std::pair<int, std::string> upload_in_halves(LochServer& loch, const std::string
 TEST(Files, TheOpenAIClientUploadsReadsListsDownloadsAndDeletesAndABadFileIsRefusedByLine) {
     test::TempDir dir("loch-itest-files");
     LochServer loch(dir.path(), config(dir, "2GiB", model_entry("tiny", models().tiny.path(), kArgs)));
-    const auto good = write_file(dir, "good.jsonl", item("a", "tiny") + "\n" + item("b", "tiny") + "\n");
-    const auto bad =
-        write_file(dir, "bad.jsonl",
-                   item("a", "tiny") + "\n{oops\n" + item("c", "nope") + "\n" + item("a", "tiny") + "\n");
+    const auto good =
+        write_file(dir, "good.jsonl", chat_item("a", "tiny") + "\n" + chat_item("b", "tiny") + "\n");
+    const auto bad = write_file(
+        dir, "bad.jsonl",
+        chat_item("a", "tiny") + "\n{oops\n" + chat_item("c", "nope") + "\n" + chat_item("a", "tiny") + "\n");
     const auto log = dir.path() / "openai-files.log";
     const int rc =
         test::run_to_completion(python(),
@@ -135,7 +96,8 @@ TEST(Files, AFileLargerThanMaxBodyIsStreamedToDiskSurvivesARestartAndOneOverTheL
     // 40 MiB of items (each with a 4 KiB caption prompt): over max_body (16 MiB), under max_batch_file.
     std::string text;
     const std::string pad(4096, 'x');
-    for (int i = 0; text.size() < 40u << 20; ++i) text += item("i" + std::to_string(i), "tiny", pad) + "\n";
+    for (int i = 0; text.size() < 40u << 20; ++i)
+        text += chat_item("i" + std::to_string(i), "tiny", pad) + "\n";
     std::int64_t heap_growth = 0;
     const auto late_wakes = [&] {
         return json::parse(loch->get("/loch/status").body)["event_loop"]["late_wakes"];
@@ -170,7 +132,7 @@ TEST(Files, AFileLargerThanMaxBodyIsStreamedToDiskSurvivesARestartAndOneOverTheL
     const auto huge = upload(*loch, std::string(2u << 20, 'x'));
     EXPECT_EQ(huge.status, 413) << huge.body.substr(0, 500);
     EXPECT_NE(huge.body.find("max_batch_file"), std::string::npos) << huge.body.substr(0, 500);
-    const auto other = upload(*loch, item("a", "tiny") + "\n", "fine-tune");
+    const auto other = upload(*loch, chat_item("a", "tiny") + "\n", "fine-tune");
     EXPECT_EQ(other.status, 400) << other.body;
     EXPECT_NE(other.body.find("purpose must be"), std::string::npos) << other.body;
 }

@@ -79,6 +79,26 @@ inline std::string long_stream(const std::string& model) {
     return chat(model, true, 30000, R"({"ignore_eos":true})");
 }
 
+// A test peer (tests/peers/NAME): a real client program.
+inline fs::path peer(const std::string& name) {
+    return fs::path(LOCH_SOURCE_DIR) / "tests/peers" / name;
+}
+
+// Runs a program to its end; its exit status and output.
+inline std::pair<int, std::string> run(const fs::path& exe, const std::vector<std::string>& args,
+                                       const fs::path& log, std::chrono::seconds timeout = 120s) {
+    const int rc = test::run_to_completion(exe, args, log, timeout);
+    std::ifstream in(log);
+    return {rc, std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>())};
+}
+
+// The last line of a peer's output: its JSON verdict.
+inline json last_json_line(const std::string& out) {
+    auto end = out.find_last_not_of('\n');
+    auto start = out.rfind('\n', end);
+    return json::parse(out.substr(start == std::string::npos ? 0 : start + 1, end + 1), nullptr, false);
+}
+
 inline const std::string kArgs = "    args:\n      ctx: 4096\n      parallel: 1\n      threads: 1\n";
 inline const std::string kLongArgs = "    args:\n      ctx: 32768\n      parallel: 1\n      threads: 1\n";
 inline std::string long_model(const std::string& more = "") {

@@ -16,25 +16,6 @@
 namespace loch::itest {
 namespace {
 
-fs::path peer(const std::string& name) {
-    return fs::path(LOCH_SOURCE_DIR) / "tests/peers" / name;
-}
-
-// Runs a program to its end; its exit status and output.
-std::pair<int, std::string> run(const fs::path& exe, const std::vector<std::string>& args,
-                                const fs::path& log, std::chrono::seconds timeout = 120s) {
-    const int rc = test::run_to_completion(exe, args, log, timeout);
-    std::ifstream in(log);
-    return {rc, std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>())};
-}
-
-// The last line of a peer's output: its JSON verdict.
-json last_json_line(const std::string& out) {
-    auto end = out.find_last_not_of('\n');
-    auto start = out.rfind('\n', end);
-    return json::parse(out.substr(start == std::string::npos ? 0 : start + 1, end + 1), nullptr, false);
-}
-
 std::size_t count_lines(const fs::path& f) {
     std::ifstream in(f);
     std::size_t n = 0;

@@ -1,0 +1,235 @@
+// The Batch API's batches (issue 29, docs/batches.md): POST /v1/batches, GET /v1/batches[/{id}], POST
+// /v1/batches/{id}/cancel in OpenAI's shapes, on batch/runner. The runner sends each item back to this server
+// as a client would (loopback, the config's API key, X-Loch-Priority: batch), so every route, translation,
+// limit, request log line and metric applies to items unchanged, and no second path into the broker exists.
+#include <fmt/format.h>
+#include <boost/asio/connect.hpp>
+#include <boost/beast/http.hpp>
+
+#include "batch/runner.hpp"
+#include "config/config.hpp"
+#include "engines/kind.hpp"
+#include "http/errors.hpp"
+#include "http/routes.hpp"
+#include "http/server.hpp"
+
+namespace loch::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using broker::Error;
+using broker::ErrorKind;
+using nlohmann::json;
+
+namespace {
+
+// The request body of POST /v1/batches, checked field by field.
+batch::NewBatch new_batch(const std::string& text) {
+    const auto j = json::parse(text, nullptr, false);
+    if (!j.is_object()) throw Error(ErrorKind::invalid_request, "POST /v1/batches takes a JSON object");
+    const auto text_field = [&](const char* k) -> std::string {
+        if (!j.contains(k) || !j[k].is_string() || j[k].get<std::string>().empty())
+            throw Error(ErrorKind::invalid_request,
+                        fmt::format("POST /v1/batches needs \"{}\" (a string)", k), {{"param", k}});
+        return j[k].get<std::string>();
+    };
+    batch::NewBatch b;
+    b.input_file_id = text_field("input_file_id");
+    b.endpoint = text_field("endpoint");
+    const ModelRoute* r = find_model_route(b.endpoint);
+    if (!r || r->body != BodyKind::json || r->method != "POST")
+        throw Error(
+            ErrorKind::invalid_request,
+            fmt::format("endpoint \"{}\" is not a route loch runs batch items on (a POST route with a "
+                        "JSON body: /v1/chat/completions, /v1/completions, /v1/embeddings, …)",
+                        b.endpoint),
+            {{"param", "endpoint"}});
+    const std::string window = text_field("completion_window");
+    std::string why;
+    const auto s = config::parse_duration(window, &why);
+    if (!s || s->count() <= 0)
+        throw Error(
+            ErrorKind::invalid_request,
+            fmt::format("completion_window \"{}\" is not a duration (\"24h\", \"90m\"): {}", window, why),
+            {{"param", "completion_window"}});
+    b.window_s = s->count();
+    if (j.contains("metadata") && !j["metadata"].is_null()) {
+        const auto& m = j["metadata"];
+        bool ok = m.is_object() && m.size() <= 16;
+        if (ok)
+            for (const auto& [k, v] : m.items())
+                ok = ok && k.size() <= 64 && v.is_string() && v.get<std::string>().size() <= 512;
+        if (!ok)
+            throw Error(
+                ErrorKind::invalid_request,
+                "metadata is at most 16 string values (keys up to 64 characters, values up to 512), as "
+                "OpenAI's",
+                {{"param", "metadata"}});
+        b.metadata_json = m.dump();
+    }
+    return b;
+}
+
+// The query's value of `key` ("?after=x&limit=20").
+std::string query_value(std::string_view target, std::string_view key) {
+    const auto q = target.find('?');
+    if (q == std::string_view::npos) return {};
+    std::string_view rest = target.substr(q + 1);
+    while (!rest.empty()) {
+        const auto amp = rest.find('&');
+        const auto pair = rest.substr(0, amp);
+        if (const auto eq = pair.find('='); eq != std::string_view::npos && pair.substr(0, eq) == key)
+            return std::string(pair.substr(eq + 1));
+        if (amp == std::string_view::npos) break;
+        rest = rest.substr(amp + 1);
+    }
+    return {};
+}
+
+}  // namespace
+
+void Server::start_batches() {
+    if (options_.batch_dir.empty() || runner_) return;
+    batch::RunnerHooks hooks;
+    hooks.send = [this](std::string url, std::string body, std::string id) {
+        return send_batch_item(std::move(url), std::move(body), std::move(id));
+    };
+    hooks.yields = [this](const std::string& model) { return broker_.yields_to_interactive(model); };
+    hooks.preempt = [this](const std::string& id) { return preempt(id); };
+    hooks.cancel = [this](const std::string& id) {
+        try {
+            cancel(id);
+        } catch (const Error&) {
+            // Not in flight any more, or running where it cannot stop: it ends by itself.
+        }
+    };
+    hooks.concurrency = [this](const std::string& model) -> unsigned {
+        if (options_.batch_concurrency > 0) return options_.batch_concurrency;
+        const auto* m = broker_.config().find_model(model);
+        return m ? std::max(1u, engines::kind_of(*m).slots(*m)) : 1u;
+    };
+    hooks.rules = [this] { return batch_input_rules(); };
+    batch::RunnerOptions o;
+    o.dir = options_.batch_dir;
+    runner_ = std::make_shared<batch::Runner>(ex_, work_, o, std::move(hooks));
+    runner_->start();
+}
+
+json Server::batches() const {
+    return runner_ ? runner_->active() : json::array();
+}
+
+asio::awaitable<batch::ItemAnswer> Server::send_batch_item(std::string url, std::string body,
+                                                           std::string request_id) {
+    batch::ItemAnswer answer;
+    beast::tcp_stream s(ex_);
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(options_.listen, ec);
+    if (ec || addr.is_unspecified())
+        addr = addr.is_v6() ? asio::ip::address(asio::ip::address_v6::loopback())
+                            : asio::ip::address(asio::ip::address_v4::loopback());
+    // A backstop only: loch's own limits (max_wait, the watchdogs) end an item long before.
+    s.expires_after(std::chrono::hours(24));
+    auto [cec] = co_await s.async_connect(asio::ip::tcp::endpoint(addr, port_), tok);
+    if (cec) co_return answer;
+    bhttp::request<bhttp::string_body> req{bhttp::verb::post, url, 11};
+    req.set(bhttp::field::host, "localhost");
+    req.set(bhttp::field::content_type, "application/json");
+    req.set("X-Loch-Priority", "batch");
+    req.set("X-Request-Id", request_id);
+    if (!options_.api_keys.empty())
+        req.set(bhttp::field::authorization, "Bearer " + options_.api_keys.front());
+    req.keep_alive(false);
+    req.body() = std::move(body);
+    req.prepare_payload();
+    auto [wec, wn] = co_await bhttp::async_write(s, req, tok);
+    if (wec) co_return answer;
+    beast::flat_buffer buffer;
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(std::uint64_t{1} << 30);  // images as base64 are large
+    auto [rec, rn] = co_await bhttp::async_read(s, buffer, parser, tok);
+    if (rec) co_return answer;
+    auto& res = parser.get();
+    answer.status = static_cast<int>(res.result_int());
+    answer.body = std::move(res.body());
+    if (answer.status >= 300) {
+        const auto j = json::parse(answer.body, nullptr, false);
+        if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("type") &&
+            j["error"]["type"].is_string())
+            answer.error_type = j["error"]["type"].get<std::string>();
+        if (const auto ra = res.find(bhttp::field::retry_after); ra != res.end())
+            answer.retry_after_s = std::atoi(std::string(ra->value()).c_str());
+    }
+    co_return answer;
+}
+
+bool Server::preempt(const std::string& id) {
+    bool any = false;
+    for (const auto& w : relays_) {
+        const auto st = w.lock();
+        if (!st || st->done || st->id != id || !st->granted || !st->cancellable || st->abort) continue;
+        const double age =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - st->since).count();
+        st->abort = Error(ErrorKind::cancelled,
+                          fmt::format("batch item {} was preempted for an interactive request to '{}' after "
+                                      "{:.1f} s; it runs again",
+                                      id, st->model, age),
+                          {{"request", id}, {"model", st->model}, {"preempted", true}});
+        st->close_upstream();
+        any = true;
+    }
+    return any;
+}
+
+asio::awaitable<bool> Server::batches_route(beast::tcp_stream& stream, const Request& req, const Route& r) {
+    const unsigned v = req.version();
+    const bool keep = req.keep_alive();
+    auto& store = batch_store();  // (throws not_found without a Batch API)
+    const auto one = [&](const batch::BatchRecord& b) {
+        return batch::batch_json(b, store.counts(b.id), runner_->progress(b.id));
+    };
+    if (r.engine.empty() && req.method() == bhttp::verb::post) {
+        const auto nb = new_batch(req.body());
+        try {
+            const auto b = runner_->create(nb);
+            co_await write_json(stream, v, keep, 200, one(b));
+        } catch (const std::invalid_argument& e) {
+            throw Error(ErrorKind::invalid_request, e.what(),
+                        {{"param", "input_file_id"}, {"input_file_id", nb.input_file_id}});
+        }
+        co_return keep;
+    }
+    if (r.engine.empty()) {
+        const std::string target(req.target());
+        std::size_t limit = 20;
+        if (const auto l = query_value(target, "limit"); !l.empty()) {
+            limit = static_cast<std::size_t>(std::clamp(std::atoi(l.c_str()), 1, 100));
+        }
+        const auto page = store.batches(query_value(target, "after"), limit + 1);
+        json data = json::array();
+        for (std::size_t i = 0; i < page.size() && i < limit; ++i) data.push_back(one(page[i]));
+        const json answer = {{"object", "list"},
+                             {"data", data},
+                             {"first_id", data.empty() ? json(nullptr) : data.front()["id"]},
+                             {"last_id", data.empty() ? json(nullptr) : data.back()["id"]},
+                             {"has_more", page.size() > limit}};
+        co_await write_json(stream, v, keep, 200, answer);
+        co_return keep;
+    }
+    std::optional<batch::BatchRecord> b;
+    if (r.path.ends_with("/cancel")) {
+        try {
+            b = runner_->cancel(r.engine);
+        } catch (const std::logic_error& e) {
+            throw Error(ErrorKind::conflict, e.what(), {{"batch", r.engine}});
+        }
+    } else {
+        b = store.batch(r.engine);
+    }
+    if (!b) throw Error(ErrorKind::not_found, "no batch '" + r.engine + "'", {{"batch", r.engine}});
+    co_await write_json(stream, v, keep, 200, one(*b));
+    co_return keep;
+}
+
+}  // namespace loch::http

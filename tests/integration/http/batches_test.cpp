@@ -1,0 +1,208 @@
+// The Batch API's batches against a real `loch serve` and real llama-server engines (issue 29): OpenAI's own
+// Python client runs a 1,000-item batch of mixed routes to the end and cancels another; loch killed with
+// SIGKILL mid-batch resumes it after a restart with every custom_id exactly once in the output; a running
+// item is preempted for a person's request and runs again.
+#include <signal.h>
+
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "batch_fixtures.hpp"
+
+using namespace loch;
+using namespace loch::itest;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+const std::string kTwoSlots = "    args:\n      ctx: 4096\n      parallel: 2\n      threads: 1\n";
+
+std::string models_yaml() {
+    return model_entry("tiny", models().tiny.path(), kTwoSlots) +
+           model_entry("embed", models().demo.path(),
+                       kArgs + "      extra: [--embeddings, --pooling, mean]\n");
+}
+
+// Creates a batch of the uploaded text through the HTTP API; its id.
+std::string create_batch(LochServer& loch, const std::string& text) {
+    const auto up = upload_id(loch, text);
+    const auto created = loch.post(
+        "/v1/batches",
+        json{{"input_file_id", up}, {"endpoint", "/v1/chat/completions"}, {"completion_window", "24h"}}
+            .dump());
+    EXPECT_EQ(created.status, 200) << created.body;
+    return json::parse(created.body)["id"];
+}
+
+// GET /v1/batches/{id} until `until` holds (or the time is up).
+template <class F>
+json poll(LochServer& loch, const std::string& id, F until, std::chrono::seconds limit = 600s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    json b;
+    while (std::chrono::steady_clock::now() < deadline) {
+        const auto r = loch.get("/v1/batches/" + id);
+        if (r.status == 200) {
+            b = json::parse(r.body);
+            if (until(b)) return b;
+        }
+        std::this_thread::sleep_for(100ms);
+    }
+    ADD_FAILURE() << "batch " << id << " did not get there in time: " << b.dump();
+    return b;
+}
+
+bool ended(const json& b) {
+    const std::string s = b.value("status", "");
+    return s == "completed" || s == "failed" || s == "expired" || s == "cancelled";
+}
+
+std::vector<json> file_lines(LochServer& loch, const json& file_id) {
+    std::vector<json> out;
+    if (!file_id.is_string()) return out;
+    const auto r = loch.get("/v1/files/" + file_id.get<std::string>() + "/content");
+    EXPECT_EQ(r.status, 200);
+    std::istringstream in(r.body);
+    for (std::string l; std::getline(in, l);)
+        if (!l.empty()) out.push_back(json::parse(l));
+    return out;
+}
+
+}  // namespace
+
+TEST(Batches, TheOpenAIClientRunsAThousandItemsOfMixedRoutesToTheEnd) {
+    test::TempDir dir("loch-itest-batches");
+    LochServer loch(dir.path(), config(dir, "2GiB", models_yaml()));
+    std::string text;
+    for (int i = 0; i < 1000; ++i) {
+        const std::string id = "item-" + std::to_string(i);
+        if (i == 500 || i == 501)  // a body the route refuses: 400, in the error file
+            text += batch_line(id, "/v1/chat/completions", {{"model", "tiny"}, {"messages", 5}});
+        else if (i % 3 == 0)
+            text += chat_item(id, "tiny");
+        else if (i % 3 == 1)
+            text += batch_line(id, "/v1/completions",
+                               {{"model", "tiny"}, {"prompt", "A photo of"}, {"max_tokens", 4}});
+        else
+            text += batch_line(id, "/v1/embeddings",
+                               {{"model", "embed"}, {"input", "photo " + std::to_string(i)}});
+        text += "\n";
+    }
+    const auto input = write_file(dir, "mixed.jsonl", text);
+    const auto [rc, out] = run(
+        python(), {peer("openai_batches.py").string(), std::to_string(loch.port()), "run", input.string()},
+        dir.path() / "openai-batches.log", 900s);
+    ASSERT_EQ(rc, 0) << out << loch.log();
+    const auto seen = last_json_line(out);
+    ASSERT_TRUE(seen.is_object()) << out;
+    EXPECT_EQ(seen["counts"], json({{"total", 1000}, {"completed", 998}, {"failed", 2}})) << seen["counts"];
+    std::set<std::string> ids(seen["output"].begin(), seen["output"].end());
+    EXPECT_EQ(ids.size(), 998u);
+    EXPECT_EQ(seen["output"].size(), 998u) << "an item appears twice in the output";
+    EXPECT_EQ(seen["objects"], json::array({"chat.completion", "list", "text_completion"}))
+        << seen["objects"];
+    ASSERT_EQ(seen["errors"].size(), 2u) << seen["errors"];
+    for (const auto& e : seen["errors"]) {
+        EXPECT_EQ(e["status_code"], 400) << e;
+        EXPECT_EQ(e["code"], "invalid_request") << e;
+    }
+    // Its progress while it ran is in the loch field: measured throughput.
+    EXPECT_GT(seen["loch"].value("items_per_minute_overall", 0.0), 0.0) << seen["loch"];
+}
+
+TEST(Batches, ACancelledBatchEndsWithTheFinishedItemsInTheOutputAndTheRestMarkedCancelled) {
+    test::TempDir dir("loch-itest-batches");
+    LochServer loch(dir.path(), config(dir, "2GiB", models_yaml()));
+    std::string text;
+    for (int i = 0; i < 300; ++i) text += chat_item("c" + std::to_string(i), "tiny", "", 32) + "\n";
+    const auto input = write_file(dir, "cancel.jsonl", text);
+    const auto [rc, out] = run(
+        python(), {peer("openai_batches.py").string(), std::to_string(loch.port()), "cancel", input.string()},
+        dir.path() / "openai-batches.log", 600s);
+    ASSERT_EQ(rc, 0) << out << loch.log();
+    const auto seen = last_json_line(out);
+    ASSERT_TRUE(seen.is_object()) << out;
+    EXPECT_EQ(seen["conflict"], "conflict");
+    EXPECT_NE(seen["wrong_file"].get<std::string>().find("not a batch input file"), std::string::npos)
+        << seen;
+    // Every item once: answered (output) or never run (error file, batch_cancelled).
+    std::set<std::string> all(seen["output"].begin(), seen["output"].end());
+    all.insert(seen["unfinished"].begin(), seen["unfinished"].end());
+    EXPECT_EQ(all.size(), 300u);
+    EXPECT_EQ(seen["output"].size() + seen["unfinished"].size(), 300u) << seen;
+    EXPECT_GE(seen["output"].size(), 1u);
+    EXPECT_GE(seen["unfinished"].size(), 1u);
+    EXPECT_TRUE(loch.get("/loch/requests").body.find("batch_") == std::string::npos)
+        << "an item of the cancelled batch is still in flight";
+}
+
+TEST(Batches, KilledMidBatchLochResumesItAndEveryCustomIdIsInTheOutputExactlyOnce) {
+    test::TempDir dir("loch-itest-batches");
+    const auto cfg = config(dir, "2GiB", models_yaml());
+    std::optional<LochServer> loch;
+    loch.emplace(dir.path(), cfg);
+    std::string text;
+    for (int i = 0; i < 200; ++i) text += chat_item("k" + std::to_string(i), "tiny", "", 24) + "\n";
+    const std::string id = create_batch(*loch, text);
+    const auto mid = poll(*loch, id, [](const json& b) { return b["request_counts"]["completed"] >= 40; });
+    ASSERT_LT(mid["request_counts"]["completed"].get<int>(), 200) << "the batch ended before the kill";
+    ::kill(loch->process().pid(), SIGKILL);
+    loch->expect_exit();
+    const auto port = loch->port();
+    loch.reset();
+    loch.emplace(dir.path(), cfg, std::vector<std::string>{}, port);
+    const auto done = poll(*loch, id, ended);
+    EXPECT_EQ(done["status"], "completed") << done;
+    EXPECT_EQ(done["request_counts"], json({{"total", 200}, {"completed", 200}, {"failed", 0}}));
+    const auto out = file_lines(*loch, done["output_file_id"]);
+    std::multiset<std::string> ids;
+    for (const auto& o : out) ids.insert(o["custom_id"].get<std::string>());
+    for (int i = 0; i < 200; ++i)
+        EXPECT_EQ(ids.count("k" + std::to_string(i)), 1u) << "k" << i << " is not in the output exactly once";
+    EXPECT_EQ(out.size(), 200u);
+    EXPECT_TRUE(done["error_file_id"].is_null()) << done;
+    EXPECT_NE(loch->log().find("run again"), std::string::npos) << "the restart did not say what it re-ran";
+}
+
+TEST(Batches, ARunningItemIsPreemptedForAPersonAndRunsAgain) {
+    test::TempDir dir("loch-itest-batches");
+    // One slot, long items: without preemption a person's request would wait for the item to finish.
+    LochServer loch(dir.path(), config(dir, "2GiB", long_model()));
+    std::string text;
+    for (int i = 0; i < 4; ++i)
+        text += batch_line("long" + std::to_string(i), "/v1/chat/completions",
+                           json::parse(chat("tiny", false, 3000, R"({"ignore_eos":true})"))) +
+                "\n";
+    const std::string id = create_batch(loch, text);
+    // Until an item runs on the engine.
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (std::chrono::steady_clock::now() < deadline &&
+           loch.get("/loch/requests").body.find("\"running\"") == std::string::npos)
+        std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(300ms);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto person = loch.post("/v1/chat/completions", chat("tiny", false, 8));
+    const double person_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_EQ(person.status, 200) << person.body;
+    const auto done = poll(loch, id, ended);
+    EXPECT_EQ(done["status"], "completed") << done;
+    EXPECT_EQ(done["request_counts"]["completed"], 4);
+    const auto out = file_lines(loch, done["output_file_id"]);
+    EXPECT_EQ(out.size(), 4u);
+    // The item's time, from the request log: the person waited far less than one item takes.
+    double item_s = 0;
+    {
+        std::ifstream log(dir.path() / "state" / "logs" / "requests.jsonl");
+        for (std::string l; std::getline(log, l);) {
+            const auto r = json::parse(l, nullptr, false);
+            if (r.is_object() && r.value("status", 0) == 200 && r.value("id", "").starts_with(id))
+                item_s = std::max(item_s, r.value("duration_s", 0.0));
+        }
+    }
+    EXPECT_GT(item_s, 0.0) << "no batch item in the request log";
+    EXPECT_LT(person_s, 0.5 * item_s)
+        << "the person waited for the batch item (" << person_s << " s; an item takes " << item_s << " s)";
+    EXPECT_NE(loch.log().find("preempted for an interactive request"), std::string::npos) << loch.log();
+}
