@@ -165,6 +165,22 @@ std::string status_text(const json& status, std::size_t events) {
                            r.value("state", std::string()), r.value("model", std::string()),
                            r.value("route", std::string()), span_text(r.value("age_s", 0.0)),
                            r.value("cancellable", true) ? "" : ", cannot be cancelled");
+    // The Batch API's unfinished batches: how far, how fast, when done.
+    const auto batches = status.value("batches", json::array());
+    if (!batches.empty()) out += "batches:\n";
+    for (const auto& b : batches) {
+        const auto eta = b.contains("eta_s") && b["eta_s"].is_number()
+                             ? "done in about " + span_text(b["eta_s"].get<double>())
+                             : b.value("eta_basis", std::string("ETA unknown"));
+        out +=
+            fmt::format("  {} {}: {}/{} done, {} failed, {} running, {} queued; {:.1f} items/min; {}{}\n",
+                        b.value("id", std::string()), b.value("status", std::string()), b.value("done", 0),
+                        b.value("total", 0), b.value("failed", 0), b.value("running", 0),
+                        b.value("queued", 0), b.value("items_per_minute", 0.0), eta,
+                        b.value("preempted", 0) > 0
+                            ? fmt::format(" ({} preempted for interactive requests)", b.value("preempted", 0))
+                            : "");
+    }
     const auto ev = status.value("events", json::array());
     if (!ev.empty()) out += "recent:\n";
     for (std::size_t i = ev.size() > events ? ev.size() - events : 0; i < ev.size(); ++i)

@@ -642,6 +642,7 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
                 auto status = co_await broker_.status();
                 status["event_loop"] = loop_lag_.json();
                 status["connections"] = connection_figures();
+                status["batches"] = batches();
                 co_await write_text(stream, v, keep, 200, "text/plain; version=0.0.4; charset=utf-8",
                                     metrics_.exposition(status));
                 co_return keep;

@@ -300,6 +300,22 @@ std::string Metrics::exposition(const nlohmann::json& status) const {
                   "Idle keep-alive connections closed to make room at max_connections", {},
                   double(it->value("idle_closed_at_cap", 0)));
     }
+    // The Batch API's unfinished batches (a series per batch while it runs; none once it has ended).
+    if (const auto it = status.find("batches"); it != status.end() && it->is_array())
+        for (const auto& b : *it) {
+            const std::string id = b.value("id", "");
+            for (const char* st : {"queued", "running", "done", "failed"})
+                s.gauge("loch_batch_items", "Items of each unfinished Batch API batch, by state",
+                        {{"batch", id}, {"state", st}}, double(b.value(st, 0)));
+            s.counter("loch_batch_items_preempted_total",
+                      "Running batch items preempted for interactive requests (each ran again)",
+                      {{"batch", id}}, double(b.value("preempted", 0)));
+            s.gauge("loch_batch_items_per_minute", "A batch's throughput over the last 5 minutes",
+                    {{"batch", id}}, b.value("items_per_minute", 0.0));
+            if (b.contains("eta_s") && b["eta_s"].is_number())
+                s.gauge("loch_batch_eta_seconds", "When a batch is expected to end, from its measured items",
+                        {{"batch", id}}, b["eta_s"].get<double>());
+        }
     for (auto& f : s.families) families.push_back(std::move(f));
     std::ostringstream out;
     prometheus::TextSerializer().Serialize(out, families);

@@ -26,6 +26,8 @@ const auto kStatus = nlohmann::json::parse(R"({
   "requests":{"chat":{"count":7}},
   "in_flight":[{"id":"5f0-9","model":"batch","route":"/v1/chat/completions","state":"queued","age_s":4,
                 "cancellable":true}],
+  "batches":[{"id":"batch_ab12","status":"in_progress","total":51414,"done":20000,"failed":3,"running":2,
+              "queued":31409,"preempted":5,"items_per_minute":30.5,"eta_s":61800,"eta_basis":"…"}],
   "events":[{"at":"2026-12-01T00:00:00Z","kind":"ready","model":"chat","message":"ready on cpu"}]})");
 }
 
@@ -61,6 +63,16 @@ TEST(Tables, StatusShowsTheLedgerTheQueueReasonsAndEvents) {
     EXPECT_NE(t.find("batch 5f0-9 (batch, 4 s, ETA unknown): waiting for 1 MiB on cpu"), std::string::npos)
         << t;
     EXPECT_NE(t.find("ready 'chat': ready on cpu"), std::string::npos) << t;
+}
+
+TEST(Tables, StatusShowsEachUnfinishedBatchsProgressThroughputAndEta) {
+    const auto t = status_text(kStatus);
+    EXPECT_NE(
+        t.find("batch_ab12 in_progress: 20000/51414 done, 3 failed, 2 running, 31409 queued; 30.5 items/min; "
+               "done in about 17.2 h"),
+        std::string::npos)
+        << t;
+    EXPECT_NE(t.find("(5 preempted for interactive requests)"), std::string::npos) << t;
 }
 
 TEST(Tables, StatusListsRequestsInFlightByTheIdLochCancelTakesAndPsAllNamesOtherPrograms) {

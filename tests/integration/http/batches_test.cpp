@@ -148,6 +148,15 @@ TEST(Batches, KilledMidBatchLochResumesItAndEveryCustomIdIsInTheOutputExactlyOnc
     const std::string id = create_batch(*loch, text);
     const auto mid = poll(*loch, id, [](const json& b) { return b["request_counts"]["completed"] >= 40; });
     ASSERT_LT(mid["request_counts"]["completed"].get<int>(), 200) << "the batch ended before the kill";
+    // Its progress, where a person looks: the batch's loch field, /loch/status, /metrics.
+    EXPECT_GE(mid["loch"].value("done", 0), 40) << mid;
+    const auto st = loch->status()["batches"];
+    ASSERT_EQ(st.size(), 1u) << st;
+    EXPECT_EQ(st[0]["id"], id);
+    EXPECT_EQ(st[0]["total"], 200);
+    const auto metrics = loch->get("/metrics").body;
+    EXPECT_NE(metrics.find("loch_batch_items{batch=\"" + id + "\",state=\"done\"}"), std::string::npos)
+        << metrics;
     ::kill(loch->process().pid(), SIGKILL);
     loch->expect_exit();
     const auto port = loch->port();
