@@ -166,8 +166,8 @@ void Runner::pass() {
                 }
                 if (a->expiring) {
                     cancel_running(*a);
-                } else if (a->counts.queued > 0) {
-                    start_items(*a);
+                } else {
+                    if (a->counts.queued > 0) start_items(*a);
                     preempt_for_people(*a);
                 }
                 if (a->running.empty() && (a->expiring || a->counts.queued == 0)) {

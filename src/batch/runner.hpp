@@ -89,6 +89,7 @@ class Runner : public std::enable_shared_from_this<Runner> {
     // batches. Throws std::runtime_error when the store cannot be opened.
     void start();
     void stop();  // starts nothing more (shutdown); what runs ends with loch's drain, and is requeued
+    void kick();  // a pass now (an interactive request arrived: preempt at once)
     Store& store() { return *store_; }
     const std::filesystem::path& files_dir() const { return files_dir_; }
 
@@ -123,7 +124,6 @@ class Runner : public std::enable_shared_from_this<Runner> {
     };
 
     boost::asio::awaitable<void> loop();
-    void kick();
     void pass();
     void start_items(Active& a);
     void preempt_for_people(Active& a);
@@ -144,7 +144,7 @@ class Runner : public std::enable_shared_from_this<Runner> {
     std::vector<std::string> order_;  // unfinished batches, oldest first
     std::map<std::string, Active> active_;
     std::map<std::string, nlohmann::json> ended_;  // the last figures of batches that ended in this run
-    std::map<std::string, unsigned> in_flight_;            // per model
+    std::map<std::string, unsigned> in_flight_;    // per model
     std::map<std::string, Clock::time_point> not_before_;  // per model: after a busy answer
     bool stopping_ = false, started_ = false;
 };

@@ -174,6 +174,7 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
                     retry);
     }
     waiters_[w->id] = w;
+    if (prio == config::Priority::interactive) note_interactive_arrival();
     // Freshly queued: its own load/eviction may have been started by try_serve already; pump picks it up.
     w->timer.expires_after(cfg_->max_wait);
     co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -249,6 +250,7 @@ void Broker::release(const std::string& name, Clock::duration held, const std::s
     }
     if (m.active > 0) --m.active;
     if (interactive && m.active_interactive > 0) --m.active_interactive;
+    if (!interactive && batch_active_ > 0) --batch_active_;
     m.last_used = Clock::now();
     const double s = std::chrono::duration<double>(held).count();
     m.avg_request_s = m.requests_done++ == 0 ? s : 0.8 * m.avg_request_s + 0.2 * s;
@@ -415,7 +417,12 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                     book_transient(m, *needs.transient, holder) != Serve::granted)
                     return Serve::wait;
                 ++m.active;
-                if (priority == config::Priority::interactive) ++m.active_interactive;
+                if (priority == config::Priority::interactive) {
+                    ++m.active_interactive;
+                    note_interactive_arrival();
+                } else {
+                    ++batch_active_;
+                }
                 if (m.cfg->exclusive) each_device(m, [&](const std::string& d) { gpu_lock_[d] = m.name(); });
                 return Serve::granted;
             }

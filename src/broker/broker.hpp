@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -135,6 +136,9 @@ class Broker {
     // idle between batch items is evicted like any idle one), and the Batch API's runner preempts the
     // items it has running there where the engine can stop them (docs/batches.md).
     bool yields_to_interactive(const std::string& model) const;
+    // Called (posted, on the loop) when an interactive request queues or is granted while batch requests
+    // hold slots: the runner preempts at once rather than at its next pass.
+    void on_interactive_arrival(std::function<void()> f) { interactive_arrival_ = std::move(f); }
 
     // Throws broker::Error: model_not_found, context_length_exceeded (max_tokens can never fit the slot
     // context: refused before any engine starts), insufficient_memory, queue_full, queue_timeout,
@@ -224,6 +228,9 @@ class Broker {
     // Whether an interactive request runs or waits (for a slot, memory, a load) on a device `m` runs on or
     // would start on, or an interactive job waits for one.
     bool interactive_wants(const Model& m) const;
+    void note_interactive_arrival();  // tells on_interactive_arrival's callback when batch work runs
+    std::function<void()> interactive_arrival_;
+    std::uint32_t batch_active_ = 0;  // batch requests holding slots, over all models
     void pump();
     void fail_waiters(const Model& m, const Error& e);
 

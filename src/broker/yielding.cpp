@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <set>
 
+#include <boost/asio/post.hpp>
+
 #include "broker/broker.hpp"
 #include "broker/model_state.hpp"
 
@@ -55,6 +57,13 @@ bool Broker::interactive_wants(const Model& m) const {
             if (mine.contains(d)) return true;
     }
     return false;
+}
+
+void Broker::note_interactive_arrival() {
+    if (batch_active_ == 0 || !interactive_arrival_) return;
+    asio::post(ex_, [f = interactive_arrival_, alive = std::weak_ptr<bool>(alive_)] {
+        if (auto a = alive.lock(); a && *a) f();
+    });
 }
 
 bool Broker::yields_to_interactive(const std::string& model) const {

@@ -106,14 +106,21 @@ void Server::start_batches() {
     };
     hooks.concurrency = [this](const std::string& model) -> unsigned {
         if (options_.batch_concurrency > 0) return options_.batch_concurrency;
+        // One slot kept for people where there are several: a person's request then starts at once beside
+        // the batch rather than after a preempted item's engine task has stopped (llama-server notices a
+        // closed non-streamed request only at its next poll, up to a second later).
         const auto* m = broker_.config().find_model(model);
-        return m ? std::max(1u, engines::kind_of(*m).slots(*m)) : 1u;
+        const unsigned slots = m ? std::max(1u, engines::kind_of(*m).slots(*m)) : 1u;
+        return slots > 1 ? slots - 1 : 1u;
     };
     hooks.rules = [this] { return batch_input_rules(); };
     batch::RunnerOptions o;
     o.dir = options_.batch_dir;
     runner_ = std::make_shared<batch::Runner>(ex_, work_, o, std::move(hooks));
     runner_->start();
+    broker_.on_interactive_arrival([weak = std::weak_ptr<batch::Runner>(runner_)] {
+        if (auto r = weak.lock()) r->kick();
+    });
 }
 
 json Server::batches() const {

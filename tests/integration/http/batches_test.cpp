@@ -215,3 +215,37 @@ TEST(Batches, ARunningItemIsPreemptedForAPersonAndRunsAgain) {
         << "the person waited for the batch item (" << person_s << " s; an item takes " << item_s << " s)";
     EXPECT_NE(loch.log().find("preempted for an interactive request"), std::string::npos) << loch.log();
 }
+
+TEST(Batches, ABatchPastItsCompletionWindowExpiresWithTheUnfinishedItemsInTheErrorFile) {
+    test::TempDir dir("loch-itest-batches");
+    LochServer loch(dir.path(), config(dir, "2GiB", long_model()));
+    std::string text;
+    for (int i = 0; i < 3; ++i)
+        text += batch_line("slow" + std::to_string(i), "/v1/chat/completions",
+                           json::parse(chat("tiny", false, 3000, R"({"ignore_eos":true})"))) +
+                "\n";
+    const auto file = upload_id(loch, text);
+    // A bad window is refused before anything is recorded; a short one is taken.
+    const auto bad = loch.post(
+        "/v1/batches",
+        json{{"input_file_id", file}, {"endpoint", "/v1/chat/completions"}, {"completion_window", "soon"}}
+            .dump());
+    EXPECT_EQ(bad.status, 400) << bad.body;
+    EXPECT_NE(bad.body.find("completion_window"), std::string::npos) << bad.body;
+    const auto created = loch.post(
+        "/v1/batches",
+        json{{"input_file_id", file}, {"endpoint", "/v1/chat/completions"}, {"completion_window", "2s"}}
+            .dump());
+    ASSERT_EQ(created.status, 200) << created.body;
+    const std::string id = json::parse(created.body)["id"];
+    const auto done = poll(loch, id, ended, 120s);
+    EXPECT_EQ(done["status"], "expired") << done;
+    EXPECT_TRUE(done["expired_at"].is_number()) << done;
+    const auto errors = file_lines(loch, done["error_file_id"]);
+    const auto out = file_lines(loch, done["output_file_id"]);
+    EXPECT_EQ(errors.size() + out.size(), 3u);
+    ASSERT_GE(errors.size(), 1u) << done;
+    for (const auto& e : errors) EXPECT_EQ(e["error"]["code"], "batch_expired") << e;
+    EXPECT_EQ(loch.get("/loch/requests").body.find(id), std::string::npos)
+        << "an expired batch's item still runs";
+}
