@@ -406,13 +406,17 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
         throw Error(ErrorKind::quarantined, verdict.message, d, static_cast<int>(std::max<long>(1, retry)));
     }
     const config::Priority priority = priority_of(m, needs);
-    if (priority == config::Priority::batch && !aged && interactive_wants(m)) {
-        m.wait_reason = "batch work yields: an interactive request runs or waits where it runs";
+    // Batch work yields to people (yielding.cpp): where it would be granted or started now, it waits.
+    const auto yield_to = priority == config::Priority::batch && !aged ? interactive_wants(m) : std::nullopt;
+    const auto yielding = [&] {
+        m.wait_reason = "batch work yields to interactive work: " + *yield_to +
+                        " (it goes once that is done, or after waiting aging)";
         return Serve::wait;
-    }
+    };
     switch (m.state) {
         case ModelState::ready:
             if (m.active < m.slots() && exclusive_ok(m)) {
+                if (yield_to) return yielding();
                 if (needs.transient && needs.transient->bytes > 0 &&
                     book_transient(m, *needs.transient, holder) != Serve::granted)
                     return Serve::wait;
@@ -466,6 +470,10 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
     }
     const AdmissionInput input = admission_input(m, priority);
     const Decision d = decide(input, ledger_);
+    if (yield_to && (d.kind == Decision::Kind::start || d.kind == Decision::Kind::evict_then_start)) {
+        if (residue) ledger_.reserve(m.device, m.name(), *residue);
+        return yielding();
+    }
     if (residue && !(d.kind == Decision::Kind::start && d.device == m.device))
         ledger_.reserve(m.device, m.name(), *residue);
     switch (d.kind) {

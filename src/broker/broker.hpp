@@ -226,8 +226,9 @@ class Broker {
                  const std::string& transient, bool interactive);
     config::Priority priority_of(const Model& m, const RequestNeeds& needs) const;
     // Whether an interactive request runs or waits (for a slot, memory, a load) on a device `m` runs on or
-    // would start on, or an interactive job waits for one.
-    bool interactive_wants(const Model& m) const;
+    // would start on, or an interactive job waits for one: what, for a wait reason ("'chat' runs an
+    // interactive request on cpu").
+    std::optional<std::string> interactive_wants(const Model& m) const;
     void note_interactive_arrival();  // tells on_interactive_arrival's callback when batch work runs
     std::function<void()> interactive_arrival_;
     std::uint32_t batch_active_ = 0;  // batch requests holding slots, over all models

@@ -234,7 +234,7 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
                         }) ||
             (std::any_of(waiters_.begin(), waiters_.end(),
                          [&](const auto& w) { return w.second->model == op; }) &&
-             !interactive_wants(*op));
+             !interactive_wants(*op).has_value());
         EngineView v;
         v.name = name;
         v.device = o->device;

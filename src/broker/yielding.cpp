@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include <fmt/format.h>
 #include <boost/asio/post.hpp>
 
 #include "broker/broker.hpp"
@@ -35,28 +36,34 @@ config::Priority Broker::priority_of(const Model& m, const RequestNeeds& needs) 
     return m.cfg->priority;
 }
 
-bool Broker::interactive_wants(const Model& m) const {
+std::optional<std::string> Broker::interactive_wants(const Model& m) const {
     const auto each = [](const Model& x, auto&& f) { each_device(x, f); };
     const auto allowed = [this](const Model& x) { return allowed_devices(x); };
     const auto mine = devices_wanted(m, each, allowed);
-    const auto shares = [&](const Model& o) {
-        if (&o == &m) return true;
-        for (const auto& d : devices_wanted(o, each, allowed))
-            if (mine.contains(d)) return true;
-        return false;
+    // The device both use, or "" when they share none.
+    const auto shared = [&](const std::vector<std::string>& theirs) -> std::string {
+        for (const auto& d : theirs)
+            if (mine.contains(d)) return d;
+        return {};
+    };
+    const auto of = [&](const Model& o) {
+        const auto ds = devices_wanted(o, each, allowed);
+        return &o == &m && !ds.empty() ? *ds.begin() : shared({ds.begin(), ds.end()});
     };
     for (const auto& [name, o] : models_)
-        if (o->active_interactive > 0 && shares(*o)) return true;
+        if (o->active_interactive > 0)
+            if (const auto d = of(*o); !d.empty())
+                return fmt::format("'{}' runs {} interactive request(s) on {}", name, o->active_interactive,
+                                   d);
     for (const auto& [id, w] : waiters_)
-        if (!w->granted && !w->error && priority_of(*w->model, w->needs) == config::Priority::interactive &&
-            shares(*w->model))
-            return true;
-    for (const auto& [id, h] : holds_) {
-        if (h->state != Hold::State::waiting || h->spec.priority != config::Priority::interactive) continue;
-        for (const auto& d : h->devices)
-            if (mine.contains(d)) return true;
-    }
-    return false;
+        if (!w->granted && !w->error && priority_of(*w->model, w->needs) == config::Priority::interactive)
+            if (const auto d = of(*w->model); !d.empty())
+                return fmt::format("an interactive request for '{}' waits for {}", w->model->name(), d);
+    for (const auto& [id, h] : holds_)
+        if (h->state == Hold::State::waiting && h->spec.priority == config::Priority::interactive)
+            if (const auto d = shared(h->devices); !d.empty())
+                return fmt::format("job '{}' waits for {}", h->spec.name, d);
+    return std::nullopt;
 }
 
 void Broker::note_interactive_arrival() {
@@ -69,7 +76,7 @@ void Broker::note_interactive_arrival() {
 bool Broker::yields_to_interactive(const std::string& model) const {
     for (const auto& [name, m] : models_)
         if (name == model || std::ranges::find(m->cfg->aliases, model) != m->cfg->aliases.end())
-            return interactive_wants(*m);
+            return interactive_wants(*m).has_value();
     return false;
 }
 
