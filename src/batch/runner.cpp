@@ -108,6 +108,7 @@ void Runner::start() {
     for (auto& b : store_->unfinished_batches()) {
         Active a;
         a.rec = b;
+        a.items_in = b.status != BatchStatus::validating;
         if (const auto f = store_->file(b.input_file_id)) a.input = f->path;
         a.counts = store_->counts(b.id);
         order_.push_back(b.id);
@@ -151,13 +152,15 @@ void Runner::pass() {
     for (const auto& id : std::vector<std::string>(order_)) {
         Active* a = find(id);
         if (!a || a->finalizing) continue;
+        // Its items first, whatever happened meanwhile (a cancel): then it ends with every item listed.
+        if (!a->items_in) {
+            if (!a->validating) {
+                a->validating = true;
+                asio::co_spawn(ex_, validate(shared_from_this(), id), asio::detached);
+            }
+            continue;
+        }
         switch (a->rec.status) {
-            case BatchStatus::validating:
-                if (!a->validating) {
-                    a->validating = true;
-                    asio::co_spawn(ex_, validate(shared_from_this(), id), asio::detached);
-                }
-                break;
             case BatchStatus::in_progress:
                 if (!a->expiring && now >= a->rec.created_at + a->rec.window_s) {
                     a->expiring = true;
@@ -247,8 +250,20 @@ asio::awaitable<void> Runner::run_item(std::shared_ptr<Runner> self, std::string
             unreadable = true;
         }
     }
+    try {
+        settle(id, item, answer, unreadable, t0);
+    } catch (const std::exception& e) {
+        // (A store that cannot be written: the item stays `running` there and runs once more after a
+        // restart.)
+        spdlog::error("batch {}: the item on line {} could not be recorded: {}", id, item.line, e.what());
+    }
+    kick();
+}
+
+void Runner::settle(const std::string& id, const ItemRecord& item, const ItemAnswer& answer, bool unreadable,
+                    Clock::time_point t0) {
     Active* a = find(id);
-    if (!a) co_return;
+    if (!a) return;
     const Running r = a->running[item.line];
     a->running.erase(item.line);
     if (auto& n = in_flight_[item.model]; n > 0) --n;
@@ -292,7 +307,6 @@ asio::awaitable<void> Runner::run_item(std::shared_ptr<Runner> self, std::string
             ++a->counts.failed;
         }
     }
-    kick();
 }
 
 void Runner::fail_validation(Active& a, const json& errors) {
@@ -355,6 +369,7 @@ asio::awaitable<void> Runner::validate(std::shared_ptr<Runner> self, std::string
     a->counts = store_->counts(id);
     a->since = Clock::now();
     a->validating = false;
+    a->items_in = true;
     spdlog::info("batch {}: {} item(s) queued", id, a->counts.total);
     kick();
 }
@@ -437,6 +452,7 @@ BatchRecord Runner::create(const NewBatch& nb) {
     store_->add_batch(b);
     Active a;
     a.rec = b;
+    a.items_in = false;
     a.input = file->path;
     order_.push_back(b.id);
     active_.emplace(b.id, std::move(a));

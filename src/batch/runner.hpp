@@ -118,6 +118,7 @@ class Runner : public std::enable_shared_from_this<Runner> {
         ItemCounts counts;
         std::map<std::int64_t, Running> running;  // by line
         bool validating = false, finalizing = false, expiring = false;
+        bool items_in = true;  // false until validation has added every item (even if cancelled meanwhile)
         std::deque<std::pair<Clock::time_point, double>> finished;  // recent items: end, seconds
         std::uint64_t preempted = 0, retried = 0, done_here = 0;
         Clock::time_point since = Clock::now();
@@ -130,6 +131,9 @@ class Runner : public std::enable_shared_from_this<Runner> {
     void cancel_running(Active& a);
     boost::asio::awaitable<void> validate(std::shared_ptr<Runner> self, std::string id);
     boost::asio::awaitable<void> run_item(std::shared_ptr<Runner> self, std::string id, ItemRecord item);
+    // What an item's answer means: done, failed, or back in the queue.
+    void settle(const std::string& id, const ItemRecord& item, const ItemAnswer& answer, bool unreadable,
+                Clock::time_point t0);
     boost::asio::awaitable<void> finalize(std::shared_ptr<Runner> self, std::string id);
     void fail_validation(Active& a, const nlohmann::json& errors);
     Active* find(const std::string& id);

@@ -210,5 +210,15 @@ TEST_F(RunnerTest, ACancelledBatchListsTheItemsThatNeverRanAsCancelledAndAStoppe
     EXPECT_EQ(runner->store().counts(second).done, 0) << "a stopped runner started an item";
 }
 
+TEST_F(RunnerTest, ABatchCancelledWhileItsItemsAreStillBeingAddedEndsWithEveryItemListed) {
+    start(1);
+    const auto id = batch_of(5000);  // added in chunks of 2,000, the loop free between them
+    ASSERT_TRUE(runner->cancel(id));
+    const auto b = run_to_end(id);
+    EXPECT_EQ(b.status, BatchStatus::cancelled);
+    EXPECT_EQ(lines_of(b.output_file_id).size() + lines_of(b.error_file_id).size(), 5000u)
+        << "the batch ended before all its items were in";
+}
+
 }  // namespace
 }  // namespace loch::batch
