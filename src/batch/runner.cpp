@@ -17,6 +17,7 @@
 
 #include "batch/outputs.hpp"
 #include "core/off_loop.hpp"
+#include "core/time_text.hpp"
 
 namespace loch::batch {
 
@@ -25,12 +26,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::int64_t unix_now() {
-    return std::chrono::duration_cast<std::chrono::seconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 // An answer that says the item never ran: loch was busy or going down, or could not be reached. The item
 // goes back in the queue without an attempt counted.

@@ -31,4 +31,10 @@ std::string iso8601_utc(std::chrono::system_clock::time_point t) {
     return std::string(buf, 20);
 }
 
+std::int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
 }  // namespace loch

@@ -2,6 +2,8 @@
 // /v1/batches/{id}/cancel in OpenAI's shapes, on batch/runner. The runner sends each item back to this server
 // as a client would (loopback, the config's API key, X-Loch-Priority: batch), so every route, translation,
 // limit, request log line and metric applies to items unchanged, and no second path into the broker exists.
+#include <charconv>
+
 #include <fmt/format.h>
 #include <boost/asio/connect.hpp>
 #include <boost/beast/http.hpp>
@@ -10,6 +12,7 @@
 #include "config/config.hpp"
 #include "engines/kind.hpp"
 #include "http/errors.hpp"
+#include "http/query.hpp"
 #include "http/routes.hpp"
 #include "http/server.hpp"
 
@@ -37,14 +40,8 @@ batch::NewBatch new_batch(const std::string& text) {
     batch::NewBatch b;
     b.input_file_id = text_field("input_file_id");
     b.endpoint = text_field("endpoint");
-    const ModelRoute* r = find_model_route(b.endpoint);
-    if (!r || r->body != BodyKind::json || r->method != "POST")
-        throw Error(
-            ErrorKind::invalid_request,
-            fmt::format("endpoint \"{}\" is not a route loch runs batch items on (a POST route with a "
-                        "JSON body: /v1/chat/completions, /v1/completions, /v1/embeddings, …)",
-                        b.endpoint),
-            {{"param", "endpoint"}});
+    if (const auto problem = batch_route_problem(b.endpoint))
+        throw Error(ErrorKind::invalid_request, "endpoint " + *problem, {{"param", "endpoint"}});
     const std::string window = text_field("completion_window");
     std::string why;
     const auto s = config::parse_duration(window, &why);
@@ -69,22 +66,6 @@ batch::NewBatch new_batch(const std::string& text) {
         b.metadata_json = m.dump();
     }
     return b;
-}
-
-// The query's value of `key` ("?after=x&limit=20").
-std::string query_value(std::string_view target, std::string_view key) {
-    const auto q = target.find('?');
-    if (q == std::string_view::npos) return {};
-    std::string_view rest = target.substr(q + 1);
-    while (!rest.empty()) {
-        const auto amp = rest.find('&');
-        const auto pair = rest.substr(0, amp);
-        if (const auto eq = pair.find('='); eq != std::string_view::npos && pair.substr(0, eq) == key)
-            return std::string(pair.substr(eq + 1));
-        if (amp == std::string_view::npos) break;
-        rest = rest.substr(amp + 1);
-    }
-    return {};
 }
 
 }  // namespace
@@ -210,10 +191,14 @@ asio::awaitable<bool> Server::batches_route(beast::tcp_stream& stream, const Req
     if (r.engine.empty()) {
         const std::string target(req.target());
         std::size_t limit = 20;
-        if (const auto l = query_value(target, "limit"); !l.empty()) {
-            limit = static_cast<std::size_t>(std::clamp(std::atoi(l.c_str()), 1, 100));
+        if (const auto l = query_param(target, "limit")) {
+            auto [p, ec] = std::from_chars(l->data(), l->data() + l->size(), limit);
+            if (ec != std::errc() || p != l->data() + l->size() || limit < 1 || limit > 100)
+                throw Error(ErrorKind::invalid_request,
+                            fmt::format("limit \"{}\" is not a whole number from 1 to 100", *l),
+                            {{"param", "limit"}});
         }
-        const auto page = store.batches(query_value(target, "after"), limit + 1);
+        const auto page = store.batches(query_param(target, "after").value_or(""), limit + 1);
         json data = json::array();
         for (std::size_t i = 0; i < page.size() && i < limit; ++i) data.push_back(one(page[i]));
         const json answer = {{"object", "list"},

@@ -22,6 +22,7 @@
 #include "batch/runner.hpp"
 #include "batch/store.hpp"
 #include "core/off_loop.hpp"
+#include "core/time_text.hpp"
 #include "http/errors.hpp"
 #include "http/multipart.hpp"
 #include "http/routes.hpp"
@@ -97,12 +98,6 @@ nlohmann::json file_json(const batch::FileRecord& f) {
             {"status", "processed"},
             {"expires_at", nullptr},
             {"status_details", nullptr}};
-}
-
-std::int64_t unix_now() {
-    return std::chrono::duration_cast<std::chrono::seconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
 }
 
 }  // namespace
@@ -245,12 +240,8 @@ batch::InputRules Server::batch_input_rules() const {
     }
     batch::InputRules rules;
     rules.url_problem = [](const std::string& url) -> std::optional<std::string> {
-        const ModelRoute* r = find_model_route(url);
-        if (r && r->body == BodyKind::json && r->method == "POST") return std::nullopt;
-        return fmt::format(
-            "url \"{}\" is not a route loch runs batch items on (a POST route with a JSON body: "
-            "/v1/chat/completions, /v1/completions, /v1/embeddings, …)",
-            url);
+        if (auto problem = batch_route_problem(url)) return "url " + *problem;
+        return std::nullopt;
     };
     rules.model_problem = [known, names](const std::string& model) -> std::optional<std::string> {
         if (known.contains(model)) return std::nullopt;

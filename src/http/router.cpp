@@ -1,5 +1,7 @@
 #include "http/router.hpp"
 
+#include "http/query.hpp"
+
 #include <charconv>
 #include <vector>
 
@@ -7,21 +9,16 @@ namespace loch::http {
 
 namespace {
 
-// lines=N (default 100, at most 10000) and follow=1|true among &-separated pairs.
-void parse_log_query(std::string_view query, Route& r) {
-    while (!query.empty()) {
-        const auto amp = query.find('&');
-        const auto pair = query.substr(0, amp);
-        if (pair.starts_with("lines=")) {
-            std::size_t v = 0;
-            const auto num = pair.substr(6);
-            auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
-            if (ec == std::errc() && p == num.data() + num.size()) r.lines = std::min<std::size_t>(v, 10000);
-        }
-        if (pair == "follow=1" || pair == "follow=true") r.follow = true;
-        if (amp == std::string_view::npos) break;
-        query.remove_prefix(amp + 1);
+// lines=N (default 100, at most 10000) and follow=1|true.
+void parse_log_query(std::string_view target, Route& r) {
+    if (const auto lines = query_param(target, "lines")) {
+        std::size_t v = 0;
+        auto [p, ec] = std::from_chars(lines->data(), lines->data() + lines->size(), v);
+        if (ec == std::errc() && p == lines->data() + lines->size())
+            r.lines = std::min<std::size_t>(v, 10000);
     }
+    const auto follow = query_param(target, "follow");
+    r.follow = follow == "1" || follow == "true";
 }
 
 Route with(Route::Kind k) {
@@ -40,11 +37,7 @@ Route check(std::string_view method, std::string_view want, Route r) {
 }  // namespace
 
 Route route(std::string_view method, std::string_view target) {
-    std::string_view path = target, query;
-    if (auto q = target.find('?'); q != std::string_view::npos) {
-        path = target.substr(0, q);
-        query = target.substr(q + 1);
-    }
+    const std::string_view path = target.substr(0, target.find('?'));
     if (path == "/health") return check(method, "GET", with(Route::Kind::health));
     if (path == "/v1/models") return check(method, "GET", with(Route::Kind::models));
     if (constexpr std::string_view models = "/v1/models/";
@@ -152,7 +145,7 @@ Route route(std::string_view method, std::string_view target) {
         Route r = with(Route::Kind::engine_log);
         r.engine = std::string(path.substr(prefix.size(), path.size() - prefix.size() - suffix.size()));
         if (r.engine.find('/') != std::string::npos) return with(Route::Kind::not_found);
-        parse_log_query(query, r);
+        parse_log_query(target, r);
         return check(method, "GET", r);
     }
     return with(Route::Kind::not_found);

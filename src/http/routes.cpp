@@ -1,5 +1,7 @@
 #include "http/routes.hpp"
 
+#include <fmt/format.h>
+
 #include <array>
 
 namespace loch::http {
@@ -32,6 +34,15 @@ const ModelRoute* find_model_route(std::string_view path) {
     for (const auto& r : kRoutes)
         if (r.path == path) return &r;
     return nullptr;
+}
+
+std::optional<std::string> batch_route_problem(std::string_view path) {
+    const ModelRoute* r = find_model_route(path);
+    if (r && r->body == BodyKind::json && r->method == "POST") return std::nullopt;
+    return fmt::format(
+        "\"{}\" is not a route loch runs batch items on (a POST route with a JSON body: "
+        "/v1/chat/completions, /v1/completions, /v1/embeddings, …)",
+        path);
 }
 
 }  // namespace loch::http

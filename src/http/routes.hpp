@@ -5,7 +5,9 @@
 // is its engine kind's business (Kind::serves), checked before anything starts.
 #pragma once
 
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "http/openai_request.hpp"
@@ -28,5 +30,7 @@ struct ModelRoute {
 std::span<const ModelRoute> model_routes();
 // The row for `path`; nullptr when it is not a model route.
 const ModelRoute* find_model_route(std::string_view path);
+// Why a batch item cannot go to `path` (items are POSTs with a JSON body); nothing when it can.
+std::optional<std::string> batch_route_problem(std::string_view path);
 
 }  // namespace loch::http

@@ -1,6 +1,7 @@
 // Routing and API-key checks.
 #include <gtest/gtest.h>
 
+#include "http/query.hpp"
 #include "http/router.hpp"
 
 using namespace loch::http;
@@ -132,4 +133,15 @@ TEST(Router, TheBatchApisFilesByMethodAndId) {
     EXPECT_EQ(route("DELETE", "/v1/files/file-12ab/content").kind, Route::Kind::method_not_allowed);
     EXPECT_EQ(route("GET", "/v1/files/file-12ab/other").kind, Route::Kind::not_found);
     EXPECT_EQ(route("GET", "/v1/files//content").kind, Route::Kind::not_found);
+}
+
+TEST(QueryParam, ValuesArePercentDecodedAndAbsentKeysOrUnparsableTargetsGiveNothing) {
+    EXPECT_EQ(query_param("/v1/batches?after=batch_1&limit=20", "limit"), "20");
+    EXPECT_EQ(query_param("/v1/batches?limit=20&after=batch%5F1%20x", "after"), "batch_1 x");
+    EXPECT_EQ(query_param("/v1/batches?after=", "after"), "");
+    EXPECT_FALSE(query_param("/v1/batches?afterwards=1", "after"));
+    EXPECT_FALSE(query_param("/v1/batches", "after"));
+    EXPECT_FALSE(query_param("/v1/batches?after=%zz", "after"));  // not valid percent-encoding
+    EXPECT_TRUE(route("GET", "/loch/engines/x/log?follow=true&lines=7").follow);
+    EXPECT_EQ(route("GET", "/loch/engines/x/log?follow=true&lines=7").lines, 7u);
 }

@@ -238,6 +238,10 @@ TEST(Batches, ABatchPastItsCompletionWindowExpiresWithTheUnfinishedItemsInTheErr
             .dump());
     EXPECT_EQ(bad.status, 400) << bad.body;
     EXPECT_NE(bad.body.find("completion_window"), std::string::npos) << bad.body;
+    const auto bad_limit = loch.get("/v1/batches?limit=many");
+    EXPECT_EQ(bad_limit.status, 400) << bad_limit.body;
+    EXPECT_NE(bad_limit.body.find("is not a whole number from 1 to 100"), std::string::npos)
+        << bad_limit.body;
     const auto created = loch.post(
         "/v1/batches",
         json{{"input_file_id", file}, {"endpoint", "/v1/chat/completions"}, {"completion_window", "2s"}}

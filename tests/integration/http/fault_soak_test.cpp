@@ -149,7 +149,11 @@ TEST_F(FaultSoak, EnginesKilledAndStoppedAtRandomNeverStopLochAnswering) {
     ASSERT_TRUE(status.contains("event_loop")) << status.dump();
     EXPECT_LT(status["event_loop"]["max_lag_s"].get<double>(), 1.0) << status["event_loop"].dump();
     EXPECT_GT(status["event_loop"]["samples"].get<int>(), 100) << status["event_loop"].dump();
-    // And both models serve again once the faults stop (restarted on demand).
+    // And both models serve again once the faults stop (restarted on demand). The faults stop with the last
+    // one: an engine it stopped (SIGSTOP) is continued, or the check would meet a hung engine (504,
+    // correctly).
+    for (const char* m : {"a", "b"})
+        if (const auto pid = loch.engine_pid(m)) ::kill(*pid, SIGCONT);
     for (const char* m : {"a", "b"}) {
         const auto r = loch.post("/v1/chat/completions", chat(m, false, 1));
         EXPECT_EQ(r.status, 200) << m << ": " << r.body;
