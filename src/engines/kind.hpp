@@ -31,6 +31,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,7 @@
 #include "core/footprint.hpp"
 #include "core/memory.hpp"
 #include "engines/engine_client.hpp"
+#include "engines/image_input.hpp"
 #include "engines/spec.hpp"
 
 namespace loch::engines {
@@ -56,8 +58,9 @@ struct EstimateContext {
 
 // What a ready engine said about itself.
 struct ReadyFacts {
-    std::optional<std::uint64_t> slot_ctx;  // tokens one request may use (prompt + generated)
-    std::string slot_ctx_source;            // "engine /props", "config args.ctx / args.parallel"
+    std::optional<std::uint64_t> slot_ctx;      // tokens one request may use (prompt + generated)
+    std::string slot_ctx_source;                // "engine /props", "config args.ctx / args.parallel"
+    std::optional<std::uint32_t> image_tokens;  // per image, in the slot's context (a vision projector's)
 };
 
 // One request as a kind sees it before it is sent (the HTTP layer parsed and validated it).
@@ -69,6 +72,7 @@ struct RequestView {
     std::optional<std::uint64_t> max_tokens;
     const config::ModelConfig* model = nullptr;  // the entry it goes to
     const Placement* where = nullptr;            // the device it runs on, once the broker knows it
+    std::span<const ImageInput> images;          // inline images (chat's image_url data URLs)
 };
 
 // What one request needs on its engine's device while it runs, beyond the engine's own reservation (an

@@ -3,8 +3,11 @@
 #include <charconv>
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 #include "broker/error.hpp"
 #include "http/audio_length.hpp"
+#include "http/data_url.hpp"
 #include "http/image_size.hpp"
 #include "http/multipart.hpp"
 
@@ -87,17 +90,31 @@ void count_prompt(const nlohmann::json& p, OpenAIRequest& r, const char* field) 
     }
 }
 
-void count_message_content(const nlohmann::json& content, OpenAIRequest& r) {
+// `where` names the content for an error ("messages[2].content"). Chat's image parts ({"type": "image_url",
+// "image_url": {"url": "data:…"}}) are read here: a vision request is costed by its images.
+void count_message_content(const nlohmann::json& content, OpenAIRequest& r,
+                           const std::string& where = "content") {
     if (content.is_null()) return;  // assistant messages with tool calls
     if (content.is_string()) {
         r.prompt_bytes += content.get_ref<const std::string&>().size();
         return;
     }
     if (!content.is_array()) bad("a message 'content' must be a string or an array of content parts");
-    for (const auto& part : content) {
+    for (std::size_t i = 0; i < content.size(); ++i) {
+        const auto& part = content[i];
         if (!part.is_object()) bad("a content part must be an object");
         auto t = part.find("text");
         if (t != part.end() && t->is_string()) r.prompt_bytes += t->get_ref<const std::string&>().size();
+        if (r.endpoint != Endpoint::chat_completions || part.value("type", "") != "image_url") continue;
+        const std::string at = fmt::format("{}[{}].image_url", where, i);
+        const auto u = part.find("image_url");
+        const nlohmann::json* url = u == part.end()                        ? nullptr
+                                    : u->is_object() && u->contains("url") ? &(*u)["url"]
+                                                                           : &*u;
+        if (!url || !url->is_string())
+            bad(at + " must be {\"url\": \"data:image/…;base64,…\"}", {{"param", at}});
+        const auto img = read_image_url(url->get_ref<const std::string&>(), at);
+        r.images.push_back({img.bytes, img.width, img.height});
     }
 }
 
@@ -211,11 +228,13 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
             auto msgs = r.body.find("messages");
             if (msgs == r.body.end() || !msgs->is_array() || msgs->empty())
                 bad("'messages' must be a non-empty array");
-            for (const auto& m : *msgs) {
+            for (std::size_t i = 0; i < msgs->size(); ++i) {
+                const auto& m = (*msgs)[i];
                 if (!m.is_object()) bad("each message must be an object with 'role' and 'content'");
                 auto role = m.find("role");
                 if (role == m.end() || !role->is_string()) bad("each message needs a string 'role'");
-                if (auto c = m.find("content"); c != m.end()) count_message_content(*c, r);
+                if (auto c = m.find("content"); c != m.end())
+                    count_message_content(*c, r, fmt::format("messages[{}].content", i));
             }
             break;
         }

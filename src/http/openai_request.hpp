@@ -8,8 +8,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "engines/image_input.hpp"
 
 namespace loch::http {
 
@@ -40,6 +43,7 @@ struct OpenAIRequest {
     std::optional<std::uint64_t> max_tokens;  // max_tokens | max_completion_tokens | n_predict (≥ 0)
     std::uint64_t prompt_bytes = 0;      // UTF-8 bytes of all prompt text (messages' text, prompt, input)
     std::uint64_t prompt_token_ids = 0;  // prompts already given as token ids count exactly
+    std::vector<engines::ImageInput> images;  // chat's inline images (data URLs), as their headers say
 };
 
 // Throws broker::Error(invalid_request). `content_type` matters for the multipart routes.

@@ -275,6 +275,7 @@ asio::awaitable<void> Server::check_request(const broker::Lease& lease, const Op
     view.prompt_token_ids = r.prompt_token_ids;
     view.max_tokens = r.max_tokens;
     view.model = lease.config();
+    view.images = r.images;
     auto no = co_await lease.kind().check_request(ex_, lease.address(), lease.facts(), view);
     if (no) throw refusal_error(lease.model(), std::move(*no));
 }
@@ -462,6 +463,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             view.route = to_string(oreq.endpoint);
             view.body = &oreq.body;
             view.prompt_bytes = oreq.prompt_bytes;
+            view.images = oreq.images;
             // Refused from the config alone (an upload over the model's limits): nothing starts for it.
             if (auto no = broker_.check_before_start(oreq.model, view))
                 throw refusal_error(oreq.model, std::move(*no));

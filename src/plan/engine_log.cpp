@@ -77,12 +77,41 @@ constexpr BufferLine kBufferLines[] = {
 class Parser {
   public:
     void line(std::string_view l) {
-        if (buffer_line(l) || kv_line(l) || offload_line(l) || breakdown_line(l)) return;
+        if (projector_line(l) || buffer_line(l) || kv_line(l) || offload_line(l) || breakdown_line(l)) return;
     }
     EngineFootprint take() { return std::move(fp_); }
 
   private:
     EngineFootprint fp_;
+    std::string projector_buffer_ = "CPU";  // the backend clip.cpp says it uses ("CLIP using CUDA0 backend")
+
+    // The vision projector's lines (clip.cpp): they must not be taken for the language model's buffers.
+    bool projector_line(std::string_view l) {
+        if (const auto pos = l.find("CLIP using "); pos != std::string_view::npos) {
+            std::string_view r = trim(l.substr(pos + 11));
+            const auto sp = r.find(' ');
+            if (sp != std::string_view::npos && sp > 0 && sp <= 64)
+                projector_buffer_ = std::string(r.substr(0, sp));
+            return true;
+        }
+        if (l.find("load_hparams: ") != std::string_view::npos) {
+            constexpr std::string_view marker = "model size:";
+            const auto pos = l.find(marker);
+            if (pos == std::string_view::npos) return true;
+            if (const auto bytes = mib_value(l.substr(pos + marker.size())))
+                buffer(projector_buffer_).projector_weights = *bytes;
+            return true;
+        }
+        if (l.find("reserve_compute_meta: ") == std::string_view::npos) return false;
+        constexpr std::string_view marker = " compute buffer size = ";
+        const auto pos = l.find(marker);
+        if (pos == std::string_view::npos) return true;
+        const auto bytes = mib_value(l.substr(pos + marker.size()));
+        const std::string_view name = word_before(l, pos);
+        if (bytes && !name.empty() && name.size() <= 64 && name.back() != ':')
+            buffer(name).projector_compute = *bytes;  // a second reserve (flash attention refused) replaces
+        return true;
+    }
     bool context_seen_ = false;  // a KV/compute/output line belongs to the current load
     bool in_table_ = false;
 
@@ -298,6 +327,10 @@ const BufferSizes* EngineFootprint::find_buffer(std::string_view name) const {
 void to_json(nlohmann::json& j, const BufferSizes& b) {
     j = {{"buffer", b.buffer},       {"device", b.device},   {"model", b.model},   {"kv", b.kv},
          {"recurrent", b.recurrent}, {"compute", b.compute}, {"output", b.output}, {"total", b.total()}};
+    if (b.projector_weights || b.projector_compute) {
+        j["projector_weights"] = b.projector_weights;
+        j["projector_compute"] = b.projector_compute;
+    }
 }
 
 void to_json(nlohmann::json& j, const EngineFootprint& f) {

@@ -13,6 +13,9 @@
 //   112.00 MiB load_tensors: offloaded 33/33 layers to GPU common_memory_breakdown_print: |   - CUDA0 (H200)
 //   | 143771 = 1234 + (5000 = 4026 + 512 + 112) + 597 | common_memory_breakdown_print: |   - Host         |
 //   531 = 500 + 20 + 11 |
+//   clip_ctx: CLIP using CUDA0 backend                     (the projector's backend, then its weights:)
+//   load_hparams: model size:         595.49 MiB
+//   reserve_compute_meta:      CUDA0 compute buffer size =    21.55 MiB
 // When the log holds several loads (`--fit on` runs a dry run first; a restart appends), the last load wins.
 // Malformed or truncated lines are skipped, never fatal: this is outside input.
 #pragma once
@@ -38,7 +41,13 @@ struct BufferSizes {
     std::uint64_t recurrent = 0;  // recurrent state (RS buffer)
     std::uint64_t compute = 0;
     std::uint64_t output = 0;
-    std::uint64_t total() const { return model + kv + recurrent + compute + output; }
+    // The vision projector (--mmproj, tools/mtmd/clip.cpp): its weights on the backend it says it uses, and
+    // its image encoder's compute buffer — separate from the language model's buffers of the same name.
+    std::uint64_t projector_weights = 0;
+    std::uint64_t projector_compute = 0;
+    std::uint64_t total() const {
+        return model + kv + recurrent + compute + output + projector_weights + projector_compute;
+    }
 };
 
 // One row of common_memory_breakdown_print, in MiB as printed.

@@ -6,6 +6,8 @@
 //              [--type q8_0] --out FILE
 //   loch-synth --diffusion flux-tiny|clip-l|taef1|taesd [--type q8_0] --out FILE     (sd-server's files)
 //   loch-synth --whisper whisper-base [--type q8_0] [--no-tensors] --out FILE  (whisper.cpp's format)
+//   loch-synth --mmproj llava-1.5|llava-tiny --text-embd N [--image-size N] [--layers …] --out FILE
+//              (llama-server's --mmproj: a vision projector for a language model N wide)
 // With --preset, any dimension option overrides the preset's value.
 #include <cstdio>
 #include <optional>
@@ -15,6 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "synth/diffusion.hpp"
+#include "synth/projector.hpp"
 #include "synth/synth.hpp"
 #include "synth/whisper.hpp"
 
@@ -46,6 +49,11 @@ int list_presets() {
         fmt::print("{:<18} {:>8.3f}B {:>8}  {}\n", p.name, static_cast<double>(model.parameter_count()) / 1e9,
                    "f16", p.description);
     }
+    fmt::print("\n{:<18} {:>9}  {}\n", "MMPROJ", "PARAMS", "DESCRIPTION (--mmproj NAME --text-embd N)");
+    for (const auto& p : loch::synth::projector_presets())
+        fmt::print("{:<18} {:>8.3f}B  {}\n", p.name,
+                   static_cast<double>(loch::synth::build_projector(p.shape).parameter_count()) / 1e9,
+                   p.description);
     fmt::print("\n{:<24} {:>9}  {}\n", "WHISPER", "PARAMS", "DESCRIPTION (--whisper NAME)");
     for (const auto& p : loch::synth::whisper_presets())
         fmt::print("{:<24} {:>8.3f}B  {}\n", p.name,
@@ -77,8 +85,14 @@ int main(int argc, char** argv) {
     bool tied = false, attn_bias = false;
 
     app.add_flag("--list-presets", list, "List presets and quantizations, then exit");
-    std::string diffusion, whisper;
+    std::string diffusion, whisper, mmproj;
+    std::optional<std::uint32_t> text_embd, image_size;
     bool no_tensors = false;
+    app.add_option("--mmproj", mmproj,
+                   "A vision projector for llama-server's --mmproj: llava-1.5, llava-tiny (--layers, --embd, "
+                   "--heads, --ff override its tower)");
+    app.add_option("--text-embd", text_embd, "--mmproj: the language model's embedding width");
+    app.add_option("--image-size", image_size, "--mmproj: the image side in pixels");
     app.add_option("--whisper", whisper, "Write a whisper.cpp model of a preset shape (see --list-presets)");
     app.add_flag("--no-tensors", no_tensors,
                  "--whisper: write no tensors (whisper.cpp allocates the weights without reading them)");
@@ -137,6 +151,28 @@ int main(int argc, char** argv) {
             fmt::print("{}: {}, {:.3f} B params, {} ({} bytes), {}\n", out, p->name,
                        static_cast<double>(loch::synth::whisper_parameters(hp)) / 1e9, human_bytes(size),
                        size, no_tensors ? "no tensors" : "zero weights");
+            return 0;
+        }
+        if (!mmproj.empty()) {
+            const auto* p = loch::synth::find_projector_preset(mmproj);
+            if (!p)
+                throw loch::synth::SynthError(
+                    fmt::format("unknown projector preset '{}' (see --list-presets)", mmproj));
+            auto shape = p->shape;
+            for (auto [field, v] : {std::pair{&shape.n_layer, layers},
+                                    {&shape.n_embd, embd},
+                                    {&shape.n_head, heads},
+                                    {&shape.n_ff, ff},
+                                    {&shape.text_embd, text_embd},
+                                    {&shape.image_size, image_size}})
+                if (v) *field = *v;
+            const auto type = loch::gguf::type_from_name(quant.empty() ? "f16" : quant);
+            if (!type) throw loch::synth::SynthError(fmt::format("unknown tensor type '{}'", quant));
+            const auto model = loch::synth::build_projector(shape, *type);
+            const auto size = loch::synth::write_model(out, model, loch::synth::Weights::zeros);
+            fmt::print("{}: {} projector, {} image tokens, {:.3f} B params, {} ({} bytes), zero weights\n",
+                       out, p->name, shape.patches(), static_cast<double>(model.parameter_count()) / 1e9,
+                       human_bytes(size), size);
             return 0;
         }
         if (!diffusion.empty()) {

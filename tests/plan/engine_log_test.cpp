@@ -99,6 +99,33 @@ TEST(EngineLog, Iswa_caches_add_up_on_one_device) {
     EXPECT_EQ(fp.kv_caches[1].type_v, "q8_0");
 }
 
+// A vision projector (--mmproj) prints its own weights and compute buffer after the language model's; its
+// "compute buffer size" must not replace the language model's on the same backend.
+TEST(EngineLog, The_projector_is_counted_beside_the_language_model_not_over_it) {
+    constexpr const char* log = R"(0.00.010.100 I load_tensors:   CPU_Mapped model buffer size =   400.00 MiB
+0.00.012.000 I llama_kv_cache:        CPU KV buffer size =    64.00 MiB
+0.00.012.992 I sched_reserve:        CPU compute buffer size =   300.50 MiB
+0.00.014.455 I clip_model_loader: has vision encoder
+0.00.014.563 I clip_ctx: CLIP using CUDA0 backend
+0.00.014.697 I load_hparams: projector:          mlp
+0.00.014.707 I load_hparams: model size:         595.49 MiB
+0.00.014.708 I load_hparams: metadata size:      0.01 MiB
+0.00.017.803 I get_dummy_batch: warmup with image size = 336 x 336
+0.00.018.002 I reserve_compute_meta:      CUDA0 compute buffer size =    32.88 MiB
+0.00.018.003 I reserve_compute_meta:        CPU compute buffer size =     1.29 MiB
+0.00.018.021 I srv    load_model: loaded multimodal model, '/m/mmproj.gguf')";
+    const auto fp = parse_engine_log(log);
+    const auto* cpu = fp.find_buffer("CPU");
+    ASSERT_NE(cpu, nullptr);
+    EXPECT_EQ(cpu->compute, static_cast<std::uint64_t>(300.50 * kMiB));
+    EXPECT_EQ(cpu->projector_compute, static_cast<std::uint64_t>(1.29 * kMiB + 0.5));
+    const auto* gpu = fp.find_buffer("CUDA0");
+    ASSERT_NE(gpu, nullptr);
+    EXPECT_EQ(gpu->projector_weights, static_cast<std::uint64_t>(595.49 * kMiB + 0.5));
+    EXPECT_EQ(gpu->projector_compute, static_cast<std::uint64_t>(32.88 * kMiB + 0.5));
+    EXPECT_EQ(fp.device_total("cuda0").bytes, gpu->projector_weights + gpu->projector_compute);
+}
+
 TEST(EngineLog, Nonsense_and_truncation_are_ignored) {
     for (const char* s :
          {"", "\n\n", "model buffer size = ", " KV buffer size = 12", "X compute buffer size = -5 MiB",

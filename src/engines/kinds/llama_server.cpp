@@ -49,6 +49,9 @@ std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
     if (a.ubatch) argv.insert(argv.end(), {"-ub", std::to_string(*a.ubatch)});
     if (a.batch) argv.insert(argv.end(), {"-b", std::to_string(*a.batch)});
     if (a.threads) argv.insert(argv.end(), {"-t", std::to_string(*a.threads)});
+    // The projector goes where the engine's main device is: clip.cpp takes the first GPU the engine sees
+    // (the placement's main one, by the visible-devices order), the CPU when it sees none.
+    if (const auto mm = mmproj_path(model); !mm.empty()) argv.insert(argv.end(), {"--mmproj", mm.string()});
     std::string devices;
     for (const auto& d : llama_devices(where)) devices += (devices.empty() ? "" : ",") + d;
     argv.insert(argv.end(), {"--device", devices});
@@ -126,7 +129,44 @@ asio::awaitable<ReadyFacts> LlamaServerKind::after_ready(asio::any_io_executor e
         f.slot_ctx = llama_args(model).slot_ctx();
         f.slot_ctx_source = "config args.ctx / args.parallel";
     }
+    if (const auto p = projector_plan(model)) f.image_tokens = p->image_tokens;
     co_return f;
+}
+
+std::optional<Refusal> LlamaServerKind::check_before_start(const config::ModelConfig& model,
+                                                           const RequestView& r) const {
+    if (r.images.empty() || !mmproj_path(model).empty()) return std::nullopt;
+    Refusal no;
+    no.kind = Refusal::Kind::invalid_request;
+    no.message = fmt::format(
+        "model '{}' takes no images: it has no vision projector. Send the request to a vision model, or in "
+        "loch.yaml give its entry (models.{}) the projector made for it: `args: {{mmproj: mmproj.gguf}}`",
+        model.name, model.name);
+    no.details = {{"images", r.images.size()}, {"fix", "args.mmproj: <the model's mmproj GGUF>"}};
+    return no;
+}
+
+std::optional<RequestCost> LlamaServerKind::request_cost(const config::ModelConfig& model,
+                                                         const RequestView& r) const {
+    // The image encoder's device buffer was reserved at load (fixed resolution: plan/projector.hpp); what a
+    // request adds is host memory: on a GPU outside the device's ledger, on the CPU the device itself.
+    if (r.images.empty() || r.where == nullptr || r.where->backend != "cpu") return std::nullopt;
+    const auto p = projector_plan(model);
+    if (!p) return std::nullopt;
+    RequestCost c;
+    std::uint64_t pixels = 0;
+    for (const auto& img : r.images) {
+        // The base64 text twice (the HTTP body and the parsed JSON), the decoded file, its RGB pixels, the
+        // resized copy in 8 and 32 bits, and the encoded tokens waiting for the language model.
+        const std::uint64_t side = p->image_size;
+        c.bytes += 2 * ((img.bytes + 2) / 3 * 4) + img.bytes + std::uint64_t{img.width} * img.height * 3 +
+                   side * side * 3 * 5 + std::uint64_t{p->image_tokens} * p->text_embd * 4;
+        pixels += std::uint64_t{img.width} * img.height;
+    }
+    c.why = fmt::format("{} image(s), {:.1f} Mpixel: {} (decoded and resized in host memory)",
+                        r.images.size(), static_cast<double>(pixels) / 1e6, human_bytes(c.bytes));
+    c.details = {{"images", r.images.size()}, {"pixels", pixels}, {"image_bytes", c.bytes}};
+    return c;
 }
 
 asio::awaitable<std::optional<Refusal>> LlamaServerKind::check_request(asio::any_io_executor ex,
@@ -141,13 +181,25 @@ asio::awaitable<std::optional<Refusal>> LlamaServerKind::check_request(asio::any
     // special tokens per message. Below the bound no tokenization is needed (no extra round trip).
     std::uint64_t messages = 1;
     if (r.route == "/v1/chat/completions" && body.contains("messages")) messages = body["messages"].size();
-    const std::uint64_t bound = r.prompt_bytes + r.prompt_token_ids + 32 + 16 * messages;
+    // Each image is the projector's fixed number of tokens (its data URL is not text).
+    const std::uint64_t image_tokens = r.images.size() * std::uint64_t{facts.image_tokens.value_or(0)};
+    const std::uint64_t bound = r.prompt_bytes + r.prompt_token_ids + image_tokens + 32 + 16 * messages;
     if (bound + max_tokens <= slot_ctx) co_return std::nullopt;
 
     // Exact count from the engine itself: the chat template applied, then its tokenizer.
     std::string prompt;
     if (r.route == "/v1/chat/completions") {
-        nlohmann::json tpl = {{"messages", body["messages"]}};
+        // The text only: images are counted above, and the engine would decode them to apply the template.
+        nlohmann::json messages_text = body["messages"];
+        for (auto& m : messages_text)
+            if (m.is_object() && m.contains("content") && m["content"].is_array()) {
+                nlohmann::json kept = nlohmann::json::array();
+                for (auto& part : m["content"])
+                    if (!part.is_object() || part.value("type", "") != "image_url")
+                        kept.push_back(std::move(part));
+                m["content"] = std::move(kept);
+            }
+        nlohmann::json tpl = {{"messages", std::move(messages_text)}};
         auto reply = co_await engine_request(ex, engine, "POST", "/apply-template", tpl.dump(), 30s);
         auto j = nlohmann::json::parse(reply.body, nullptr, false);
         if (reply.status != 200 || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
@@ -163,7 +215,7 @@ asio::awaitable<std::optional<Refusal>> LlamaServerKind::check_request(asio::any
     auto j = nlohmann::json::parse(reply.body, nullptr, false);
     if (reply.status != 200 || !j.is_object() || !j.contains("tokens") || !j["tokens"].is_array())
         co_return std::nullopt;
-    const std::uint64_t prompt_tokens = j["tokens"].size() + r.prompt_token_ids;
+    const std::uint64_t prompt_tokens = j["tokens"].size() + r.prompt_token_ids + image_tokens;
     if (prompt_tokens + max_tokens <= slot_ctx && prompt_tokens < slot_ctx) co_return std::nullopt;
     Refusal no;
     no.kind = Refusal::Kind::context_length_exceeded;
@@ -177,6 +229,10 @@ asio::awaitable<std::optional<Refusal>> LlamaServerKind::check_request(asio::any
                   {"max_tokens", max_tokens},
                   {"slot_ctx", slot_ctx},
                   {"counted_by", "engine /tokenize"}};
+    if (image_tokens) {
+        no.message += fmt::format(" ({} image(s) × {} tokens)", r.images.size(), *facts.image_tokens);
+        no.details["image_tokens"] = image_tokens;
+    }
     co_return no;
 }
 

@@ -2,8 +2,8 @@
 // llama-server's flags, endpoints and log lines is here (and the arithmetic in plan/).
 //
 //   <binary> -m <path> --host 127.0.0.1 --port <p> -c <ctx> -np <parallel> -ngl <n> -fa <on|off|auto>
-//            [-ctk t] [-ctv t] [-ub n] [-b n] [-t n] --device <d> --alias <name> --fit off -lv 4 --no-webui
-//            <extra…>
+//            [-ctk t] [-ctv t] [-ub n] [-b n] [-t n] [--mmproj <projector>] --device <d> --alias <name>
+//            --fit off -lv 4 --no-webui <extra…>
 //
 // `--fit off`: loch decides placement; an engine left to fit itself silently takes the whole card
 // (docs/engines.md, ../shared reference). `-lv 4`: this llama.cpp prints buffer sizes (model / KV /
@@ -27,6 +27,7 @@
 
 #include "engines/kind.hpp"
 #include "plan/plan.hpp"
+#include "plan/projector.hpp"
 
 namespace loch::engines {
 
@@ -47,7 +48,10 @@ struct LlamaArgs final : config::KindSettings {
     std::optional<std::uint32_t> ubatch;      // -ub
     std::optional<std::uint32_t> batch;       // -b
     std::optional<std::uint32_t> threads;     // -t
-    std::vector<std::string> extra;           // appended verbatim as separate argv entries (never a shell)
+    // --mmproj: a vision projector (llama.cpp's mmproj GGUF) for image input; "~/" expanded, a relative path
+    // is beside the model file. Planned by plan/projector.hpp (fixed-resolution projectors only).
+    std::filesystem::path mmproj;
+    std::vector<std::string> extra;  // appended verbatim as separate argv entries (never a shell)
 
     std::uint32_t slot_ctx() const { return parallel == 0 ? ctx : ctx / parallel; }
     std::unique_ptr<config::KindSettings> clone() const override {
@@ -55,6 +59,11 @@ struct LlamaArgs final : config::KindSettings {
     }
 };
 const LlamaArgs& llama_args(const config::ModelConfig& model);
+// args.mmproj as the engine opens it; empty without one.
+std::filesystem::path mmproj_path(const config::ModelConfig& model);
+// The projector's plan (weights, compute, tokens per image); nullopt without one or when it cannot be read
+// (the config check has said why).
+std::optional<plan::ProjectorPlan> projector_plan(const config::ModelConfig& model);
 
 // How llama.cpp inside the engine names the devices of `where`, the main one first. The kind shows the engine
 // only those devices (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES in this order), so that CUDA and ROCm
@@ -122,6 +131,12 @@ class LlamaServerKind final : public Kind {
                                                    const EngineAddress& engine,
                                                    const config::ModelConfig& model) const override;
     std::optional<std::uint64_t> configured_slot_ctx(const config::ModelConfig& model) const override;
+    // Images (chat's data URLs): refused before anything starts for a model without a projector; on the CPU
+    // costed by their size (decoded in host memory); in the slot's context, the projector's tokens each.
+    std::optional<Refusal> check_before_start(const config::ModelConfig& model,
+                                              const RequestView& request) const override;
+    std::optional<RequestCost> request_cost(const config::ModelConfig& model,
+                                            const RequestView& request) const override;
     boost::asio::awaitable<std::optional<Refusal>> check_request(boost::asio::any_io_executor ex,
                                                                  const EngineAddress& engine,
                                                                  const ReadyFacts& facts,

@@ -46,7 +46,8 @@ const std::vector<Unmodelled> kUnmodelledFlags = {
     {{"-md", "--model-draft", "--spec-draft-model", "-hfd", "-hfrd", "--hf-repo-draft", "--spec-draft-hf"},
      "a draft model (speculative decoding) loads a second model and its KV cache, which loch does not plan"},
     {{"-mm", "--mmproj", "-mmu", "--mmproj-url"},
-     "a vision projector (mmproj) adds weights and a compute buffer loch does not plan"},
+     "set a vision projector with args.mmproj (a local file), so that the planner counts its weights and "
+     "image encoder"},
     {{"--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled"},
      "adapters add weights loch does not plan"},
     {{"-nkvo", "--no-kv-offload"}, "a KV cache kept in host memory is not planned"},
@@ -131,6 +132,22 @@ const LlamaArgs& llama_args(const config::ModelConfig& model) {
     return config::settings_as<LlamaArgs>(model);
 }
 
+std::filesystem::path mmproj_path(const config::ModelConfig& model) {
+    const auto& p = llama_args(model).mmproj;
+    if (p.empty() || p.is_absolute()) return p;
+    return (model.path.parent_path() / p).lexically_normal();
+}
+
+std::optional<plan::ProjectorPlan> projector_plan(const config::ModelConfig& model) {
+    const auto path = mmproj_path(model);
+    if (path.empty()) return std::nullopt;
+    try {
+        return plan::plan_projector(gguf::read_model(path));
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+}
+
 std::uint32_t LlamaServerKind::slots(const config::ModelConfig& model) const {
     return std::max<std::uint32_t>(1,
                                    model.concurrency != 0 ? model.concurrency : llama_args(model).parallel);
@@ -170,6 +187,10 @@ config::Walker::Keys LlamaServerKind::keys(config::Walker& w, config::KindSettin
                      {"ubatch", w.integer_into(a.ubatch, 1, 1 << 16)},
                      {"batch", w.integer_into(a.batch, 1, 1 << 20)},
                      {"threads", w.integer_into(a.threads, 1, 1024)},
+                     {"mmproj",
+                      [&](auto&, auto& v, auto& k) {
+                          if (auto x = w.str(v, k)) a.mmproj = w.resolve({}, *x);
+                      }},
                      {"extra",
                       [&](auto&, auto& v, auto& k) {
                           auto xs = w.str_list(v, k);
@@ -241,6 +262,32 @@ void check_cache_types_against_model(config::Walker& w, const YAML::Node& entry,
     }
 }
 
+// args.mmproj: a projector loch can plan, as wide as the language model (mtmd refuses a mismatch at load).
+void check_projector(config::Walker& w, const YAML::Node& entry, const std::string& path,
+                     const config::ModelConfig& m) {
+    const auto file = mmproj_path(m);
+    if (file.empty()) return;
+    const std::string key = path + ".args.mmproj";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) {
+        w.error(entry, key,
+                file.string() + " is not a regular file (a relative mmproj is beside the model file)");
+        return;
+    }
+    try {
+        const auto p = plan::plan_projector(gguf::read_model(file));
+        const auto text = gguf::read_model(m.path).arch_uint("embedding_length");
+        if (text && *text != p.text_embd)
+            w.error(
+                entry, key,
+                fmt::format("{} projects images to {} wide embeddings, but the model is {} wide: it belongs "
+                            "to another model (llama-server would refuse to load it)",
+                            file.string(), p.text_embd, *text));
+    } catch (const std::exception& e) {
+        w.error(entry, key, file.string() + ": " + e.what());
+    }
+}
+
 }  // namespace
 
 void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const std::string& path,
@@ -278,6 +325,7 @@ void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const st
         return;
     }
     check_cache_types_against_model(w, entry, path, m);
+    check_projector(w, entry, path, m);
 }
 
 nlohmann::json LlamaServerKind::describe_file(const config::ModelConfig& m) const {

@@ -142,6 +142,22 @@ asio::awaitable<std::optional<std::string>> cached_dry_run(const EstimateContext
     co_return out;
 }
 
+// The projector on the engine's main device: its weights, its image encoder's compute buffer (without flash
+// attention unless it is on: auto may fall back), and on a GPU ggml-cuda's pool beside it.
+std::uint64_t projector_bytes(const plan::ProjectorPlan& p, const config::ModelConfig& model,
+                              const Placement& where) {
+    const auto fa = llama_args(model).flash_attn;
+    return p.bytes(where.backend != "cpu", fa == FlashAttn::on    ? std::optional<bool>(true)
+                                           : fa == FlashAttn::off ? std::optional<bool>(false)
+                                                                  : std::nullopt);
+}
+
+std::string projector_why(const plan::ProjectorPlan& p, std::uint64_t bytes) {
+    return fmt::format(" + projector {} (weights {}, image encoder {} at {}², {} tokens per image)",
+                       human_bytes(bytes), human_bytes(p.weights), human_bytes(bytes - p.weights),
+                       p.image_size, p.image_tokens);
+}
+
 }  // namespace
 
 plan::Settings llama_plan_settings(const config::ModelConfig& model, const Placement& where) {
@@ -197,6 +213,7 @@ Footprint LlamaServerKind::formula(const config::Config& cfg, const config::Mode
     fp.detail =
         m ? "loch plan"
           : "model file size " + human_bytes(size) + " (no plan" + (why.empty() ? "" : ": " + why) + ")";
+    const auto projector = projector_plan(model);
     for (const auto& d : devices) {
         Need n;
         n.device = d.device;
@@ -214,6 +231,12 @@ Footprint LlamaServerKind::formula(const config::Config& cfg, const config::Mode
             n.weights_bytes = size;
             n.bytes = size;
             n.why = "model file size";
+        }
+        if (projector) {
+            const auto bytes = projector_bytes(*projector, model, d);
+            n.bytes += bytes;
+            n.weights_bytes += projector->weights;
+            n.why += projector_why(*projector, bytes);
         }
         // A configured `memory:` is the user's word for what it needs: never reserve less.
         if (auto conf = model.memory_on(d.device); conf && *conf > n.bytes) {
@@ -256,6 +279,13 @@ std::vector<Need> LlamaServerKind::split_formula(const config::Config& cfg, cons
             human_bytes(dp->compute.bytes), human_bytes(dp->output.bytes), human_bytes(dp->overhead.bytes));
         out.push_back(std::move(n));
     }
+    // The projector on the main device (the split's first).
+    if (const auto projector = projector_plan(model); projector && !out.empty()) {
+        const auto bytes = projector_bytes(*projector, model, where);
+        out.front().bytes += bytes;
+        out.front().weights_bytes += projector->weights;
+        out.front().why += projector_why(*projector, bytes);
+    }
     return out;
 }
 
@@ -287,7 +317,9 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
         for (std::size_t i = 1; i < argv.size(); ++i) {
             const auto& a = argv[i];
             // (-np stays: the pinned llama-fit-params takes it, and the slots' streams change the KV cache.)
-            if (a == "--host" || a == "--port" || a == "-lv" || a == "--fit" || a == "--alias") {
+            // (--mmproj: llama-fit-params does not take it; the projector is added below, planned.)
+            if (a == "--host" || a == "--port" || a == "-lv" || a == "--fit" || a == "--alias" ||
+                a == "--mmproj") {
                 ++i;
                 continue;
             }
@@ -330,11 +362,14 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
             m && dp ? plan::dry_run_excess(*m, llama_plan_settings(model, d), dp->device) : 0;
         const plan::DryRunCandidate c = plan::dry_run_candidate(*parsed, d.backend == "cpu", dp, excess);
         const std::uint64_t margin = cfg.device(d.device).margin;
+        const auto projector = projector_plan(model);
+        const std::uint64_t projector_b = projector ? projector_bytes(*projector, model, d) : 0;
         const auto best = largest_of(
             {{"loch plan", {n.bytes, n.source, n.why}},
              {"dry run + what it leaves out",
-              {c.bytes() + margin, Source::engine_dry_run,
-               fmt::format("llama-fit-params {} + {}", human_bytes(c.counted), human_bytes(c.leaves_out))}}});
+              {c.bytes() + projector_b + margin, Source::engine_dry_run,
+               fmt::format("llama-fit-params {} + {}{}", human_bytes(c.counted), human_bytes(c.leaves_out),
+                           projector ? projector_why(*projector, projector_b) : "")}}});
         n.bytes = best.bytes;
         n.why = best.detail;
         n.source = best.source;
