@@ -85,13 +85,16 @@ nlohmann::json Broker::model_status(const Model& m) const {
     j["idle_s"] = m.active > 0 ? 0.0 : std::chrono::duration<double>(Clock::now() - m.last_used).count();
     if (m.load_s) j["load_s"] = *m.load_s;
     if (m.facts.slot_ctx) j["slot_ctx"] = *m.facts.slot_ctx;
+    if (m.facts.image_tokens) j["image_tokens"] = *m.facts.image_tokens;
     if (m.footprint) {
         nlohmann::json needs = nlohmann::json::array();
         for (const auto& n : m.footprint->needs)
             needs.push_back({{"device", n.device},
                              {"bytes", n.bytes},
                              {"weights_bytes", n.weights_bytes},
-                             {"kv_bytes", n.kv_bytes}});
+                             {"kv_bytes", n.kv_bytes},
+                             {"source", to_string(n.source)},
+                             {"why", n.why}});
         j["footprint"] = {
             {"source", to_string(m.footprint->source)}, {"detail", m.footprint->detail}, {"needs", needs}};
     }

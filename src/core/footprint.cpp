@@ -16,7 +16,9 @@ MemoryFigure largest_of(const std::vector<Candidate>& candidates) {
     if (!winner) return best;
     best.bytes = winner->figure.bytes;
     best.source = winner->figure.source;
-    best.detail = "largest of: " + all + " → " + winner->what;
+    // The winner's own breakdown ("weights … + KV … + projector …") is what a person reads next.
+    best.detail = "largest of: " + all + " → " + winner->what +
+                  (winner->figure.detail.empty() ? "" : ": " + winner->figure.detail);
     return best;
 }
 

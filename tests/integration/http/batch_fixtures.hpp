@@ -1,8 +1,12 @@
 // Shared by the Batch API suites: input lines, files and uploads as loch's clients send them.
 #pragma once
 
+#include <chrono>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <boost/beast/http/verb.hpp>
@@ -60,6 +64,51 @@ inline std::string upload_id(LochServer& loch, const std::string& text) {
     const auto r = upload(loch, text);
     EXPECT_EQ(r.status, 200) << r.body.substr(0, 2000);
     return nlohmann::json::parse(r.body).value("id", "");
+}
+
+// Creates a batch of the uploaded text through the HTTP API; its id.
+inline std::string create_batch(LochServer& loch, const std::string& text) {
+    const auto up = upload_id(loch, text);
+    const auto created = loch.post(
+        "/v1/batches",
+        json{{"input_file_id", up}, {"endpoint", "/v1/chat/completions"}, {"completion_window", "24h"}}
+            .dump());
+    EXPECT_EQ(created.status, 200) << created.body;
+    return json::parse(created.body)["id"];
+}
+
+// GET /v1/batches/{id} until `until` holds (or the time is up).
+template <class F>
+json poll(LochServer& loch, const std::string& id, F until,
+          std::chrono::seconds limit = std::chrono::seconds(600)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    json b;
+    while (std::chrono::steady_clock::now() < deadline) {
+        const auto r = loch.get("/v1/batches/" + id);
+        if (r.status == 200) {
+            b = json::parse(r.body);
+            if (until(b)) return b;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "batch " << id << " did not get there in time: " << b.dump();
+    return b;
+}
+
+inline bool ended(const json& b) {
+    const std::string s = b.value("status", "");
+    return s == "completed" || s == "failed" || s == "expired" || s == "cancelled";
+}
+
+inline std::vector<json> file_lines(LochServer& loch, const json& file_id) {
+    std::vector<json> out;
+    if (!file_id.is_string()) return out;
+    const auto r = loch.get("/v1/files/" + file_id.get<std::string>() + "/content");
+    EXPECT_EQ(r.status, 200);
+    std::istringstream in(r.body);
+    for (std::string l; std::getline(in, l);)
+        if (!l.empty()) out.push_back(json::parse(l));
+    return out;
 }
 
 }  // namespace loch::itest

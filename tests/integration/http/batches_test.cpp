@@ -26,34 +26,6 @@ std::string models_yaml() {
                        kArgs + "      extra: [--embeddings, --pooling, mean]\n");
 }
 
-// Creates a batch of the uploaded text through the HTTP API; its id.
-std::string create_batch(LochServer& loch, const std::string& text) {
-    const auto up = upload_id(loch, text);
-    const auto created = loch.post(
-        "/v1/batches",
-        json{{"input_file_id", up}, {"endpoint", "/v1/chat/completions"}, {"completion_window", "24h"}}
-            .dump());
-    EXPECT_EQ(created.status, 200) << created.body;
-    return json::parse(created.body)["id"];
-}
-
-// GET /v1/batches/{id} until `until` holds (or the time is up).
-template <class F>
-json poll(LochServer& loch, const std::string& id, F until, std::chrono::seconds limit = 600s) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    json b;
-    while (std::chrono::steady_clock::now() < deadline) {
-        const auto r = loch.get("/v1/batches/" + id);
-        if (r.status == 200) {
-            b = json::parse(r.body);
-            if (until(b)) return b;
-        }
-        std::this_thread::sleep_for(100ms);
-    }
-    ADD_FAILURE() << "batch " << id << " did not get there in time: " << b.dump();
-    return b;
-}
-
 // `n` items of several seconds each on long_model() (3,000 tokens, no EOS).
 std::string long_items(const std::string& prefix, int n) {
     std::string text;
@@ -62,22 +34,6 @@ std::string long_items(const std::string& prefix, int n) {
                            json::parse(chat("tiny", false, 3000, R"({"ignore_eos":true})"))) +
                 "\n";
     return text;
-}
-
-bool ended(const json& b) {
-    const std::string s = b.value("status", "");
-    return s == "completed" || s == "failed" || s == "expired" || s == "cancelled";
-}
-
-std::vector<json> file_lines(LochServer& loch, const json& file_id) {
-    std::vector<json> out;
-    if (!file_id.is_string()) return out;
-    const auto r = loch.get("/v1/files/" + file_id.get<std::string>() + "/content");
-    EXPECT_EQ(r.status, 200);
-    std::istringstream in(r.body);
-    for (std::string l; std::getline(in, l);)
-        if (!l.empty()) out.push_back(json::parse(l));
-    return out;
 }
 
 }  // namespace

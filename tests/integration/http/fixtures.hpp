@@ -22,6 +22,8 @@ struct Models {
     test::SynthModel demo{{"--preset", "demo"}, "demo.gguf"};
     // A long training context so that a stream can run for many seconds (mid-stream tests act on it).
     test::SynthModel longctx{{"--preset", "tiny-llama", "--weights", "small", "--ctx", "65536"}, "long.gguf"};
+    // A vision projector for `tiny` (LLaVA's layout, 56 px: 16 tokens per image).
+    test::SynthModel mmproj{{"--mmproj", "llava-tiny", "--text-embd", "256"}, "mmproj.gguf"};
 };
 inline Models& models() {
     static Models m;
