@@ -11,6 +11,9 @@
 //   batch-yield --loch build/bin/loch --work /tmp/batch-yield [--synth "--preset demo"] [--chats 30] [--gap
 //   2]
 //               [--item-tokens 24] [--chat-tokens 24] [--threads 2] [--seed 7] [--json OUT]
+//               [--vision [--mmproj "--mmproj llava-1.5 --layers 6 …"] [--image PNG]]
+// --vision: the captioning batch of issue 29, scaled down — the chat model gets a projector from loch-synth
+// (args.mmproj) and every batch item and every one of the person's requests carries the image as a data URL.
 // Exit status 0 when it ran (the goals are reported, not enforced: a bench, not a test).
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -24,6 +27,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <boost/archive/iterators/base64_from_binary.hpp>
+#include <boost/archive/iterators/transform_width.hpp>
 #include <nlohmann/json.hpp>
 
 #include "support/engine_process.hpp"
@@ -45,7 +50,32 @@ struct Options {
     int chats = 30, item_tokens = 24, chat_tokens = 24, threads = 2;
     double gap_s = 2.0;
     unsigned seed = 7;
+    // --vision: a CLIP tower a 2-core CPU encodes in a fraction of a second (112 px: 64 tokens an image).
+    bool vision = false;
+    std::string mmproj = "--mmproj llava-1.5 --layers 6 --embd 512 --heads 8 --ff 2048 --image-size 112";
+    std::string image = std::string(LOCH_TEST_DATA_DIR) + "/photo-320x240.png";
 };
+
+std::vector<std::string> words(const std::string& s) {
+    std::vector<std::string> out;
+    for (std::size_t i = 0, j; i < s.size(); i = j + 1) {
+        j = s.find(' ', i);
+        if (j == std::string::npos) j = s.size();
+        if (j > i) out.push_back(s.substr(i, j - i));
+    }
+    return out;
+}
+
+// A PNG file as a data URL (Boost's base64 iterators, padded by hand).
+std::string data_url(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    const std::string bin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    using namespace boost::archive::iterators;
+    using It = base64_from_binary<transform_width<std::string::const_iterator, 6, 8>>;
+    std::string b64(It(bin.begin()), It(bin.end()));
+    b64.append((3 - bin.size() % 3) % 3, '=');
+    return "data:image/png;base64," + b64;
+}
 
 double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
@@ -58,11 +88,16 @@ double percentile(std::vector<double> v, double p) {
     return v[std::min(i, v.size() - 1)];
 }
 
-std::string chat_body(int max_tokens, const std::string& text) {
+// A chat request; with an image (a data URL), the text and the image as OpenAI's content parts.
+std::string chat_body(int max_tokens, const std::string& text, const std::string& image = "") {
+    json content = text;
+    if (!image.empty())
+        content = json::array(
+            {{{"type", "text"}, {"text", text}}, {{"type", "image_url"}, {"image_url", {{"url", image}}}}});
     return json{{"model", "chat"},
                 {"max_tokens", max_tokens},
                 {"ignore_eos", true},
-                {"messages", json::array({{{"role", "user"}, {"content", text}}})}}
+                {"messages", json::array({{{"role", "user"}, {"content", content}}})}}
         .dump();
 }
 
@@ -74,35 +109,53 @@ class Bench {
         fs::create_directories(o_.work);
         const fs::path bin = fs::absolute(o_.loch).parent_path();
         const auto model = fs::path(o_.work) / "chat.gguf";
-        std::vector<std::string> synth_args;
-        for (std::size_t i = 0, j; i < o_.synth.size(); i = j + 1) {
-            j = o_.synth.find(' ', i);
-            if (j == std::string::npos) j = o_.synth.size();
-            if (j > i) synth_args.push_back(o_.synth.substr(i, j - i));
-        }
+        std::vector<std::string> synth_args = words(o_.synth);
+        // The projector's output width is the chat model's (--embd).
+        std::string text_embd;
+        for (std::size_t i = 0; i + 1 < synth_args.size(); ++i)
+            if (synth_args[i] == "--embd") text_embd = synth_args[i + 1];
         synth_args.insert(synth_args.end(), {"--out", model.string()});
         fs::remove(model);
         if (loch::test::run_to_completion(bin / "loch-synth", synth_args, fs::path(o_.work) / "synth.log",
                                           600s) != 0)
             return fail("loch-synth failed: see " + (fs::path(o_.work) / "synth.log").string());
+        std::string mmproj_line;
+        if (o_.vision) {
+            if (text_embd.empty())
+                return fail("--vision needs --embd in --synth (the projector's output width)");
+            const auto mmproj = fs::path(o_.work) / "mmproj.gguf";
+            auto args = words(o_.mmproj);
+            args.insert(args.end(), {"--text-embd", text_embd, "--out", mmproj.string()});
+            if (loch::test::run_to_completion(bin / "loch-synth", args,
+                                              fs::path(o_.work) / "synth-mmproj.log", 600s) != 0)
+                return fail("loch-synth --mmproj failed: see " +
+                            (fs::path(o_.work) / "synth-mmproj.log").string());
+            mmproj_line = ", mmproj: " + mmproj.string();
+            image_ = data_url(o_.image);
+            if (image_.size() < 40) return fail("cannot read the image " + o_.image);
+        }
         port_ = loch::test::free_port();
         const auto cfg = fs::path(o_.work) / "loch.yaml";
         fs::remove_all(fs::path(o_.work) / "state");
         std::ofstream(cfg) << fmt::format(
             "listen: 127.0.0.1\nstate_dir: {}\nengine_dir: {}\nmodels:\n  - name: chat\n    path: {}\n"
-            "    args: {{ctx: 4096, parallel: 2, threads: {}}}\n",
-            (fs::path(o_.work) / "state").string(), bin.string(), model.string(), o_.threads);
+            "    args: {{ctx: 4096, parallel: 2, threads: {}{}}}\n",
+            (fs::path(o_.work) / "state").string(), bin.string(), model.string(), o_.threads, mmproj_line);
         loch::test::Process loch(bin / "loch",
                                  {"serve", "--config", cfg.string(), "--port", std::to_string(port_)},
                                  fs::path(o_.work) / "loch.log");
         if (!wait_health()) return fail("loch serve did not come up: see " + o_.work + "/loch.log");
         for (int i = 0; i < 3; ++i)  // the engine's first requests are slower: not in the idle figures
-            if (post("/v1/chat/completions", chat_body(o_.chat_tokens, "warm up")).status != 200)
+            if (post("/v1/chat/completions", chat_body(o_.chat_tokens, "warm up", image_)).status != 200)
                 return fail("warm-up failed");
         write_input();
 
-        std::printf("batch-yield: loch-synth %s; %d chats (mean gap %.1f s, %d tokens), items of %d tokens\n",
-                    o_.synth.c_str(), o_.chats, o_.gap_s, o_.chat_tokens, o_.item_tokens);
+        std::printf(
+            "batch-yield: loch-synth %s; %d chats (mean gap %.1f s, %d tokens), items of %d tokens%s\n",
+            o_.synth.c_str(), o_.chats, o_.gap_s, o_.chat_tokens, o_.item_tokens,
+            o_.vision
+                ? fmt::format("; every request captions {} (projector: {})", o_.image, o_.mmproj).c_str()
+                : "");
         const auto t_idle = Clock::now();
         const auto idle = person();
         const double window = seconds_since(t_idle);
@@ -130,6 +183,7 @@ class Bench {
                     tput_ratio >= 0.8 ? "met" : "NOT met");
         if (!o_.json_out.empty())
             std::ofstream(o_.json_out) << json{{"model", o_.synth},
+                                               {"vision", o_.vision ? json(o_.mmproj) : json(nullptr)},
                                                {"chats", o_.chats},
                                                {"idle_p50_s", percentile(idle, 0.5)},
                                                {"idle_p95_s", percentile(idle, 0.95)},
@@ -181,12 +235,13 @@ class Bench {
     // The input file: more items than any phase finishes (each phase cancels its batch at the end).
     void write_input() {
         std::string text;
-        for (int i = 0; i < 20000; ++i)
+        for (int i = 0; i < (o_.vision ? 4000 : 20000); ++i)
             text +=
                 json{{"custom_id", fmt::format("photo-{}", i)},
                      {"method", "POST"},
                      {"url", "/v1/chat/completions"},
-                     {"body", json::parse(chat_body(o_.item_tokens, fmt::format("Caption photo {}.", i)))}}
+                     {"body",
+                      json::parse(chat_body(o_.item_tokens, fmt::format("Caption photo {}.", i), image_))}}
                     .dump() +
                 "\n";
         const std::string b = "----batch-yield";
@@ -210,8 +265,8 @@ class Bench {
         for (int i = 0; i < o_.chats; ++i) {
             std::this_thread::sleep_for(std::chrono::duration<double>(gap(rng)));
             const auto t0 = Clock::now();
-            const auto r =
-                post("/v1/chat/completions", chat_body(o_.chat_tokens, fmt::format("Question {}?", i)));
+            const auto r = post("/v1/chat/completions",
+                                chat_body(o_.chat_tokens, fmt::format("Question {}?", i), image_));
             if (r.status == 200) out.push_back(seconds_since(t0));
         }
         return out;
@@ -240,6 +295,7 @@ class Bench {
     }
 
     Options o_;
+    std::string image_;  // --vision: the image every request carries, as a data URL
     std::uint16_t port_ = 0;
     std::string file_id_;
 };
@@ -260,6 +316,9 @@ int main(int argc, char** argv) {
     app.add_option("--threads", o.threads, "llama-server threads");
     app.add_option("--seed", o.seed, "the person's arrival times");
     app.add_option("--json", o.json_out, "also write the figures here");
+    app.add_flag("--vision", o.vision, "caption an image in every request (a projector from loch-synth)");
+    app.add_option("--mmproj", o.mmproj, "loch-synth arguments for the projector (--text-embd is added)");
+    app.add_option("--image", o.image, "the PNG every request carries");
     CLI11_PARSE(app, argc, argv);
     return Bench(o).run();
 }

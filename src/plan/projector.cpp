@@ -55,7 +55,7 @@ ProjectorPlan plan_projector(const gguf::Model& m) {
     const std::uint64_t ffn = 3 * a + P * F * 4, projector = a + 2 * N * T * 4;
     p.compute_no_flash = inputs + std::max({8 * a + P * P * H * 4, ffn, projector});
     p.compute_flash = inputs + std::max({7 * a, ffn, projector});
-    p.gpu_pool = N * T * 4;
+    p.gpu_extra = kProjectorGpuBackendBytes + N * T * 4;
     return p;
 }
 

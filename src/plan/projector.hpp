@@ -20,8 +20,14 @@
 //   projector   P·E·4 + 2·N·T·4
 // Against the pinned engine's "reserve_compute_meta: … compute buffer size" (LLaVA 1.5, 336 px, on 2 CPU
 // cores: 32.88 MiB without flash attention, 21.55 MiB with) the bound is 49.9 / 31.8 MiB; the sweep over
-// image sizes, widths and flash attention is tests/integration/plan/projector_test.cpp. On a GPU ggml-cuda's
-// pool holds the largest converted matmul input beside it: + N·T·4.
+// image sizes, widths and flash attention is tests/integration/plan/projector_vs_engine_test.cpp.
+//
+// On a GPU clip.cpp runs on a CUDA backend of its own (ggml_backend_dev_init): its own cuBLAS handle and
+// workspace and its own ggml-cuda pool, allocated at the first image. On the H200 (bench/h200-vision.sh,
+// bench/results/h200-2026-12-04-vision.txt) the process grew by 99–116 MiB beyond the projector's weights
+// and compute buffer after its first image, for four tower shapes with and without flash attention (the
+// buffers themselves: exactly as on the CPU). Planned: kProjectorGpuBackendBytes + the pool's largest
+// converted matmul operand, N·T·4.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +38,9 @@
 
 namespace loch::plan {
 
+// A second CUDA backend in the engine process: cuBLAS handle and workspace, ggml-cuda's pool granules.
+inline constexpr std::uint64_t kProjectorGpuBackendBytes = 160ull << 20;
+
 struct ProjectorPlan {
     std::string type;  // clip.projector_type: "mlp"
     std::uint32_t image_size = 0, patch_size = 0;
@@ -39,12 +48,13 @@ struct ProjectorPlan {
     std::uint32_t text_embd = 0;                            // what the language model's n_embd must be
     std::uint64_t weights = 0;                              // the projector's tensor bytes
     std::uint64_t compute_flash = 0, compute_no_flash = 0;  // the encoder's compute buffer bound
-    std::uint64_t gpu_pool = 0;                             // beside it on a GPU
+    std::uint64_t gpu_extra = 0;  // beside it on a GPU: its CUDA backend's workspace and pool
 
-    // On a device: weights + compute (+ the pool on a GPU). Flash attention unknown (auto): without it.
+    // On a device: weights + compute (+ its backend's extra on a GPU). Flash attention unknown (auto):
+    // without it.
     std::uint64_t bytes(bool gpu, std::optional<bool> flash_attention) const {
         return weights + (flash_attention.value_or(false) ? compute_flash : compute_no_flash) +
-               (gpu ? gpu_pool : 0);
+               (gpu ? gpu_extra : 0);
     }
 };
 

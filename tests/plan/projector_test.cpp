@@ -19,9 +19,12 @@ TEST(Projector, Llava15IsItsWeightsAndAFixedBufferOf576TokensPerImage) {
     EXPECT_GE(p.compute_no_flash, static_cast<std::uint64_t>(32.88 * kMiB));
     EXPECT_GE(p.compute_flash, static_cast<std::uint64_t>(21.55 * kMiB));
     EXPECT_LT(p.compute_no_flash, 2 * static_cast<std::uint64_t>(32.88 * kMiB));
-    // Unknown flash attention (auto) plans without it; a GPU adds the pool.
+    // Unknown flash attention (auto) plans without it; a GPU adds the projector's own CUDA backend: on the
+    // H200 the process grew by 724 MiB for this projector after its first image, with flash attention.
+    EXPECT_GE(p.bytes(true, true), static_cast<std::uint64_t>(724 * kMiB));
+    EXPECT_GE(p.bytes(true, false), static_cast<std::uint64_t>(740 * kMiB));
     EXPECT_EQ(p.bytes(false, std::nullopt), p.weights + p.compute_no_flash);
-    EXPECT_EQ(p.bytes(true, true), p.weights + p.compute_flash + p.gpu_pool);
+    EXPECT_EQ(p.bytes(true, true), p.weights + p.compute_flash + p.gpu_extra);
 }
 
 TEST(Projector, ProjectorsThatResizeByImageOrTileAreRefusedWithTheReason) {
