@@ -10,7 +10,7 @@
 //
 //   batch-yield --loch build/bin/loch --work /tmp/batch-yield [--synth "--preset demo"] [--chats 30] [--gap
 //   2]
-//               [--item-tokens 24] [--chat-tokens 24] [--threads 2] [--seed 7] [--json OUT]
+//               [--item-tokens 24] [--chat-tokens 24] [--threads 2] [--seed 7] [--rounds 3] [--json OUT]
 //               [--vision [--mmproj "--mmproj llava-1.5 --layers 6 …"] [--image PNG]]
 // --vision: the captioning batch of issue 29, scaled down — the chat model gets a projector from loch-synth
 // (args.mmproj) and every batch item and every one of the person's requests carries the image as a data URL.
@@ -47,7 +47,7 @@ struct Options {
     // A chat model of a realistic speed on a small CPU (~150M parameters, zero weights: same compute).
     std::string synth =
         "--arch llama --layers 12 --embd 1024 --heads 16 --ff 2816 --vocab 32000 --ctx 4096 --weights zeros";
-    int chats = 30, item_tokens = 24, chat_tokens = 24, threads = 2;
+    int chats = 30, item_tokens = 24, chat_tokens = 24, threads = 2, rounds = 3;
     double gap_s = 2.0;
     unsigned seed = 7;
     // --vision: a CLIP tower a 2-core CPU encodes in a fraction of a second (112 px: 64 tokens an image).
@@ -156,27 +156,47 @@ class Bench {
             o_.vision
                 ? fmt::format("; every request captions {} (projector: {})", o_.image, o_.mmproj).c_str()
                 : "");
-        const auto t_idle = Clock::now();
-        const auto idle = person();
-        const double window = seconds_since(t_idle);
-        double busy = 0;
-        for (double s : idle) busy += s;
+        // The three phases interleaved, `rounds` times (idle, alone, mixed; each round the person's next
+        // requests): this box's speed drifts by up to 2x over minutes (other tenants), so phases run back to
+        // back in one long sequence each would compare different machines.
+        std::vector<double> idle, mixed;
+        double window = 0, busy = 0, alone_items = 0, alone_s = 0, mixed_items = 0, mixed_s = 0;
+        int preempted = 0;
+        for (int round = 0; round < o_.rounds; ++round) {
+            const int first = round * o_.chats / o_.rounds, last = (round + 1) * o_.chats / o_.rounds;
+            const auto t_idle = Clock::now();
+            const auto idle_round = person(first, last);
+            const double w = seconds_since(t_idle);
+            window += w;
+            for (double s : idle_round) busy += s;
+            idle.insert(idle.end(), idle_round.begin(), idle_round.end());
+            const auto alone =
+                batch_during([&] { std::this_thread::sleep_for(std::chrono::duration<double>(w)); });
+            alone_items += alone.items;
+            alone_s += alone.seconds;
+            std::vector<double> mixed_round;
+            const auto with = batch_during([&] { mixed_round = person(first, last); });
+            mixed.insert(mixed.end(), mixed_round.begin(), mixed_round.end());
+            mixed_items += with.items;
+            mixed_s += with.seconds;
+            preempted += preempted;
+            std::printf(
+                "  round %d: idle p95 %.3f s; alone %.1f items/min; mixed p95 %.3f s, %.1f items/min\n",
+                round + 1, percentile(idle_round, 0.95), 60.0 * alone.items / alone.seconds,
+                percentile(mixed_round, 0.95), 60.0 * with.items / with.seconds);
+        }
+        const double alone_per_minute = 60.0 * alone_items / std::max(1e-9, alone_s);
+        const double mixed_per_minute = 60.0 * mixed_items / std::max(1e-9, mixed_s);
         std::printf(
             "  idle:  person p50 %.3f s, p95 %.3f s (%.0f s; the person keeps the engine busy %.0f %% of "
             "it)\n",
             percentile(idle, 0.5), percentile(idle, 0.95), window, 100.0 * busy / window);
-
-        const auto alone =
-            batch_during([&] { std::this_thread::sleep_for(std::chrono::duration<double>(window)); });
-        std::printf("  alone: batch %.1f items/min\n", alone.per_minute);
-
-        std::vector<double> mixed;
-        const auto with = batch_during([&] { mixed = person(); });
+        std::printf("  alone: batch %.1f items/min\n", alone_per_minute);
         std::printf("  mixed: person p50 %.3f s, p95 %.3f s; batch %.1f items/min, %d preempted\n",
-                    percentile(mixed, 0.5), percentile(mixed, 0.95), with.per_minute, with.preempted);
+                    percentile(mixed, 0.5), percentile(mixed, 0.95), mixed_per_minute, preempted);
 
         const double p95_ratio = percentile(mixed, 0.95) / std::max(1e-9, percentile(idle, 0.95));
-        const double tput_ratio = with.per_minute / std::max(1e-9, alone.per_minute);
+        const double tput_ratio = mixed_per_minute / std::max(1e-9, alone_per_minute);
         std::printf("  person p95 with a batch / idle: %.2fx (goal <= 1.2x) %s\n", p95_ratio,
                     p95_ratio <= 1.2 ? "met" : "NOT met");
         std::printf("  batch throughput with a person / alone: %.2fx (goal >= 0.8x) %s\n", tput_ratio,
@@ -185,14 +205,15 @@ class Bench {
             std::ofstream(o_.json_out) << json{{"model", o_.synth},
                                                {"vision", o_.vision ? json(o_.mmproj) : json(nullptr)},
                                                {"chats", o_.chats},
+                                               {"rounds", o_.rounds},
                                                {"idle_p50_s", percentile(idle, 0.5)},
                                                {"idle_p95_s", percentile(idle, 0.95)},
                                                {"person_busy_share", busy / window},
                                                {"mixed_p50_s", percentile(mixed, 0.5)},
                                                {"mixed_p95_s", percentile(mixed, 0.95)},
-                                               {"alone_items_per_min", alone.per_minute},
-                                               {"mixed_items_per_min", with.per_minute},
-                                               {"preempted", with.preempted},
+                                               {"alone_items_per_min", alone_per_minute},
+                                               {"mixed_items_per_min", mixed_per_minute},
+                                               {"preempted", preempted},
                                                {"p95_ratio", p95_ratio},
                                                {"throughput_ratio", tput_ratio}}
                                               .dump(2)
@@ -203,7 +224,7 @@ class Bench {
 
   private:
     struct BatchFigures {
-        double per_minute = 0;
+        double items = 0, seconds = 0;
         int preempted = 0;
     };
 
@@ -258,11 +279,13 @@ class Bench {
     }
 
     // A person: one chat at a time, seeded exponential gaps; each one's latency.
-    std::vector<double> person() {
+    // Requests [first, last) of the person's seeded sequence (the same gaps in every phase).
+    std::vector<double> person(int first, int last) {
         std::mt19937 rng(o_.seed);
         std::exponential_distribution<double> gap(1.0 / o_.gap_s);
+        for (int i = 0; i < first; ++i) gap(rng);
         std::vector<double> out;
-        for (int i = 0; i < o_.chats; ++i) {
+        for (int i = first; i < last; ++i) {
             std::this_thread::sleep_for(std::chrono::duration<double>(gap(rng)));
             const auto t0 = Clock::now();
             const auto r = post("/v1/chat/completions",
@@ -287,7 +310,8 @@ class Bench {
         const auto b1 = batch(id);
         const double s = seconds_since(t0);
         BatchFigures f;
-        f.per_minute = 60.0 * double(b1["request_counts"]["completed"].get<int>() - c0) / s;
+        f.items = double(b1["request_counts"]["completed"].get<int>() - c0);
+        f.seconds = s;
         f.preempted = b1["loch"].value("preempted", 0);
         post("/v1/batches/" + id + "/cancel", "{}");
         while (batch(id)["status"] != "cancelled") std::this_thread::sleep_for(100ms);
@@ -315,6 +339,7 @@ int main(int argc, char** argv) {
     app.add_option("--chat-tokens", o.chat_tokens, "tokens per chat answer");
     app.add_option("--threads", o.threads, "llama-server threads");
     app.add_option("--seed", o.seed, "the person's arrival times");
+    app.add_option("--rounds", o.rounds, "idle/alone/mixed rounds, interleaved (the chats split over them)");
     app.add_option("--json", o.json_out, "also write the figures here");
     app.add_flag("--vision", o.vision, "caption an image in every request (a projector from loch-synth)");
     app.add_option("--mmproj", o.mmproj, "loch-synth arguments for the projector (--text-embd is added)");

@@ -7,8 +7,9 @@
 # plan/projector.hpp's figure (weights + compute + ggml-cuda's pool). Then `loch serve` with the vision model
 # on nvidia:0: its reservation against nvidia-smi after image requests.
 # Carried in devcarry/: llama.cpp.bundle, loch, loch-synth, lib/libprometheus-cpp-core.so.1.0. Results: $OUT.
-#   bash bench/h200-vision.sh
+#   bash bench/h200-vision.sh [all|serve]     (serve: only the loch serve part)
 set -uo pipefail
+WHAT=${1:-all}
 R=$PWD
 G=$R/build-gpu
 OUT=${OUT:-$R/h200-out}
@@ -56,11 +57,13 @@ CASES=(
   "w1024-336-l6|1024|--mmproj llava-1.5 --layers 6"
   "w1280-448-l4|1024|--mmproj llava-1.5 --image-size 448 --embd 1280 --heads 16 --ff 5120 --layers 4"
 )
+[ "$WHAT" = serve ] && CASES=("llava-1.5|4096|--mmproj llava-1.5")
 for c in "${CASES[@]}"; do
   IFS='|' read -r name e margs <<<"$c"
   mm=$W/$name.gguf
   # shellcheck disable=SC2086
   [ -s "$mm" ] || "$S" $margs --text-embd "$e" --out "$mm" >/dev/null
+  [ "$WHAT" = serve ] && continue
   for fa in on off; do
     run_case "$name" "$e" "$fa" "$mm" 0
     tok=$(grep -o 'prompt_tokens=[0-9]*' "$T" | tail -1 | cut -d= -f2)

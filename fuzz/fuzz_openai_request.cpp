@@ -1,8 +1,9 @@
 // Fuzzes the OpenAI request reader (http/openai_request) and the SSE framer with arbitrary bytes: they read
 // outside input on every request. The first byte picks the endpoint (image edits and audio read the rest as
-// a multipart/form-data body with boundary "XyZ"; the image-header and WAV readers see it raw); any outcome
-// but a crash, a leak or an exception other than broker::Error is a finding.
+// a multipart/form-data body with boundary "XyZ"; the image-header, data-URL and WAV readers see it raw);
+// any outcome but a crash, a leak or an exception other than broker::Error is a finding.
 // fuzz-sources: http/openai_request.cpp http/multipart.cpp http/image_size.cpp http/audio_length.cpp
+// fuzz-sources: http/data_url.cpp
 // fuzz-sources: http/sse.cpp broker/error.cpp
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "broker/error.hpp"
 #include "http/audio_length.hpp"
+#include "http/data_url.hpp"
 #include "http/image_size.hpp"
 #include "http/openai_request.hpp"
 #include "http/sse.hpp"
@@ -21,6 +23,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (const auto wh = loch::http::image_size(body); wh && (wh->first == 0 || wh->second == 0))
         __builtin_trap();
     if (const auto s = loch::http::audio_seconds(body); s && !(*s >= 0)) __builtin_trap();
+    try {
+        const auto img = loch::http::read_image_url(body, "image_url");
+        if (img.width == 0 || img.height == 0) __builtin_trap();  // read means sized
+    } catch (const loch::broker::Error&) {
+    }
     const bool form = endpoint == loch::http::Endpoint::image_edits ||
                       endpoint == loch::http::Endpoint::audio_transcriptions ||
                       endpoint == loch::http::Endpoint::audio_translations;
