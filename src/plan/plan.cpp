@@ -346,12 +346,32 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
                          fmt::format("logits: {} vocab x {} row(s) x 4 bytes", s.n_vocab, out_rows)};
 
     // ---- overhead and margin
-    const std::uint64_t growth = runtime_growth_bytes(ci);
+    // Unquantized matrix weights (f16, bf16, f32) make prompt processing go through cuBLAS GEMMs, whose
+    // kernels the driver loads lazily into device memory, with their workspace and f16 copies of the inputs
+    // in the pool; with flash attention nothing else has loaded them. H200 (bench/h200-decode-growth.sh,
+    // bench/results/h200-2026-12-04-decode-growth.txt): +116 MiB after the first prompt for llama-3.1-8b f16
+    // and a 4096-wide f16 model, against +20 for qwen2.5-7b q4_k_m; the 32 MiB below covered only the
+    // latter (loch's plan was 73 MiB under the f16 8B).
+    // (The large matrices only: a MoE router or a norm in f32 does not do it — qwen3-30b-a3b q8_0 grew by
+    // what the 32 MiB covers.)
+    const auto big_matrix = [](const std::string& n) {
+        for (const char* w : {".attn_q.", ".attn_k.", ".attn_v.", ".attn_output.", ".attn_qkv.", ".ffn_up",
+                              ".ffn_down", ".ffn_gate.", ".ffn_gate_exps."})
+            if (n.find(w) != std::string::npos) return true;
+        return false;
+    };
+    const bool cublas_gemm =
+        d.flash_attn && std::any_of(model.tensors.begin(), model.tensors.end(), [&](const auto& t) {
+            return t.dims.size() >= 2 && t.name.starts_with("blk.") && big_matrix(t.name) &&
+                   !gguf::traits(t.type).quantized;
+        });
+    const std::uint64_t growth = runtime_growth_bytes(ci) + (cublas_gemm ? kCublasGemmGrowthBytes : 0);
     for (std::size_t i = 0; i < n_gpu; ++i)
         dev[i].overhead = {st.gpu_overhead_bytes + growth, Source::formula,
                            fmt::format("per-process GPU context (CUDA context, cuBLAS workspace) {} + growth "
-                                       "after real prompts {}",
-                                       human_bytes(st.gpu_overhead_bytes), human_bytes(growth))};
+                                       "after real prompts {}{}",
+                                       human_bytes(st.gpu_overhead_bytes), human_bytes(growth),
+                                       cublas_gemm ? " (unquantized weights: cuBLAS GEMMs)" : "")};
     dev[n_gpu].overhead = {st.cpu_overhead_bytes, Source::configured, "engine process outside ggml buffers"};
     for (auto& dp : dev) {
         const double base = static_cast<double>(dp.total());

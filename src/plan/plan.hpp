@@ -25,6 +25,11 @@
 
 namespace loch::plan {
 
+// What a GPU process grows by once its prompts run through cuBLAS GEMMs (unquantized weights with flash
+// attention): lazily loaded kernels, workspace, pool (plan.cpp, measured on the H200: +96 MiB beyond the
+// 20 MiB every process grows by).
+inline constexpr std::uint64_t kCublasGemmGrowthBytes = 112 * kMiB;
+
 enum class FlashAttn { off, on, automatic };
 std::optional<FlashAttn> flash_attn_from_string(std::string_view s);  // "on" | "off" | "auto"
 

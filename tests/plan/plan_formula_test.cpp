@@ -215,6 +215,12 @@ TEST(Overhead, Gpu_overhead_includes_growth_after_real_prompts_and_margin_is_con
     const auto* g = p.find("cuda0");
     // 600 MiB after a trivial decode + 32 MiB for a dense model with flash attention (H200: +20–26 MiB).
     EXPECT_EQ(g->overhead.bytes, 632 * kMiB);
+    // Unquantized weights with flash attention: prompts go through cuBLAS GEMMs (H200, f16 8B: +116 MiB after
+    // the first prompt where the q4_k_m 7B grew by 20).
+    EXPECT_EQ(make_plan(preset("llama-3.1-8b", "f16"), s).find("cuda0")->overhead.bytes, (632 + 112) * kMiB);
+    const auto f16 = make_plan(preset("llama-3.1-8b", "f16"), s);
+    EXPECT_GE(f16.find("cuda0")->total() - f16.find("cuda0")->margin.bytes, 15644 * kMiB)
+        << "under the H200's 15644 MiB after a 1500-word prompt (ctx 4096, one slot, flash attention)";
     // Without flash attention the CUDA pool holds f16 copies of KQ: 4096 cells x 512 tokens x 32 heads x 2
     // bytes = 128 MiB, plus Q's f16 copy (128 x 512 x 32 x 2 = 4 MiB) (H200: ~140 MiB in all), and cuBLAS's
     // batched-GEMM kernels, loaded lazily, take 64 MiB more than the flash-attention path's 32.
