@@ -148,7 +148,6 @@ class Bench {
         for (int i = 0; i < 3; ++i)  // the engine's first requests are slower: not in the idle figures
             if (post("/v1/chat/completions", chat_body(o_.chat_tokens, "warm up", image_)).status != 200)
                 return fail("warm-up failed");
-        write_input();
 
         std::printf(
             "batch-yield: loch-synth %s; %d chats (mean gap %.1f s, %d tokens), items of %d tokens%s\n",
@@ -165,21 +164,24 @@ class Bench {
         for (int round = 0; round < o_.rounds; ++round) {
             const int first = round * o_.chats / o_.rounds, last = (round + 1) * o_.chats / o_.rounds;
             const auto t_idle = Clock::now();
-            const auto idle_round = person(first, last);
+            const auto idle_round = person(first, last, fmt::format("idle {}", round));
             const double w = seconds_since(t_idle);
             window += w;
             for (double s : idle_round) busy += s;
             idle.insert(idle.end(), idle_round.begin(), idle_round.end());
-            const auto alone =
-                batch_during([&] { std::this_thread::sleep_for(std::chrono::duration<double>(w)); });
+            const auto alone = batch_during(fmt::format("alone {}", round), [&] {
+                std::this_thread::sleep_for(std::chrono::duration<double>(w));
+            });
             alone_items += alone.items;
             alone_s += alone.seconds;
             std::vector<double> mixed_round;
-            const auto with = batch_during([&] { mixed_round = person(first, last); });
+            const auto with = batch_during(fmt::format("mixed {}", round), [&] {
+                mixed_round = person(first, last, fmt::format("mixed {}", round));
+            });
             mixed.insert(mixed.end(), mixed_round.begin(), mixed_round.end());
             mixed_items += with.items;
             mixed_s += with.seconds;
-            preempted += preempted;
+            preempted += with.preempted;
             std::printf(
                 "  round %d: idle p95 %.3f s; alone %.1f items/min; mixed p95 %.3f s, %.1f items/min\n",
                 round + 1, percentile(idle_round, 0.95), 60.0 * alone.items / alone.seconds,
@@ -253,16 +255,19 @@ class Bench {
         return json::parse(loch::test::http_get(port_, "/v1/batches/" + id).body);
     }
 
-    // The input file: more items than any phase finishes (each phase cancels its batch at the end).
-    void write_input() {
+    // A batch's input file: more items than any phase finishes (each phase cancels its batch at the end).
+    // Every phase's prompts are its own (`tag`): llama-server keeps finished prompts in a host-memory cache
+    // (--cache-ram), so a phase that replayed an earlier phase's prompts would skip their image encoding and
+    // prefill and look faster than it is.
+    std::string write_input(const std::string& tag) {
         std::string text;
-        for (int i = 0; i < (o_.vision ? 4000 : 20000); ++i)
+        for (int i = 0; i < 4000; ++i)
             text +=
                 json{{"custom_id", fmt::format("photo-{}", i)},
                      {"method", "POST"},
                      {"url", "/v1/chat/completions"},
-                     {"body",
-                      json::parse(chat_body(o_.item_tokens, fmt::format("Caption photo {}.", i), image_))}}
+                     {"body", json::parse(chat_body(o_.item_tokens,
+                                                    fmt::format("Caption photo {} ({}).", i, tag), image_))}}
                     .dump() +
                 "\n";
         const std::string b = "----batch-yield";
@@ -275,12 +280,13 @@ class Bench {
                  "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"photos.jsonl\"\r\n\r\n" +
                  text + "\r\n--" + b + "--\r\n";
         r.timeout = 300s;
-        file_id_ = json::parse(loch::test::http_request(r).body).value("id", "");
+        return json::parse(loch::test::http_request(r).body).value("id", "");
     }
 
     // A person: one chat at a time, seeded exponential gaps; each one's latency.
-    // Requests [first, last) of the person's seeded sequence (the same gaps in every phase).
-    std::vector<double> person(int first, int last) {
+    // Requests [first, last) of the person's seeded sequence (the same gaps in every phase; `tag` keeps the
+    // prompts apart from every other phase's).
+    std::vector<double> person(int first, int last, const std::string& tag) {
         std::mt19937 rng(o_.seed);
         std::exponential_distribution<double> gap(1.0 / o_.gap_s);
         for (int i = 0; i < first; ++i) gap(rng);
@@ -289,7 +295,7 @@ class Bench {
             std::this_thread::sleep_for(std::chrono::duration<double>(gap(rng)));
             const auto t0 = Clock::now();
             const auto r = post("/v1/chat/completions",
-                                chat_body(o_.chat_tokens, fmt::format("Question {}?", i), image_));
+                                chat_body(o_.chat_tokens, fmt::format("Question {} ({})?", i, tag), image_));
             if (r.status == 200) out.push_back(seconds_since(t0));
         }
         return out;
@@ -297,8 +303,8 @@ class Bench {
 
     // Runs `during` while a batch runs; the batch's items per minute over that time.
     template <class F>
-    BatchFigures batch_during(F during) {
-        const auto created = post("/v1/batches", json{{"input_file_id", file_id_},
+    BatchFigures batch_during(const std::string& tag, F during) {
+        const auto created = post("/v1/batches", json{{"input_file_id", write_input(tag)},
                                                       {"endpoint", "/v1/chat/completions"},
                                                       {"completion_window", "24h"}}
                                                      .dump());
@@ -321,7 +327,6 @@ class Bench {
     Options o_;
     std::string image_;  // --vision: the image every request carries, as a data URL
     std::uint16_t port_ = 0;
-    std::string file_id_;
 };
 
 }  // namespace
