@@ -50,9 +50,12 @@ std::string vision_models(
            model_entry("text", models().tiny2.path(), kArgs);
 }
 
+// Whether the model's engine is anything but stopped (/loch/status lists models under "engines").
 bool running(LochServer& loch, const std::string& model) {
-    for (const auto& m : loch.status()["models"])
+    const auto status = loch.status();  // (kept: a range over a temporary's member would dangle)
+    for (const auto& m : status.at("engines"))
         if (m.value("name", "") == model) return m.value("state", "") != "stopped";
+    ADD_FAILURE() << "no model '" << model << "' in /loch/status";
     return false;
 }
 
@@ -104,6 +107,7 @@ TEST(Vision, AChatWithImagesIsAnsweredAndWhatCannotWorkIsRefusedBeforeAnythingSt
     // loch still answers, and the engine's measured footprint holds the projector's own lines.
     EXPECT_EQ(loch.get("/health").status, 200);
     EXPECT_EQ(loch.post("/v1/chat/completions", caption("vl", {large}).dump()).status, 200);
+    EXPECT_TRUE(running(loch, "vl"));
 }
 
 TEST(Vision, ACaptioningBatchOfImagesSurvivesAKillAnswersAPersonAndRunsEachItemOnce) {
