@@ -306,6 +306,7 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
         m = gguf::read_model(model.path);
     } catch (const std::exception&) {
     }
+    const auto projector = projector_plan(model);  // read once, for every device below
     Footprint fp;
     fp.source = Source::engine_dry_run;
     fp.detail = "largest of loch's plan and llama-fit-params (engine flags) + what a dry run leaves out";
@@ -362,7 +363,6 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
             m && dp ? plan::dry_run_excess(*m, llama_plan_settings(model, d), dp->device) : 0;
         const plan::DryRunCandidate c = plan::dry_run_candidate(*parsed, d.backend == "cpu", dp, excess);
         const std::uint64_t margin = cfg.device(d.device).margin;
-        const auto projector = projector_plan(model);
         const std::uint64_t projector_b = projector ? projector_bytes(*projector, model, d) : 0;
         const auto best = largest_of(
             {{"loch plan", {n.bytes, n.source, n.why}},
