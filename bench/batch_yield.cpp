@@ -27,10 +27,9 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <boost/archive/iterators/base64_from_binary.hpp>
-#include <boost/archive/iterators/transform_width.hpp>
 #include <nlohmann/json.hpp>
 
+#include "support/data_url.hpp"
 #include "support/engine_process.hpp"
 #include "support/http_client.hpp"
 #include "support/process.hpp"
@@ -64,17 +63,6 @@ std::vector<std::string> words(const std::string& s) {
         if (j > i) out.push_back(s.substr(i, j - i));
     }
     return out;
-}
-
-// A PNG file as a data URL (Boost's base64 iterators, padded by hand).
-std::string data_url(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    const std::string bin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    using namespace boost::archive::iterators;
-    using It = base64_from_binary<transform_width<std::string::const_iterator, 6, 8>>;
-    std::string b64(It(bin.begin()), It(bin.end()));
-    b64.append((3 - bin.size() % 3) % 3, '=');
-    return "data:image/png;base64," + b64;
 }
 
 double seconds_since(Clock::time_point t) {
@@ -131,7 +119,7 @@ class Bench {
                 return fail("loch-synth --mmproj failed: see " +
                             (fs::path(o_.work) / "synth-mmproj.log").string());
             mmproj_line = ", mmproj: " + mmproj.string();
-            image_ = data_url(o_.image);
+            image_ = loch::test::png_data_url(o_.image);
             if (image_.size() < 40) return fail("cannot read the image " + o_.image);
         }
         port_ = loch::test::free_port();

@@ -16,6 +16,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "batch/outputs.hpp"
+#include "batch/streamed_answer.hpp"
 #include "core/off_loop.hpp"
 #include "core/time_text.hpp"
 
@@ -35,8 +36,9 @@ bool never_ran(const ItemAnswer& a) {
                                a.error_type == "shutting_down" || a.error_type == "too_many_connections");
 }
 
-// One item's request line from the input file (a pread of its bytes; the body's "stream" turned off: a
-// batch keeps whole answers).
+// One item's request line from the input file (a pread of its bytes). Chat and text completions go
+// streamed, with their usage (batch/streamed_answer: a preempted one stops within a token), put together
+// again by the sender; any other route's "stream" is turned off: a batch keeps whole answers.
 std::optional<std::string> item_body(const fs::path& input, const ItemRecord& item) {
     const int fd = ::open(input.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return std::nullopt;
@@ -47,7 +49,10 @@ std::optional<std::string> item_body(const fs::path& input, const ItemRecord& it
     auto j = json::parse(line, nullptr, false);
     if (!j.is_object() || !j.contains("body") || !j["body"].is_object()) return std::nullopt;
     auto& body = j["body"];
-    if (body.contains("stream")) body["stream"] = false;
+    if (streams_item(item.url))
+        ask_streamed(body);
+    else if (body.contains("stream"))
+        body["stream"] = false;
     return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -48,4 +48,10 @@ std::string_view to_string(ErrorKind k) {
     return "error";
 }
 
+std::optional<ErrorKind> error_kind_named(std::string_view type) {
+    for (int k = 0; k <= static_cast<int>(ErrorKind::internal); ++k)
+        if (to_string(static_cast<ErrorKind>(k)) == type) return static_cast<ErrorKind>(k);
+    return std::nullopt;
+}
+
 }  // namespace loch::broker

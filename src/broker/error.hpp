@@ -34,7 +34,8 @@ enum class ErrorKind {
     conflict,              // the thing's state forbids it (cancel a batch that ended, delete a file in use)
     internal,              // a bug in loch: the message says what failed
 };
-std::string_view to_string(ErrorKind k);  // also the JSON "type"
+std::string_view to_string(ErrorKind k);                           // also the JSON "type"
+std::optional<ErrorKind> error_kind_named(std::string_view type);  // to_string's inverse
 
 class Error : public std::runtime_error {
   public:

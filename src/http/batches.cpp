@@ -9,12 +9,15 @@
 #include <boost/beast/http.hpp>
 
 #include "batch/runner.hpp"
+#include "batch/streamed_answer.hpp"
 #include "config/config.hpp"
 #include "engines/kind.hpp"
 #include "http/errors.hpp"
 #include "http/query.hpp"
 #include "http/routes.hpp"
 #include "http/server.hpp"
+#include "http/sse.hpp"
+#include "http/translation.hpp"
 
 namespace loch::http {
 
@@ -66,6 +69,39 @@ batch::NewBatch new_batch(const std::string& text) {
         b.metadata_json = m.dump();
     }
     return b;
+}
+
+std::string error_type_of(const json& j) {
+    if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("type") &&
+        j["error"]["type"].is_string())
+        return j["error"]["type"].get<std::string>();
+    return {};
+}
+
+// A streamed item's answer (batch/streamed_answer): the chunks put together, or the error that ended the
+// stream with the status its kind has (an engine's own error chunk carries its code). A stream cut short
+// without either is no answer: the item did not finish and runs again.
+batch::ItemAnswer streamed_item_answer(std::string_view url, std::string_view sse) {
+    batch::StreamedAnswer assembled(url);
+    SseFramer framer;
+    for (const auto& event : framer.feed(sse))
+        if (const auto j = sse_json(event)) assembled.add(*j);
+    batch::ItemAnswer answer;
+    if (const auto& e = assembled.error()) {
+        answer.body = e->dump(-1, ' ', false, json::error_handler_t::replace);
+        answer.error_type = error_type_of(*e);
+        const auto& err = (*e)["error"];
+        const auto kind = broker::error_kind_named(answer.error_type);
+        answer.status =
+            err.contains("code") && err["code"].is_number_integer() && err["code"].get<int>() >= 400
+                ? err["code"].get<int>()
+                : static_cast<int>(status_of(kind.value_or(ErrorKind::engine_failed)));
+        return answer;
+    }
+    if (!assembled.finished()) return answer;
+    answer.status = 200;
+    answer.body = assembled.answer().dump(-1, ' ', false, json::error_handler_t::replace);
+    return answer;
 }
 
 }  // namespace
@@ -141,11 +177,11 @@ asio::awaitable<batch::ItemAnswer> Server::send_batch_item(std::string url, std:
     auto& res = parser.get();
     answer.status = static_cast<int>(res.result_int());
     answer.body = std::move(res.body());
+    if (answer.status < 300 &&
+        std::string_view(res[bhttp::field::content_type]).starts_with("text/event-stream"))
+        co_return streamed_item_answer(url, answer.body);
     if (answer.status >= 300) {
-        const auto j = json::parse(answer.body, nullptr, false);
-        if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("type") &&
-            j["error"]["type"].is_string())
-            answer.error_type = j["error"]["type"].get<std::string>();
+        answer.error_type = error_type_of(json::parse(answer.body, nullptr, false));
         if (const auto ra = res.find(bhttp::field::retry_after); ra != res.end())
             answer.retry_after_s = std::atoi(std::string(ra->value()).c_str());
     }

@@ -40,7 +40,12 @@ class RunnerTest : public ::testing::Test {
     void start(unsigned concurrency) {
         RunnerHooks h;
         h.send = [this](std::string, std::string body, std::string) -> asio::awaitable<ItemAnswer> {
-            const std::string id = json::parse(body)["messages"][0]["content"];
+            const auto j = json::parse(body);
+            // Chat items go streamed with their usage (the sender puts the answer together again).
+            if (j.value("stream", false) != true || !j.contains("stream_options") ||
+                j["stream_options"].value("include_usage", false) != true)
+                ADD_FAILURE() << "a chat item was not sent streamed with its usage: " << body;
+            const std::string id = j["messages"][0]["content"];
             const int attempt = ++sent[id];
             max_in_flight = std::max(max_in_flight, ++in_flight);
             asio::steady_timer t(ioc, 5ms);

@@ -4,23 +4,16 @@
 
 #include <string>
 
-#include <boost/archive/iterators/base64_from_binary.hpp>
-#include <boost/archive/iterators/transform_width.hpp>
 
 #include "broker/error.hpp"
 #include "http/data_url.hpp"
 #include "http/openai_request.hpp"
+#include "support/data_url.hpp"
 
 namespace loch::http {
 namespace {
 
-std::string b64(const std::string& bin) {
-    using namespace boost::archive::iterators;
-    using It = base64_from_binary<transform_width<std::string::const_iterator, 6, 8>>;
-    std::string out(It(bin.begin()), It(bin.end()));
-    out.append((3 - bin.size() % 3) % 3, '=');
-    return out;
-}
+std::string b64(const std::string& bin) { return test::base64(bin); }
 
 std::string be32(std::uint32_t v) {
     return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),

@@ -183,6 +183,56 @@ TEST(Batches, ARunningItemIsPreemptedForAPersonAndRunsAgain) {
     EXPECT_NE(loch.log().find("preempted for an interactive request"), std::string::npos) << loch.log();
 }
 
+// Chat and text completion items go to the engine streamed (so that a preempted one stops within a token)
+// and are put together again: each answer in the output file is what the same request gets non-streamed.
+TEST(Batches, AStreamedItemsAnswerIsTheSameAsTheEnginesNonStreamedOne) {
+    test::TempDir dir("loch-itest-batches");
+    LochServer loch(dir.path(), config(dir, "2GiB", models_yaml()));
+    const std::vector<std::pair<std::string, json>> items = {
+        {"/v1/chat/completions", json::parse(chat("tiny", false, 12))},
+        {"/v1/chat/completions",
+         json::parse(chat("tiny", false, 6, R"({"logprobs":true,"top_logprobs":2,"n":1})"))},
+        {"/v1/chat/completions", json::parse(chat("tiny", false, 200, R"({"stop":["."]})"))},
+        {"/v1/completions",
+         {{"model", "tiny"}, {"prompt", "Once upon a time"}, {"max_tokens", 9}, {"temperature", 0}}},
+    };
+    std::string text;
+    for (std::size_t i = 0; i < items.size(); ++i)
+        text += batch_line("same-" + std::to_string(i), items[i].first, items[i].second) + "\n";
+    const auto done = poll(loch, create_batch(loch, text), ended);
+    ASSERT_EQ(done["status"], "completed") << done;
+    const auto out = file_lines(loch, done["output_file_id"]);
+    ASSERT_EQ(out.size(), items.size());
+    for (const auto& line : out) {
+        const std::size_t i = std::stoul(line["custom_id"].get<std::string>().substr(5));
+        const json& got = line["response"]["body"];
+        EXPECT_EQ(line["response"]["status_code"], 200) << line;
+        const auto direct = loch.post(items[i].first, items[i].second.dump());
+        ASSERT_EQ(direct.status, 200) << direct.body;
+        const json want = json::parse(direct.body);
+        SCOPED_TRACE(items[i].second.dump());
+        EXPECT_EQ(got["object"], want["object"]);
+        EXPECT_EQ(got["model"], want["model"]);
+        EXPECT_EQ(got["usage"]["prompt_tokens"], want["usage"]["prompt_tokens"]) << got;
+        EXPECT_EQ(got["usage"]["completion_tokens"], want["usage"]["completion_tokens"]) << got;
+        ASSERT_EQ(got["choices"].size(), want["choices"].size()) << got;
+        const json& g = got["choices"][0];
+        const json& w = want["choices"][0];
+        EXPECT_EQ(g["finish_reason"], w["finish_reason"]);
+        if (items[i].first == "/v1/completions") {
+            EXPECT_EQ(g["text"], w["text"]);
+            continue;
+        }
+        EXPECT_EQ(g["message"], w["message"]);
+        EXPECT_EQ(g.contains("logprobs"), w.contains("logprobs")) << g;
+        if (w.contains("logprobs") && w["logprobs"].is_object()) {
+            ASSERT_EQ(g["logprobs"]["content"].size(), w["logprobs"]["content"].size()) << g;
+            for (std::size_t t = 0; t < w["logprobs"]["content"].size(); ++t)
+                EXPECT_EQ(g["logprobs"]["content"][t]["token"], w["logprobs"]["content"][t]["token"]);
+        }
+    }
+}
+
 TEST(Batches, ABatchPastItsCompletionWindowExpiresWithTheUnfinishedItemsInTheErrorFile) {
     test::TempDir dir("loch-itest-batches");
     LochServer loch(dir.path(), config(dir, "2GiB", long_model()));

@@ -5,15 +5,12 @@
 // loch killed mid-batch and restarted, a person's request answered while it runs, every item exactly once.
 #include <signal.h>
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <gtest/gtest.h>
-#include <boost/archive/iterators/base64_from_binary.hpp>
-#include <boost/archive/iterators/transform_width.hpp>
 
 #include "batch_fixtures.hpp"
+#include "support/data_url.hpp"
 
 using namespace loch;
 using namespace loch::itest;
@@ -23,15 +20,7 @@ using nlohmann::json;
 namespace {
 
 std::string data_url(const std::string& png_name) {
-    std::ifstream in(fs::path(LOCH_TEST_DATA_DIR) / png_name, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    const std::string bin = ss.str();
-    using namespace boost::archive::iterators;
-    using It = base64_from_binary<transform_width<std::string::const_iterator, 6, 8>>;
-    std::string b64(It(bin.begin()), It(bin.end()));
-    b64.append((3 - bin.size() % 3) % 3, '=');
-    return "data:image/png;base64," + b64;
+    return test::png_data_url(fs::path(LOCH_TEST_DATA_DIR) / png_name);
 }
 
 // A chat body asking for a caption of `images` (each a data URL).
