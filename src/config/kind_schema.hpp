@@ -34,8 +34,10 @@ class KindSchema {
     // the kind's settings_as<> will see; `w` records the errors).
     virtual Walker::Keys keys(Walker& w, KindSettings& into) const = 0;
     // After the entry was walked (`entry` its node, `path` "models[2]"): checks across keys, required
-    // sections, the model file (when `check_files`). Doing nothing is correct.
-    virtual void check(Walker& w, const YAML::Node& entry, const std::string& path, const ModelConfig& model,
+    // sections, the model file (when `check_files`). What it reads from files and loch needs while it
+    // serves, it keeps in the model's settings (a new copy), so that the request path reads no file.
+    // Doing nothing is correct.
+    virtual void check(Walker& w, const YAML::Node& entry, const std::string& path, ModelConfig& model,
                        bool check_files) const;
     // The program it runs, found in engine_dir, then on PATH (Config::programs); empty: none.
     virtual std::string program() const { return {}; }

@@ -40,7 +40,7 @@ class WordKind final : public KindSchema {
                               }}});
                  }}};
     }
-    void check(Walker& w, const YAML::Node& entry, const std::string& path, const ModelConfig& m,
+    void check(Walker& w, const YAML::Node& entry, const std::string& path, ModelConfig& m,
                bool) const override {
         if (settings_as<WordSettings>(m).word == "forbidden")
             w.error(entry, path + "." + key_, "that word is not allowed");

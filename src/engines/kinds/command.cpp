@@ -236,7 +236,7 @@ config::Walker::Keys CommandKind::keys(config::Walker& w, config::KindSettings& 
 }
 
 void CommandKind::check(config::Walker& w, const YAML::Node& entry, const std::string& path,
-                        const config::ModelConfig& m, bool) const {
+                        config::ModelConfig& m, bool) const {
     if (!command_settings(m).argv.empty()) return;
     const YAML::Node section = entry["command"];
     if (!section.IsDefined()) {

@@ -50,7 +50,7 @@ class CommandKind final : public Kind {
     }
     config::Walker::Keys keys(config::Walker& w, config::KindSettings& into) const override;
     void check(config::Walker& w, const YAML::Node& entry, const std::string& path,
-               const config::ModelConfig& model, bool check_files) const override;
+               config::ModelConfig& model, bool check_files) const override;
     std::uint32_t slots(const config::ModelConfig& model) const override;
     EngineSpec launch(const config::Config& cfg, const config::ModelConfig& model, const Placement& where,
                       std::uint16_t port) const override;

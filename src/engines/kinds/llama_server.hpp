@@ -51,6 +51,8 @@ struct LlamaArgs final : config::KindSettings {
     // --mmproj: a vision projector (llama.cpp's mmproj GGUF) for image input; "~/" expanded, a relative path
     // is beside the model file. Planned by plan/projector.hpp (fixed-resolution projectors only).
     std::filesystem::path mmproj;
+    // The projector's plan, read by the config check from the file (never on the request path).
+    std::optional<plan::ProjectorPlan> projector;
     std::vector<std::string> extra;  // appended verbatim as separate argv entries (never a shell)
 
     std::uint32_t slot_ctx() const { return parallel == 0 ? ctx : ctx / parallel; }
@@ -61,8 +63,8 @@ struct LlamaArgs final : config::KindSettings {
 const LlamaArgs& llama_args(const config::ModelConfig& model);
 // args.mmproj as the engine opens it; empty without one.
 std::filesystem::path mmproj_path(const config::ModelConfig& model);
-// The projector's plan (weights, compute, tokens per image); nullopt without one or when it cannot be read
-// (the config check has said why).
+// The projector's plan (weights, compute, tokens per image) as the config check read it; nullopt without
+// one or when it could not be read (the check has said why).
 std::optional<plan::ProjectorPlan> projector_plan(const config::ModelConfig& model);
 
 // How llama.cpp inside the engine names the devices of `where`, the main one first. The kind shows the engine
@@ -105,7 +107,7 @@ class LlamaServerKind final : public Kind {
     }
     config::Walker::Keys keys(config::Walker& w, config::KindSettings& into) const override;
     void check(config::Walker& w, const YAML::Node& entry, const std::string& path,
-               const config::ModelConfig& model, bool check_files) const override;
+               config::ModelConfig& model, bool check_files) const override;
     std::string program() const override { return "llama-server"; }
     bool needs_path() const override { return true; }
     std::uint32_t slots(const config::ModelConfig& model) const override;

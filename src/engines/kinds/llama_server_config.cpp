@@ -139,13 +139,7 @@ std::filesystem::path mmproj_path(const config::ModelConfig& model) {
 }
 
 std::optional<plan::ProjectorPlan> projector_plan(const config::ModelConfig& model) {
-    const auto path = mmproj_path(model);
-    if (path.empty()) return std::nullopt;
-    try {
-        return plan::plan_projector(gguf::read_model(path));
-    } catch (const std::exception&) {
-        return std::nullopt;
-    }
+    return llama_args(model).projector;
 }
 
 std::uint32_t LlamaServerKind::slots(const config::ModelConfig& model) const {
@@ -262,9 +256,10 @@ void check_cache_types_against_model(config::Walker& w, const YAML::Node& entry,
     }
 }
 
-// args.mmproj: a projector loch can plan, as wide as the language model (mtmd refuses a mismatch at load).
+// args.mmproj: a projector loch can plan, as wide as the language model (mtmd refuses a mismatch at load);
+// its plan is kept in the settings.
 void check_projector(config::Walker& w, const YAML::Node& entry, const std::string& path,
-                     const config::ModelConfig& m) {
+                     config::ModelConfig& m) {
     const auto file = mmproj_path(m);
     if (file.empty()) return;
     const std::string key = path + ".args.mmproj";
@@ -283,6 +278,9 @@ void check_projector(config::Walker& w, const YAML::Node& entry, const std::stri
                 fmt::format("{} projects images to {} wide embeddings, but the model is {} wide: it belongs "
                             "to another model (llama-server would refuse to load it)",
                             file.string(), p.text_embd, *text));
+        auto with_plan = std::make_unique<LlamaArgs>(llama_args(m));
+        with_plan->projector = p;
+        m.settings = std::move(with_plan);
     } catch (const std::exception& e) {
         w.error(entry, key, file.string() + ": " + e.what());
     }
@@ -291,7 +289,7 @@ void check_projector(config::Walker& w, const YAML::Node& entry, const std::stri
 }  // namespace
 
 void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const std::string& path,
-                            const config::ModelConfig& m, bool check_files) const {
+                            config::ModelConfig& m, bool check_files) const {
     const auto& a = llama_args(m);
     if (a.ctx / a.parallel < 16) {
         w.error(entry, path + ".args",

@@ -216,8 +216,8 @@ class SdServerKind final : public Kind {
              }}};
     }
 
-    void check(config::Walker& w, const YAML::Node& entry, const std::string& path,
-               const config::ModelConfig& m, bool check_files) const override {
+    void check(config::Walker& w, const YAML::Node& entry, const std::string& path, config::ModelConfig& m,
+               bool check_files) const override {
         const auto& s = sd_settings(m);
         if (s.files.contains("vae") && s.files.contains("taesd"))
             w.error(entry, path, "sd: give `vae` or `taesd`, not both (sd-server decodes with one)");

@@ -141,8 +141,8 @@ class VllmKind final : public Kind {
                  }}};
     }
 
-    void check(config::Walker& w, const YAML::Node& entry, const std::string& path,
-               const config::ModelConfig& m, bool) const override {
+    void check(config::Walker& w, const YAML::Node& entry, const std::string& path, config::ModelConfig& m,
+               bool) const override {
         // Without a fraction vLLM takes ~90 % of the card: say how much it may have instead.
         if (m.memory.empty() && !vllm_settings(m).gpu_memory_utilization && !vllm_settings(m).kv_cache_memory)
             w.error(entry, path,

@@ -124,8 +124,8 @@ class WhisperServerKind final : public Kind {
                  }}};
     }
 
-    void check(config::Walker& w, const YAML::Node& entry, const std::string& path,
-               const config::ModelConfig& m, bool check_files) const override {
+    void check(config::Walker& w, const YAML::Node& entry, const std::string& path, config::ModelConfig& m,
+               bool check_files) const override {
         if (!check_files) return;
         try {
             (void)hparams_of(m);
