@@ -306,7 +306,7 @@ int main(int argc, char** argv) {
     request("a", 200, "");
     request("b", 200, "");
     request("c", 200, "");  // evicts a
-    const auto over = request("over", 507, "insufficient_memory");
+    const auto over = request("over", 503, "insufficient_memory");
     if (over.seconds > 5) steps.back().failures.push_back("the refusal was not at once");
     request("under", 200, "");  // evicts b and c
     request("a", 200, "");      // evicts under

@@ -23,11 +23,13 @@ beast_http::status status_of(ErrorKind kind) {
             return beast_http::status::request_timeout;
         case ErrorKind::too_many_connections:
             return beast_http::status::service_unavailable;
-        // Not the client's fault and not transient: the configured model is larger than the hardware
-        // (docs/broker.md: why 507 rather than 400 or 503).
+        // Not the client's fault: the model is larger than this box can hold. 503 (with x-should-retry:
+        // false for SDKs) so that a load balancer retries it on another box (docs/broker.md, issue 30).
         case ErrorKind::insufficient_memory:
-            return beast_http::status::insufficient_storage;
+            return beast_http::status::service_unavailable;
+        // Too many requests already wait: the client should slow down and come back (Retry-After).
         case ErrorKind::queue_full:
+            return beast_http::status::too_many_requests;
         case ErrorKind::queue_timeout:
         case ErrorKind::quarantined:
         case ErrorKind::shutting_down:

@@ -129,10 +129,14 @@ asio::awaitable<void> write_json(beast::tcp_stream& stream, unsigned version, bo
     res.set(bhttp::field::content_type, "application/json");
     if (retry_after_s) res.set(bhttp::field::retry_after, std::to_string(*retry_after_s));
     if (!allow.empty()) res.set(bhttp::field::allow, allow);
-    // A refusal that the same request can never get past (bad input, no such model, too large for the
-    // hardware): OpenAI's and Anthropic's SDKs would otherwise retry a 507 three times.
+    // A refusal that the same request can never get past here (bad input, no such model, too large for
+    // this box's hardware): OpenAI's and Anthropic's SDKs would otherwise retry it. A model too large for
+    // this box is a 503 all the same, which a load balancer retries on another box (docs/several-boxes.md).
+    const bool too_large_here = status == 503 && body.is_object() && body.contains("error") &&
+                                body["error"].is_object() &&
+                                body["error"].value("type", std::string()) == "insufficient_memory";
     if (status == 400 || status == 401 || status == 404 || status == 405 || status == 409 || status == 413 ||
-        status == 507)
+        too_large_here)
         res.set("x-should-retry", "false");
     res.keep_alive(keep_alive);
     res.body() = dump(body);

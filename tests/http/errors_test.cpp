@@ -13,8 +13,8 @@ TEST(Errors, StatusPerKind) {
     EXPECT_EQ(http::status_of(ErrorKind::invalid_request), bhttp::status::bad_request);
     EXPECT_EQ(http::status_of(ErrorKind::context_length_exceeded), bhttp::status::bad_request);
     EXPECT_EQ(http::status_of(ErrorKind::request_too_large), bhttp::status::payload_too_large);
-    EXPECT_EQ(http::status_of(ErrorKind::insufficient_memory), bhttp::status::insufficient_storage);
-    EXPECT_EQ(http::status_of(ErrorKind::queue_full), bhttp::status::service_unavailable);
+    EXPECT_EQ(http::status_of(ErrorKind::insufficient_memory), bhttp::status::service_unavailable);
+    EXPECT_EQ(http::status_of(ErrorKind::queue_full), bhttp::status::too_many_requests);
     EXPECT_EQ(http::status_of(ErrorKind::queue_timeout), bhttp::status::service_unavailable);
     EXPECT_EQ(http::status_of(ErrorKind::engine_failed), bhttp::status::bad_gateway);
     EXPECT_EQ(http::status_of(ErrorKind::watchdog_timeout), bhttp::status::gateway_timeout);

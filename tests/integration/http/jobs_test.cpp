@@ -220,7 +220,7 @@ TEST(Jobs, ACommandThatDoesNotExistAsksForNothingAndAHoldTooLargeIsRefusedAtOnce
     auto huge = loch_run(loch, dir, "huge", {"--memory", "64GiB", "--", "true"});
     EXPECT_EQ(huge.wait_for(20s), 1);
     EXPECT_NE(huge.log().find("can ever give"), std::string::npos) << huge.log();
-    EXPECT_NE(huge.log().find("HTTP 507"), std::string::npos) << huge.log();
+    EXPECT_NE(huge.log().find("HTTP 503"), std::string::npos) << huge.log();
     EXPECT_TRUE(loch.status()["holds"].empty());
 }
 

@@ -575,12 +575,12 @@ TEST_F(Robust, OutOfMemoryAtLoadRaisesTheFigureThenRetriesOnceOrRefuses) {
     EXPECT_NE(e["message"].get<std::string>().find("out of memory"), std::string::npos) << e.dump();
     // 4 GiB more can never fit 1 GiB: after one start, refused at once with the numbers.
     r = loch.post("/v1/completions", R"({"model":"huge","prompt":"Hi","max_tokens":2})");
-    EXPECT_EQ(r.status, 507) << r.body;
+    EXPECT_EQ(r.status, 503) << r.body;
     EXPECT_EQ(json::parse(r.body)["error"]["type"], "insufficient_memory");
     EXPECT_EQ(runs_of("huge"), 1);
     // And it stays refused without another start: the learned figure is kept.
     r = loch.post("/v1/completions", R"({"model":"huge","prompt":"Hi","max_tokens":2})");
-    EXPECT_EQ(r.status, 507) << r.body;
+    EXPECT_EQ(r.status, 503) << r.body;
     EXPECT_EQ(runs_of("huge"), 1);
 }
 

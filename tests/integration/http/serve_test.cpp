@@ -153,7 +153,7 @@ TEST_F(Serve, ModelThatCanNeverFitIsRefusedAtOnceWithNumbers) {
     const auto t0 = std::chrono::steady_clock::now();
     auto r = loch.post("/v1/chat/completions", chat("demo", false, 4));
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
-    ASSERT_EQ(r.status, 507) << r.body;
+    ASSERT_EQ(r.status, 503) << r.body;
     auto e = json::parse(r.body)["error"];
     EXPECT_EQ(e["type"], "insufficient_memory");
     EXPECT_GT(e["need_bytes"].get<std::uint64_t>(), 8ull << 20);
@@ -166,7 +166,7 @@ TEST_F(Serve, ModelThatCanNeverFitIsRefusedAtOnceWithNumbers) {
     EXPECT_FALSE(p["would_admit_now"].get<bool>());
 }
 
-TEST_F(Serve, RequestsBeyondSlotsQueueAndCompleteAndAFullQueueIs503) {
+TEST_F(Serve, RequestsBeyondSlotsQueueAndCompleteAndAFullQueueIs429) {
     LochServer loch(dir.path(),
                     config(dir, "512MiB", long_model(), "queue:\n  interactive: 1\n  batch: 1\n"));
     // Warm up so that the three requests race for the slot, not for the start.
@@ -181,7 +181,7 @@ TEST_F(Serve, RequestsBeyondSlotsQueueAndCompleteAndAFullQueueIs503) {
         std::this_thread::sleep_for(50ms);
     ASSERT_EQ(loch.status()["queue"]["interactive"], 1);
     auto third = loch.post("/v1/chat/completions", chat("tiny", false, 4));
-    EXPECT_EQ(third.status, 503) << third.body;
+    EXPECT_EQ(third.status, 429) << third.body;
     EXPECT_EQ(json::parse(third.body)["error"]["type"], "queue_full");
     ASSERT_TRUE(third.header("retry-after"));
     EXPECT_GE(std::stoi(*third.header("retry-after")), 1);
