@@ -34,6 +34,7 @@
 #include "broker/footprint.hpp"
 #include "broker/holds.hpp"
 #include "broker/ledger.hpp"
+#include "broker/outlook.hpp"
 #include "broker/remembered.hpp"
 #include "broker/wait_queue.hpp"
 #include "config/config.hpp"
@@ -168,6 +169,9 @@ class Broker {
     boost::asio::awaitable<nlohmann::json> preload(std::string model);
     // `loch unload`: stop it now, or when its running requests end; its status.
     boost::asio::awaitable<nlohmann::json> unload(std::string model);
+    // How `model` would be served here now, for a load balancer (HAProxy's agent): resident, fits now,
+    // fits after evicting, only later, never; at once, without waiting for anything.
+    Outlook outlook(const std::string& model);
     // Dry run of admission for `model` now: would it be admitted, what would be evicted, or why refused.
     boost::asio::awaitable<nlohmann::json> plan(std::string model);
     boost::asio::awaitable<std::optional<std::vector<std::string>>> log_tail(std::string model,
@@ -312,6 +316,7 @@ class Broker {
     int retry_after_s(const Model& m) const;
     Model* find(const std::string& name_or_alias);
     nlohmann::json model_status(const Model& m) const;
+    Outlook outlook_of(const Model& m) const;  // outlook() without starting an estimate
     // One line in the log and one entry in the recent events /loch/status shows.
     void note(std::string_view kind, const Model& m, std::string message, nlohmann::json extra = {},
               bool warn = false);

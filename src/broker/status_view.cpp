@@ -56,6 +56,8 @@ nlohmann::json Broker::model_status(const Model& m) const {
                         {"active_requests", m.active},
                         {"slots", m.slots()},
                         {"runs", m.runs}};
+    // For balancers (/metrics' vllm:lora_requests_info): whether it would start here now, as it is.
+    j["fits_now"] = outlook_of(m).fit == Outlook::Fit::fits_now;
     j["file"] = m.file();
     if (m.retired) j["removed_from_config"] = true;
     if (m.next_cfg) j["restarts_for_new_config"] = true;

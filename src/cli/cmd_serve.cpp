@@ -21,6 +21,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "balancer/agent_server.hpp"
 #include "broker/broker.hpp"
 #include "cli/commands.hpp"
 #include "config/config.hpp"
@@ -146,10 +147,17 @@ void run_serve(const ServeOptions& o) {
     so.batch_concurrency = cfg.batch_concurrency;
     http::Server server(ex, broker, so);
     const auto port = server.listen();
+    std::optional<balancer::AgentServer> agent;
+    if (cfg.agent) agent.emplace(ex, broker, *cfg.agent);
+    const auto agent_port = agent ? agent->listen() : 0;
     broker.start();
     server.start();
+    if (agent) agent->start();
     std::printf("loch: serving %zu model(s) on http://%s:%u (config: %s)\n", cfg.models.size(),
                 cfg.listen.c_str(), static_cast<unsigned>(port), cfg.source.c_str());
+    if (agent)
+        std::printf("loch: HAProxy's agent-check on %s:%u\n", cfg.agent->listen.c_str(),
+                    static_cast<unsigned>(agent_port));
     std::fflush(stdout);
 
     // SIGHUP: the config file is read again and, when it is valid, served from now on (Broker::reload: what
@@ -197,9 +205,11 @@ void run_serve(const ServeOptions& o) {
         asio::co_spawn(
             ex,
             [&]() -> asio::awaitable<void> {
+                if (agent) agent->drain();  // balancers send nothing new here from their next check
                 co_await server.drain(cfg.stop_grace);
                 co_await broker.shutdown();
                 co_await server.wait_closed();
+                if (agent) agent->stop();
                 hangups.cancel();
                 ioc.stop();
             },

@@ -144,11 +144,19 @@ struct ClientTimeouts {
     Seconds body{60};    // header → the whole body
 };
 
+// HAProxy's agent-check (docs/several-boxes.md): one line in (a model), one line out (how it fits here).
+// Off unless the file has an `agent:` section.
+struct AgentConfig {
+    std::string listen = "127.0.0.1";
+    std::uint16_t port = 8081;
+};
+
 struct Config {
     std::string source;  // the file name, or "<embedded default>"
     std::string listen = "127.0.0.1";
     std::uint16_t port = 8080;
     std::vector<std::string> api_keys;         // empty = no authentication (fine on localhost only)
+    std::optional<AgentConfig> agent;          // HAProxy's agent-check port; none = off
     fs::path models_dir;                       // absolute
     fs::path state_dir;                        // absolute: engine state file (stale cleanup) and lock
     fs::path log_dir;                          // absolute: one log file per engine

@@ -50,7 +50,7 @@ ConfigError::ConfigError(std::vector<Diagnostic> diagnostics)
 std::string_view to_string(Priority p) {
     return p == Priority::interactive ? "interactive" : "batch";
 }
-void KindSchema::check(Walker&, const YAML::Node&, const std::string&, const ModelConfig&, bool) const {}
+void KindSchema::check(Walker&, const YAML::Node&, const std::string&, ModelConfig&, bool) const {}
 
 const ModelConfig* Config::find_model(std::string_view name_or_alias) const {
     for (const auto& m : models) {
@@ -362,6 +362,33 @@ class Loader : public Walker {
                   [&](auto&, auto& v, auto& k) {
                       if (auto x = integer(v, k, 0, 65535)) c.port = static_cast<std::uint16_t>(*x);
                   }},
+                 {"agent",
+                  [&](auto&, auto& v, auto& k) {
+                      AgentConfig a;
+                      walk(v, k,
+                           {
+                               {"listen",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    auto s = str(v2, k2);
+                                    if (!s) return;
+                                    boost::system::error_code ec;
+                                    const auto addr = boost::asio::ip::make_address(*s, ec);
+                                    if (ec) {
+                                        error(v2, k2, "'" + *s + "' is not an IP address");
+                                        return;
+                                    }
+                                    a.listen = *s;
+                                    agent_loopback_ = addr.is_loopback();
+                                    agent_node_ = v2;
+                                }},
+                               {"port",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto x = integer(v2, k2, 0, 65535))
+                                        a.port = static_cast<std::uint16_t>(*x);
+                                }},
+                           });
+                      c.agent = a;
+                  }},
                  {"api_keys",
                   [&](auto&, auto& v, auto& k) {
                       auto xs = str_list(v, k);
@@ -535,6 +562,15 @@ class Loader : public Walker {
         } else if (require_models_) {
             error(root, "models", "missing 'models:' list (every model loch may serve)");
         }
+        if (c.agent && c.agent->port != 0 && c.agent->port == c.port)
+            error(
+                agent_node_ ? agent_node_ : root, "agent.port",
+                "the agent's port " + std::to_string(c.port) + " is the API's port: give it its own (8081)");
+        if (c.api_keys.empty() && !agent_loopback_)
+            error(agent_node_, "agent.listen",
+                  "'" + c.agent->listen +
+                      "' is reachable from other machines, and api_keys is empty: add api_keys (HAProxy then "
+                      "sends one in its agent-send line: docs/several-boxes.md), or listen on 127.0.0.1");
         if (!c.api_keys.empty() || listen_loopback_) return c;
         error(listen_node_, "listen",
               "'" + c.listen +
@@ -596,6 +632,8 @@ class Loader : public Walker {
     const LoadContext& ctx_;
     bool listen_loopback_ = true;
     YAML::Node listen_node_;
+    bool agent_loopback_ = true;
+    YAML::Node agent_node_;
 };
 
 }  // namespace

@@ -79,6 +79,9 @@ void add_devices(Snapshot& s, const nlohmann::json& devices) {
             {"outside", double(u64(d, "outside_bytes"))},
             {"loch", double(u64(d, "own_bytes"))},
             {"free", double(u64(d, "free_bytes"))}};
+        s.gauge("loch_device_memory_free_bytes",
+                "Memory a new engine could take on the device now (for an endpoint picker's scorer)",
+                {{"device", dev}}, double(u64(d, "free_bytes")));
         for (const auto& [what, v] : parts)
             s.gauge(
                 "loch_device_memory_bytes",
@@ -98,11 +101,48 @@ void add_devices(Snapshot& s, const nlohmann::json& devices) {
     }
 }
 
+// The box as one vLLM server, for an endpoint picker (llm-d's EPP, the Gateway API Inference Extension's
+// model-server protocol): one series per name, never one per model (a scraper that finds several reads one
+// of them at random). Models are published as LoRA adapters: resident ones as running, loading ones as
+// waiting, and max_lora as the resident count plus how many more would start here now.
+struct BoxFigures {
+    double running = 0, waiting = 0, ready_slots = 0, ready_running = 0;
+    std::vector<std::string> resident, loading;
+    std::size_t would_fit_now = 0;
+};
+
+void add_box(Snapshot& s, const BoxFigures& box) {
+    s.gauge("vllm:num_requests_running", "Requests running on this box's engines (vLLM's name)", {},
+            box.running);
+    s.gauge("vllm:num_requests_waiting", "Requests waiting in loch's queues on this box (vLLM's name)", {},
+            box.waiting);
+    const double kv = box.ready_slots > 0 ? box.ready_running / box.ready_slots : 0;
+    s.gauge("vllm:kv_cache_usage_perc", "KV-cache usage 0-1: the share of the ready engines' slots in use",
+            {}, kv);
+    s.gauge("vllm:gpu_cache_usage_perc", "KV-cache usage 0-1 (the older vLLM name)", {}, kv);
+    const auto joined = [](const std::vector<std::string>& names) {
+        std::string out;
+        for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+        return out;
+    };
+    s.gauge("vllm:lora_requests_info",
+            "Models as LoRA adapters: running = resident, waiting = loading, max_lora = resident + how many "
+            "more would start now; the value is the time of the snapshot (vLLM's convention)",
+            {{"running_lora_adapters", joined(box.resident)},
+             {"waiting_lora_adapters", joined(box.loading)},
+             {"max_lora", std::to_string(box.resident.size() + box.would_fit_now)}},
+            double(std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count()));
+}
+
 void add_models(Snapshot& s, const nlohmann::json& status) {
+    BoxFigures box;
     std::map<std::string, std::uint64_t> waiting;
     if (status.contains("queue"))
         for (const auto& w : status["queue"].value("waiting", nlohmann::json::array()))
             ++waiting[w.value("model", "")];
+    for (const auto& [model, n] : waiting) box.waiting += double(n);
     static const char* kStates[] = {"stopped", "loading", "ready", "stopping"};
     for (const auto& e : status.value("engines", nlohmann::json::array())) {
         const std::string model = e.value("name", "");
@@ -112,15 +152,23 @@ void add_models(Snapshot& s, const nlohmann::json& status) {
                     state == st ? 1 : 0);
         const double running = double(u64(e, "active_requests"));
         const double slots = std::max<double>(1, double(u64(e, "slots")));
-        s.gauge("vllm:num_requests_running", "Requests running on the model's engine (vLLM's name)",
-                {{"model_name", model}}, running);
-        s.gauge("vllm:num_requests_waiting", "Requests waiting in loch's queue for the model (vLLM's name)",
-                {{"model_name", model}}, double(waiting[model]));
-        const double kv = state == "ready" ? running / slots : 0;
-        s.gauge("vllm:kv_cache_usage_perc", "KV-cache usage 0-1: the share of the model's slots in use",
-                {{"model_name", model}}, kv);
-        s.gauge("vllm:gpu_cache_usage_perc", "KV-cache usage 0-1 (the older vLLM name)",
-                {{"model_name", model}}, kv);
+        s.gauge("loch_model_requests_running", "Requests running on the model's engine", {{"model", model}},
+                running);
+        s.gauge("loch_model_requests_waiting", "Requests waiting in loch's queue for the model",
+                {{"model", model}}, double(waiting[model]));
+        s.gauge("loch_model_slot_usage_ratio", "The share 0-1 of the model's slots in use",
+                {{"model", model}}, state == "ready" ? running / slots : 0);
+        box.running += running;
+        if (state == "ready") {
+            box.ready_slots += slots;
+            box.ready_running += running;
+        }
+        if (state == "ready" || state == "asleep")
+            box.resident.push_back(model);
+        else if (state == "loading")
+            box.loading.push_back(model);
+        else if (e.value("fits_now", false))
+            ++box.would_fit_now;
         if (!e.contains("counters")) continue;
         const auto& c = e["counters"];
         s.counter("loch_engine_loads_total", "Engine starts by outcome",
@@ -138,6 +186,7 @@ void add_models(Snapshot& s, const nlohmann::json& status) {
                       "Engine exits by exit class (clean, signal, out_of_memory, …)",
                       {{"model", model}, {"exit_class", exit_class}}, n.get<double>());
     }
+    add_box(s, box);
 }
 
 const std::string kNoModel = "-";

@@ -640,3 +640,32 @@ TEST_F(ConfigTest, CacheTypesTheEngineRefusesForALatentAttentionModelAreRefusedA
 
 }  // namespace
 }  // namespace loch::config
+
+namespace loch::config {
+namespace {
+
+// HAProxy's agent-check port (issue 30): off without the section, loopback by default, and open to other
+// machines only with api_keys, as the API itself.
+TEST_F(ConfigTest, TheAgentIsOffUnlessConfiguredAndReachableFromOtherMachinesOnlyWithApiKeys) {
+    EXPECT_FALSE(parse(kMinimal).agent);
+    const Config on = parse(std::string("agent: {port: 9101}\n") + kMinimal);
+    ASSERT_TRUE(on.agent);
+    EXPECT_EQ(on.agent->listen, "127.0.0.1");
+    EXPECT_EQ(on.agent->port, 9101);
+    const auto open = errors(std::string("agent: {listen: 0.0.0.0}\n") + kMinimal);
+    ASSERT_EQ(open.size(), 1u);
+    EXPECT_EQ(open[0].key, "agent.listen");
+    EXPECT_NE(open[0].message.find("api_keys"), std::string::npos) << open[0].message;
+    const Config keyed =
+        parse(std::string("listen: 0.0.0.0\napi_keys: [k]\nagent: {listen: 0.0.0.0}\n") + kMinimal);
+    EXPECT_EQ(keyed.agent->listen, "0.0.0.0");
+    EXPECT_EQ(keyed.agent->port, 8081);
+    const auto bad = errors(std::string("agent: {listen: box-a, port: 70000}\n") + kMinimal);
+    EXPECT_EQ(bad.size(), 2u);
+    const auto same = errors(std::string("port: 9000\nagent: {port: 9000}\n") + kMinimal);
+    ASSERT_EQ(same.size(), 1u);
+    EXPECT_EQ(same[0].key, "agent.port");
+}
+
+}  // namespace
+}  // namespace loch::config

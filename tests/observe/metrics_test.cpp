@@ -75,18 +75,29 @@ TEST(Metrics, TheBrokerSnapshotBecomesVllmGaugesAndCounters) {
                   "loading":false}]}],
       "engines":[{"name":"chat","state":"ready","active_requests":1,"slots":4,
                   "counters":{"loads_ok":2,"loads_failed":1,"load_seconds_total":3.0,"evictions":1,
-                              "exits":{"signal":1}}}],
-      "queue":{"interactive":2,"batch":0,"waiting":[{"model":"chat"},{"model":"chat"}]}})");
+                              "exits":{"signal":1}}},
+                 {"name":"code","state":"ready","active_requests":2,"slots":4},
+                 {"name":"draw","state":"loading","active_requests":0,"slots":1},
+                 {"name":"tts","state":"stopped","active_requests":0,"slots":1,"fits_now":true},
+                 {"name":"huge","state":"stopped","active_requests":0,"slots":1,"fits_now":false}],
+      "queue":{"interactive":3,"batch":0,"waiting":[{"model":"chat"},{"model":"chat"},{"model":"draw"}]}})");
     const auto text = Metrics().exposition(status);
-    for (const char* want :
-         {R"(vllm:num_requests_running{model_name="chat"} 1)",
-          R"(vllm:num_requests_waiting{model_name="chat"} 2)",
-          R"(vllm:kv_cache_usage_perc{model_name="chat"} 0.25)",
-          R"(loch_reservation_bytes{device="cpu",loading="false",model="chat",source="formula"} 400)",
-          R"(loch_engine_exits_total{exit_class="signal",model="chat"} 1)",
-          R"(loch_engine_load_seconds_count{model="chat"} 2)",
-          R"(loch_queue_depth{priority="interactive"} 2)", "# TYPE loch_engine_loads_total counter"})
+    for (
+        const char* want :
+        {// The box as one vLLM server: one series per name, no labels.
+         "vllm:num_requests_running 3\n", "vllm:num_requests_waiting 3\n",
+         "vllm:kv_cache_usage_perc 0.375\n",  // 3 of the ready engines' 8 slots
+         R"(vllm:lora_requests_info{max_lora="3",running_lora_adapters="chat,code",waiting_lora_adapters="draw"} )",
+         R"(loch_device_memory_free_bytes{device="cpu"} 450)",
+         // Per model under loch's own names.
+         R"(loch_model_requests_running{model="chat"} 1)", R"(loch_model_requests_waiting{model="chat"} 2)",
+         R"(loch_model_slot_usage_ratio{model="code"} 0.5)",
+         R"(loch_reservation_bytes{device="cpu",loading="false",model="chat",source="formula"} 400)",
+         R"(loch_engine_exits_total{exit_class="signal",model="chat"} 1)",
+         R"(loch_engine_load_seconds_count{model="chat"} 2)", R"(loch_queue_depth{priority="interactive"} 3)",
+         "# TYPE loch_engine_loads_total counter"})
         EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+    EXPECT_EQ(text.find("model_name="), std::string::npos) << "no per-model vllm: series: " << text;
 }
 
 TEST(RequestRecord, ClientIdsAreCheckedBeforeTheyAreLoggedOrEchoed) {

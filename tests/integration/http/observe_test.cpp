@@ -90,8 +90,23 @@ TEST_F(Observe, MetricsParseWithPrometheusParserAndMoveWithTheTrafficAndEveryReq
     EXPECT_EQ(sample(after, "loch_engine_loads", R"(loch_engine_loads_total{model="demo",outcome="ready"})"),
               1);
     EXPECT_EQ(sample(after, "loch_model_state", R"(loch_model_state{model="demo",state="ready"})"), 1);
-    EXPECT_EQ(sample(after, "vllm:num_requests_waiting", R"(vllm:num_requests_waiting{model_name="demo"})"),
+    EXPECT_EQ(sample(after, "loch_model_requests_waiting", R"(loch_model_requests_waiting{model="demo"})"),
               0);
+    // What an endpoint picker reads (issue 30): each vllm: name is one box-level series of its type.
+    for (const char* name :
+         {"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
+          "vllm:lora_requests_info", "loch_device_memory_free_bytes"}) {
+        ASSERT_TRUE(after.contains(name)) << name;
+        EXPECT_EQ(after[name]["type"], "gauge") << name;
+        if (std::string_view(name).starts_with("vllm:"))
+            EXPECT_EQ(after[name]["samples"].size(), 1u) << name << ": " << after[name];
+    }
+    EXPECT_EQ(sample(after, "vllm:num_requests_running", "vllm:num_requests_running{}"), 0);
+    bool resident = false;
+    for (const auto& [k, v] : after["vllm:lora_requests_info"]["samples"].items())
+        resident = resident || (k.find(R"(running_lora_adapters="demo")") != std::string::npos &&
+                                k.find(R"(max_lora="1")") != std::string::npos);
+    EXPECT_TRUE(resident) << after["vllm:lora_requests_info"];
     EXPECT_EQ(
         sample(after, "loch_queue_wait_seconds", R"(loch_queue_wait_seconds_count{priority="interactive"})"),
         3);
