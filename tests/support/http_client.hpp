@@ -13,6 +13,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -39,6 +40,9 @@ struct HttpRequest {
     std::string content_type;
     std::map<std::string, std::string> headers;
     std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+    // > 0: the body goes chunked (Transfer-Encoding, no Content-Length), in chunks of this many bytes, as
+    // an endpoint picker sends it.
+    std::size_t chunk_bytes = 0;
 };
 
 namespace detail {
@@ -60,9 +64,23 @@ inline boost::asio::awaitable<HttpResponse> do_request(HttpRequest r) {
     req.set(http::field::user_agent, "loch-test");
     if (!r.content_type.empty()) req.set(http::field::content_type, r.content_type);
     for (const auto& [k, v] : r.headers) req.set(k, v);
-    req.body() = r.body;
-    req.prepare_payload();
-    co_await http::async_write(stream, req, asio::use_awaitable);
+    if (r.chunk_bytes == 0) {
+        req.body() = r.body;
+        req.prepare_payload();
+        co_await http::async_write(stream, req, asio::use_awaitable);
+    } else {
+        http::request<http::empty_body> head{r.method, r.target, 11};
+        for (const auto& f : req) head.set(f.name_string(), f.value());
+        head.chunked(true);
+        http::request_serializer<http::empty_body> sr{head};
+        co_await http::async_write_header(stream, sr, asio::use_awaitable);
+        for (std::size_t at = 0; at < r.body.size(); at += r.chunk_bytes) {
+            const auto piece = std::string_view(r.body).substr(at, r.chunk_bytes);
+            co_await asio::async_write(stream, http::make_chunk(asio::buffer(piece.data(), piece.size())),
+                                       asio::use_awaitable);
+        }
+        co_await asio::async_write(stream, http::make_chunk_last(), asio::use_awaitable);
+    }
 
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
