@@ -39,6 +39,7 @@ PACKAGES=(build-essential g++-12 cmake ninja-build git pkg-config curl ca-certif
   clang-19 ccache prometheus-cpp-dev libsqlite3-dev libsqlitecpp-dev procps python3)
 ((WITH_IMAGES || WITH_SPEECH)) && PACKAGES+=(python3-pip)  # pip download of the engines' sdists
 ((WITH_TESTS)) && PACKAGES+=(libgtest-dev libgmock-dev libclang-rt-19-dev clang-format-14 nginx-light
+  haproxy iproute2  # several boxes: network namespaces behind Debian's HAProxy (docs/several-boxes.md)
   python3-venv  # test peers: a test double of vLLM; the ollama client and Prometheus' parser (venv)
   chromium-headless-shell fonts-dejavu-core)  # the dashboard's browser test
 step "Debian packages"
@@ -59,8 +60,10 @@ if ((${#missing[@]})); then
 else
   skip "all ${#PACKAGES[@]} present"
 fi
-# nginx is only a benchmark peer: never leave the distribution's default site running.
-if command -v systemctl >/dev/null && systemctl is-active --quiet nginx 2>/dev/null; then systemctl stop nginx || true; fi
+# nginx and HAProxy are only test peers: never leave the distribution's default services running.
+for svc in nginx haproxy; do
+  if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then systemctl stop "$svc" || true; fi
+done
 
 # ---------------------------------------------------------------- 2. engine
 step "Pinned engine: llama.cpp from $ENGINE_NPM"
