@@ -86,9 +86,10 @@ asio::awaitable<void> AgentServer::answer(tcp::socket s) {
     deadline.cancel();
     if (!*alive || !s.is_open()) co_return;
     std::string reply;
-    if (ec && in.size() == 0) co_return;  // closed, timed out or over 512 bytes without a newline
+    // Closed, timed out or 512 bytes without a newline: not HAProxy (its line always ends with one).
+    if (ec) co_return;
     const std::string line(asio::buffers_begin(in.data()),
-                           asio::buffers_begin(in.data()) + static_cast<std::ptrdiff_t>(ec ? in.size() : n));
+                           asio::buffers_begin(in.data()) + static_cast<std::ptrdiff_t>(n));
     const auto q = parse_agent_question(line);
     const auto& keys = broker_.config().api_keys;
     if (draining_) {
