@@ -4,7 +4,6 @@
 
 #include <string>
 
-
 #include "broker/error.hpp"
 #include "http/data_url.hpp"
 #include "http/openai_request.hpp"
@@ -13,7 +12,9 @@
 namespace loch::http {
 namespace {
 
-std::string b64(const std::string& bin) { return test::base64(bin); }
+std::string b64(const std::string& bin) {
+    return test::base64(bin);
+}
 
 std::string be32(std::uint32_t v) {
     return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),

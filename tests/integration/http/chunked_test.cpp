@@ -28,8 +28,8 @@ test::HttpResponse post_chunked(LochServer& loch, const std::string& target, con
 
 TEST(Chunked, ChunkedBodiesAreReadOnEveryKindOfRouteWithTheSameLimits) {
     test::TempDir dir("loch-itest-chunked");
-    LochServer loch(dir.path(),
-                    config(dir, "2GiB", model_entry("tiny", models().tiny.path(), kArgs), "max_body: 4KiB\n"));
+    LochServer loch(dir.path(), config(dir, "2GiB", model_entry("tiny", models().tiny.path(), kArgs),
+                                       "max_body: 4KiB\n"));
     const auto r = post_chunked(loch, "/v1/chat/completions", chat("tiny", false, 4));
     ASSERT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(json::parse(r.body)["object"], "chat.completion");
