@@ -15,6 +15,7 @@
 
 #include "balancer/agent_answer.hpp"
 #include "broker/broker.hpp"
+#include "http/listener.hpp"
 #include "http/router.hpp"
 
 namespace loch::balancer {
@@ -31,18 +32,7 @@ AgentServer::~AgentServer() {
 }
 
 std::uint16_t AgentServer::listen() {
-    boost::system::error_code ec;
-    const auto addr = asio::ip::make_address(cfg_.listen, ec);
-    if (ec) throw std::runtime_error("agent.listen '" + cfg_.listen + "' is not an IP address");
-    const tcp::endpoint ep(addr, cfg_.port);
-    acceptor_.open(ep.protocol());
-    acceptor_.set_option(asio::socket_base::reuse_address(true));
-    acceptor_.bind(ep, ec);
-    if (ec)
-        throw std::runtime_error("cannot listen for HAProxy's agent on " + cfg_.listen + ":" +
-                                 std::to_string(cfg_.port) + ": " + ec.message());
-    acceptor_.listen(asio::socket_base::max_listen_connections);
-    return acceptor_.local_endpoint().port();
+    return http::listen_on(acceptor_, cfg_.listen, cfg_.port, "HAProxy's agent");
 }
 
 void AgentServer::start() {

@@ -332,6 +332,19 @@ class Loader : public Walker {
              });
     }
 
+    // An IP address to listen on (`listen`, `agent.listen`); nullopt after reporting what is wrong.
+    std::optional<boost::asio::ip::address> address(const YAML::Node& v, const std::string& k) {
+        auto s = str(v, k);
+        if (!s) return std::nullopt;
+        boost::system::error_code ec;
+        const auto addr = boost::asio::ip::make_address(*s, ec);
+        if (!ec) return addr;
+        error(v, k,
+              "'" + *s +
+                  "' is not an IP address (127.0.0.1 for this machine only, 0.0.0.0 for every interface)");
+        return std::nullopt;
+    }
+
     Config parse(const YAML::Node& root, Config c) {
         if (root.IsNull() || !root.IsDefined()) {
             error_at(1, "", "the file is empty: it needs at least a 'models:' list");
@@ -343,20 +356,11 @@ class Loader : public Walker {
              {
                  {"listen",
                   [&](auto&, auto& v, auto& k) {
-                      auto s = str(v, k);
-                      if (!s) return;
-                      boost::system::error_code ec;
-                      const auto addr = boost::asio::ip::make_address(*s, ec);
-                      if (ec) {
-                          error(v, k,
-                                "'" + *s +
-                                    "' is not an IP address (127.0.0.1 for this machine only, 0.0.0.0 for "
-                                    "every interface)");
-                          return;
+                      if (const auto addr = address(v, k)) {
+                          c.listen = v.Scalar();
+                          listen_loopback_ = addr->is_loopback();
+                          listen_node_ = v;
                       }
-                      c.listen = *s;
-                      listen_loopback_ = addr.is_loopback();
-                      listen_node_ = v;
                   }},
                  {"port",
                   [&](auto&, auto& v, auto& k) {
@@ -369,17 +373,11 @@ class Loader : public Walker {
                            {
                                {"listen",
                                 [&](auto&, auto& v2, auto& k2) {
-                                    auto s = str(v2, k2);
-                                    if (!s) return;
-                                    boost::system::error_code ec;
-                                    const auto addr = boost::asio::ip::make_address(*s, ec);
-                                    if (ec) {
-                                        error(v2, k2, "'" + *s + "' is not an IP address");
-                                        return;
+                                    if (const auto addr = address(v2, k2)) {
+                                        a.listen = v2.Scalar();
+                                        agent_loopback_ = addr->is_loopback();
+                                        agent_node_ = v2;
                                     }
-                                    a.listen = *s;
-                                    agent_loopback_ = addr.is_loopback();
-                                    agent_node_ = v2;
                                 }},
                                {"port",
                                 [&](auto&, auto& v2, auto& k2) {

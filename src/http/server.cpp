@@ -1,4 +1,5 @@
 #include "http/server.hpp"
+#include "http/listener.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -19,6 +20,7 @@
 #include "batch/store.hpp"
 #include "http/errors.hpp"
 #include "http/io_now.hpp"
+#include "http/listener.hpp"
 #include "http/ollama.hpp"
 #include "http/ollama_api.hpp"
 #include "http/router.hpp"
@@ -190,18 +192,7 @@ Server::~Server() {
 }
 
 std::uint16_t Server::listen() {
-    boost::system::error_code ec;
-    const auto addr = asio::ip::make_address(options_.listen, ec);
-    if (ec) throw std::runtime_error("listen address '" + options_.listen + "' is not an IP address");
-    const tcp::endpoint ep(addr, options_.port);
-    acceptor_.open(ep.protocol());
-    acceptor_.set_option(asio::socket_base::reuse_address(true));
-    acceptor_.bind(ep, ec);
-    if (ec)
-        throw std::runtime_error("cannot listen on " + options_.listen + ":" + std::to_string(options_.port) +
-                                 ": " + ec.message());
-    acceptor_.listen(asio::socket_base::max_listen_connections);
-    port_ = acceptor_.local_endpoint().port();
+    port_ = listen_on(acceptor_, options_.listen, options_.port, "the API");
     return port_;
 }
 
