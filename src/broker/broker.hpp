@@ -317,6 +317,7 @@ class Broker {
     Model* find(const std::string& name_or_alias);
     nlohmann::json model_status(const Model& m) const;
     Outlook outlook_of(const Model& m) const;  // outlook() without starting an estimate
+    bool fits_one_device_now(const Model& m) const;
     // One line in the log and one entry in the recent events /loch/status shows.
     void note(std::string_view kind, const Model& m, std::string message, nlohmann::json extra = {},
               bool warn = false);

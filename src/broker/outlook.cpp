@@ -60,4 +60,15 @@ Outlook Broker::outlook_of(const Model& m) const {
     return o;
 }
 
+bool Broker::fits_one_device_now(const Model& m) const {
+    if (m.state != ModelState::stopped || !m.footprint) return false;
+    for (const auto& n : m.footprint->needs) {
+        const Need need = need_on(m, n);
+        if (ledger_.has_device(need.device) && !loading_devices_.contains(need.device) &&
+            need.bytes <= ledger_.free(need.device))
+            return true;
+    }
+    return false;
+}
+
 }  // namespace loch::broker

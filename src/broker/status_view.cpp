@@ -56,8 +56,10 @@ nlohmann::json Broker::model_status(const Model& m) const {
                         {"active_requests", m.active},
                         {"slots", m.slots()},
                         {"runs", m.runs}};
-    // For balancers (/metrics' vllm:lora_requests_info): whether it would start here now, as it is.
-    j["fits_now"] = outlook_of(m).fit == Outlook::Fit::fits_now;
+    // For an endpoint picker (/metrics' vllm:lora_requests_info, scraped every 50 ms): whether it would
+    // start now on one of its devices as they are. Single devices only — a split's plan reads the model file,
+    // which a status must not do each time (the agent's outlook weighs splits too).
+    j["fits_now"] = fits_one_device_now(m);
     j["file"] = m.file();
     if (m.retired) j["removed_from_config"] = true;
     if (m.next_cfg) j["restarts_for_new_config"] = true;
