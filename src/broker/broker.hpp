@@ -286,10 +286,15 @@ class Broker {
     // Stops each victim that admission chose for `for_model`, counting and logging the eviction.
     void evict(const std::vector<std::string>& victims, const std::string& for_whom, const std::string& why);
     void on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine, const engines::ExitReport& r);
+    void learn_from_kill(Model& m, const engines::ExitReport& r);
     boost::asio::awaitable<void> ensure_footprint(Model& m);
     boost::asio::awaitable<void> tick_loop();
     void refresh_devices();
     void observe_engines(const std::vector<DeviceSnapshot>& snap);
+    // Why a SIGKILL loch did not send ended `m`'s engine: the memory cgroup's oom_kill counter since its
+    // launch, the limit, and about what it used (its last measured use, or the limit less what the cgroup
+    // still holds once it is gone) against its reservation. nullopt when the cgroup cannot say.
+    std::optional<engines::KillEvidence> kill_evidence(const Model& m);
     // What a process group uses on `device`: the probe's per-process figures on a GPU, RSS on the CPU
     // (summed: shared pages count more than once, never under); nullopt when none of its processes is
     // reported.

@@ -13,6 +13,7 @@
 
 #include "core/memory.hpp"
 #include "devices/device.hpp"
+#include "devices/memory_cgroup.hpp"
 #include "devices/processes.hpp"
 
 namespace loch::broker {
@@ -48,6 +49,9 @@ class DeviceSource {
     // Naming the other programs (devices/processes.hpp): who a process is, and the largest resident ones.
     virtual std::optional<devices::ProcessInfo> describe(int /*pid*/) { return std::nullopt; }
     virtual std::vector<std::pair<int, std::uint64_t>> largest_resident(std::size_t /*n*/) { return {}; }
+    // loch's memory cgroup: its limit, use and oom_kill counter (devices/memory_cgroup.hpp), read when an
+    // engine starts and when one dies of a SIGKILL loch did not send.
+    virtual std::optional<devices::MemoryCgroup> memory_cgroup() { return std::nullopt; }
 };
 
 // The live machine via devices::probe() (GPUs through NVML / sysfs, the CPU through /proc/meminfo).
@@ -67,6 +71,9 @@ class ProbedDevices : public DeviceSource {
     std::optional<devices::ProcessInfo> describe(int pid) override { return devices::describe_process(pid); }
     std::vector<std::pair<int, std::uint64_t>> largest_resident(std::size_t n) override {
         return devices::largest_resident(n);
+    }
+    std::optional<devices::MemoryCgroup> memory_cgroup() override {
+        return devices::read_memory_cgroup(devices::Sysroot{});
     }
 
   private:

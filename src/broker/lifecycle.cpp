@@ -76,6 +76,8 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
         return;
     }
     m.load_started = Clock::now();
+    const auto cgroup = devices_->memory_cgroup();
+    m.oom_kills_at_launch = cgroup ? cgroup->oom_kills : std::nullopt;
     std::vector<std::string> reserved;
     for (const auto& n : parts)
         reserved.push_back(n.why.empty()
@@ -98,6 +100,10 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
         if (!*alive) return;
         if (auto e = weak.lock()) on_exit(m, e, r);
     });
+    engine->on_outside_kill([this, alive, &m]() -> std::optional<engines::KillEvidence> {
+        if (!*alive) return std::nullopt;
+        return kill_evidence(m);
+    });
     asio::co_spawn(ex_, load(m, engine), asio::detached);
 }
 
@@ -118,6 +124,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
         m.crashes.record(Clock::now(), r);
         ++m.loads_failed;
         ++m.exits[std::string(engines::to_string(r.kind))];
+        learn_from_kill(m, r);
         note("load_failed", m, r.summary, {{"exit", r}}, true);
         note_quarantine(m);
         nlohmann::json details = {{"model", m.name()}, {"exit", r}};
@@ -276,11 +283,22 @@ void Broker::begin_wake(Model& m) {
         asio::detached);
 }
 
+void Broker::learn_from_kill(Model& m, const engines::ExitReport& r) {
+    // A memory limit's kill on the CPU: what it used becomes its figure there, so that the next admission
+    // reserves that much (and refuses with the numbers when the limit cannot hold it) instead of starting it
+    // into the same kill. (On a discrete GPU the limit bit host memory, which its figure does not describe.)
+    if (!r.kill || !r.kill->counted() || !r.kill->used || m.device != "cpu") return;
+    note_peak(m, {*r.kill->used, Source::measured,
+                  fmt::format("killed by the memory limit at about {} ({})", human_bytes(*r.kill->used),
+                              r.kill->used_how)});
+}
+
 void Broker::on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine,
                      const engines::ExitReport& r) {
     if (m.engine != engine) return;
     if (m.state == ModelState::loading) return;  // load() reports start-up failures
     ++m.exits[std::string(engines::to_string(r.kind))];
+    learn_from_kill(m, r);
     if (r.is_failure()) {
         note("exit", m, r.summary, {{"exit", r}}, true);
         m.crashes.record(Clock::now(), r);

@@ -61,6 +61,8 @@ struct Broker::Model {
     // Highest use seen per device over every run (engine log, per-process probe): the next admission
     // reserves at least this. Raised too when a load dies of out-of-memory.
     std::map<std::string, MemoryFigure> peak;
+    // The memory cgroup's oom_kill counter when this run was launched (engines::KillEvidence).
+    std::optional<std::uint64_t> oom_kills_at_launch;
     std::uint32_t oom_retries = 0;    // start-up OOMs answered by raising the figure and trying once more
     double avg_request_s = 5.0;       // the mean request duration (the first one measured replaces the prior)
     std::uint64_t requests_done = 0;  // how many were measured: 0 = no ETA from it

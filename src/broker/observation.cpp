@@ -208,6 +208,31 @@ void Broker::relieve_overcommit(const std::string& device, const std::string& gr
           fmt::format("{} over capacity after '{}' grew past its reservation", device, grown));
 }
 
+std::optional<engines::KillEvidence> Broker::kill_evidence(const Model& m) {
+    const auto after = devices_->memory_cgroup();
+    if (!m.oom_kills_at_launch || !after || !after->oom_kills) return std::nullopt;
+    engines::KillEvidence e;
+    e.oom_kills_before = *m.oom_kills_at_launch;
+    e.oom_kills_after = *after->oom_kills;
+    e.limit = after->limit;
+    e.limit_file = after->limit_file;
+    if (m.measured) {
+        e.used = m.measured->bytes;
+        e.used_how = "its last measured use: " + m.measured->detail;
+    }
+    // At the kill the cgroup stood at its limit; what it holds once the engine is gone was someone else's.
+    if (e.limit && after->current && *after->current < *e.limit) {
+        const auto rest = *e.limit - *after->current;
+        if (!e.used || rest > *e.used) {
+            e.used = rest;
+            e.used_how = fmt::format("the limit less what the cgroup holds without it ({})",
+                                     human_bytes(*after->current));
+        }
+    }
+    if (auto r = ledger_.reservation(m.device, m.name())) e.reserved = r->bytes;
+    return e;
+}
+
 void Broker::note_peak(Model& m, const MemoryFigure& f) {
     auto& p = m.peak[m.device];
     if (f.bytes <= p.bytes) return;

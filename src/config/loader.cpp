@@ -398,7 +398,11 @@ class Loader : public Walker {
                               return;
                           }
                       }
-                      c.api_keys = std::move(*xs);
+                      c.api_keys.insert(c.api_keys.end(), xs->begin(), xs->end());
+                  }},
+                 {"api_keys_file",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto s = str(v, k)) read_api_keys_file(resolve(base_dir_, *s), v, k, c.api_keys);
                   }},
                  {"models_dir",
                   [&](auto&, auto& v, auto& k) {
@@ -564,17 +568,46 @@ class Loader : public Walker {
             error(
                 agent_node_ ? agent_node_ : root, "agent.port",
                 "the agent's port " + std::to_string(c.port) + " is the API's port: give it its own (8081)");
-        if (c.api_keys.empty() && !agent_loopback_)
+        if (c.api_keys.empty() && !agent_loopback_ && !keys_file_failed_)
             error(agent_node_, "agent.listen",
                   "'" + c.agent->listen +
                       "' is reachable from other machines, and api_keys is empty: add api_keys (HAProxy then "
                       "sends one in its agent-send line: docs/several-boxes.md), or listen on 127.0.0.1");
-        if (!c.api_keys.empty() || listen_loopback_) return c;
+        if (!c.api_keys.empty() || listen_loopback_ || keys_file_failed_) return c;
         error(listen_node_, "listen",
               "'" + c.listen +
                   "' is reachable from other machines, and api_keys is empty: anyone who can reach it could "
                   "use every model. Add api_keys, or listen on 127.0.0.1");
         return c;
+    }
+
+    // api_keys_file: one key per line (a Kubernetes Secret or a podman secret mounted as a file); blank lines
+    // and lines starting with '#' are skipped. A missing or empty file is an error, not an open API.
+    void read_api_keys_file(const fs::path& file, const YAML::Node& v, const std::string& k,
+                            std::vector<std::string>& keys) {
+        std::ifstream in(file);
+        keys_file_failed_ = true;  // until it gave keys: its own error says why, not "api_keys is empty"
+        if (!in) {
+            error(v, k, "cannot read '" + file.string() + "' (one API key per line; mount the secret there)");
+            return;
+        }
+        std::size_t found = 0;
+        for (std::string line; std::getline(in, line);) {
+            const auto b = line.find_first_not_of(" \t\r");
+            if (b == std::string::npos || line[b] == '#') continue;
+            const auto e = line.find_last_not_of(" \t\r");
+            const auto key = line.substr(b, e - b + 1);
+            if (key.find_first_of(" \t") != std::string::npos) {
+                error(v, k, "'" + file.string() + "': an API key cannot contain whitespace");
+                return;
+            }
+            keys.push_back(key);
+            ++found;
+        }
+        if (found == 0)
+            error(v, k, "'" + file.string() + "' holds no API key (one per line)");
+        else
+            keys_file_failed_ = false;
     }
 
     // Cross-model checks: unique names/aliases, the kinds' programs.
@@ -631,6 +664,7 @@ class Loader : public Walker {
     bool listen_loopback_ = true;
     YAML::Node listen_node_;
     bool agent_loopback_ = true;
+    bool keys_file_failed_ = false;  // api_keys_file named but gave no key (its own error says why)
     YAML::Node agent_node_;
 };
 

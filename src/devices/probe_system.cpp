@@ -6,13 +6,12 @@
 
 #include <fmt/format.h>
 
+#include "devices/memory_cgroup.hpp"
 #include "devices/probe.hpp"
 
 namespace loch::devices {
 
 namespace {
-
-constexpr std::uint64_t kNoLimit = 1ull << 60;  // cgroup v1 reports "no limit" as a huge page-rounded number
 
 ProbedFigure meminfo_field(const Probed<std::string>& meminfo, const std::string& key) {
     if (!meminfo) return ProbedFigure::unknown(meminfo.detail);
@@ -31,24 +30,6 @@ ProbedFigure meminfo_field(const Probed<std::string>& meminfo, const std::string
     return ProbedFigure::known({bytes, Source::measured, detail}, detail);
 }
 
-// memory.max / memory.limit_in_bytes: a number, or "max" for no limit.
-struct LimitRead {
-    bool present = false;
-    std::optional<std::uint64_t> limit;  // nullopt with present = no limit
-    std::string error;
-};
-
-LimitRead read_limit(const Sysroot& root, const std::string& path) {
-    if (!root.exists(path)) return {};
-    auto line = root.read_line(path);
-    if (!line) return {true, std::nullopt, line.detail};
-    if (*line.value == "max") return {true, std::nullopt, {}};
-    auto v = parse_u64(*line.value);
-    if (!v) return {true, std::nullopt, path + ": not a number or \"max\": \"" + *line.value + "\""};
-    if (*v >= kNoLimit) return {true, std::nullopt, {}};
-    return {true, v, {}};
-}
-
 void probe_cgroup(const Sysroot& root, SystemInfo& s) {
     auto self = root.read("/proc/self/cgroup");
     if (!self) {
@@ -57,67 +38,51 @@ void probe_cgroup(const Sysroot& root, SystemInfo& s) {
         s.cgroup_current = ProbedFigure::unknown(self.detail);
         return;
     }
-    std::string v2_path, v1_path;
-    std::istringstream in(*self.value);
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.rfind("0::", 0) == 0) v2_path = line.substr(3);
-        const auto mem = line.find(":memory:");
-        if (mem != std::string::npos) v1_path = line.substr(mem + 8);
+    const auto at = locate_memory_cgroup(root);
+    if (!at) {
+        s.cgroup =
+            Probed<std::string>::unknown("/proc/self/cgroup: no cgroup with a memory controller found");
+        s.cgroup_max = ProbedFigure::unknown("no cgroup memory limit found");
+        s.cgroup_current = ProbedFigure::unknown("no cgroup memory accounting found");
+        return;
     }
+    const auto current_of = [&](const std::string& file) {
+        auto cur = root.read_u64(file);
+        return cur ? ProbedFigure::known({*cur.value, Source::measured, cur.detail}, cur.detail)
+                   : ProbedFigure::unknown(cur.detail);
+    };
     // cgroup v2: the effective limit is the tightest memory.max from the process's cgroup up to the root.
-    if (!v2_path.empty() && v2_path.front() == '/') {
-        std::string base = "/sys/fs/cgroup";
-        std::string leaf = v2_path == "/" ? base : base + v2_path;
-        if (root.exists(leaf + "/memory.max") || root.exists(leaf + "/memory.current")) {
-            s.cgroup = Probed<std::string>::known(v2_path, "/proc/self/cgroup (v2)");
-            std::optional<std::uint64_t> tightest;
-            std::string where, error;
-            for (std::string dir = leaf;; dir = dir.substr(0, dir.rfind('/'))) {
-                const auto r = read_limit(root, dir + "/memory.max");
-                if (!r.error.empty() && error.empty()) error = r.error;
-                if (r.limit && (!tightest || *r.limit < *tightest)) {
-                    tightest = r.limit;
-                    where = dir + "/memory.max";
-                }
-                if (dir.size() <= base.size()) break;
+    if (at->version == 2) {
+        const std::string base = "/sys/fs/cgroup";
+        s.cgroup = Probed<std::string>::known(at->path, "/proc/self/cgroup (v2)");
+        std::optional<std::uint64_t> tightest;
+        std::string where, error;
+        for (std::string dir = at->dir;; dir = dir.substr(0, dir.rfind('/'))) {
+            const auto r = read_limit(root, dir + "/memory.max");
+            if (!r.error.empty() && error.empty()) error = r.error;
+            if (r.limit && (!tightest || *r.limit < *tightest)) {
+                tightest = r.limit;
+                where = dir + "/memory.max";
             }
-            if (tightest)
-                s.cgroup_max = ProbedFigure::known({*tightest, Source::measured, where}, where);
-            else
-                s.cgroup_max =
-                    ProbedFigure::unknown(error.empty() ? "no limit (memory.max is \"max\")" : error);
-            auto cur = root.read_u64(leaf + "/memory.current");
-            s.cgroup_current =
-                cur ? ProbedFigure::known({*cur.value, Source::measured, cur.detail}, cur.detail)
-                    : ProbedFigure::unknown(cur.detail);
-            return;
+            if (dir.size() <= base.size()) break;
         }
+        if (tightest)
+            s.cgroup_max = ProbedFigure::known({*tightest, Source::measured, where}, where);
+        else
+            s.cgroup_max = ProbedFigure::unknown(error.empty() ? "no limit (memory.max is \"max\")" : error);
+        s.cgroup_current = current_of(at->dir + "/memory.current");
+        return;
     }
     // cgroup v1 (hybrid hosts): the memory controller's hierarchy, or its root when namespaced.
-    if (!v1_path.empty()) {
-        for (const std::string& dir : {"/sys/fs/cgroup/memory" + (v1_path == "/" ? "" : v1_path),
-                                       std::string("/sys/fs/cgroup/memory")}) {
-            const auto r = read_limit(root, dir + "/memory.limit_in_bytes");
-            if (!r.present) continue;
-            s.cgroup = Probed<std::string>::known(v1_path, "/proc/self/cgroup (v1 memory controller)");
-            if (r.limit)
-                s.cgroup_max =
-                    ProbedFigure::known({*r.limit, Source::measured, dir + "/memory.limit_in_bytes"},
-                                        dir + "/memory.limit_in_bytes");
-            else
-                s.cgroup_max = ProbedFigure::unknown(
-                    r.error.empty() ? "no limit (memory.limit_in_bytes unlimited)" : r.error);
-            auto cur = root.read_u64(dir + "/memory.usage_in_bytes");
-            s.cgroup_current =
-                cur ? ProbedFigure::known({*cur.value, Source::measured, cur.detail}, cur.detail)
-                    : ProbedFigure::unknown(cur.detail);
-            return;
-        }
-    }
-    s.cgroup = Probed<std::string>::unknown("/proc/self/cgroup: no cgroup with a memory controller found");
-    s.cgroup_max = ProbedFigure::unknown("no cgroup memory limit found");
-    s.cgroup_current = ProbedFigure::unknown("no cgroup memory accounting found");
+    const auto r = read_limit(root, at->dir + "/memory.limit_in_bytes");
+    s.cgroup = Probed<std::string>::known(at->path, "/proc/self/cgroup (v1 memory controller)");
+    if (r.limit)
+        s.cgroup_max = ProbedFigure::known({*r.limit, Source::measured, at->dir + "/memory.limit_in_bytes"},
+                                           at->dir + "/memory.limit_in_bytes");
+    else
+        s.cgroup_max =
+            ProbedFigure::unknown(r.error.empty() ? "no limit (memory.limit_in_bytes unlimited)" : r.error);
+    s.cgroup_current = current_of(at->dir + "/memory.usage_in_bytes");
 }
 
 std::optional<std::string> firmware_date(const std::string& version) {

@@ -16,6 +16,7 @@ void vulkan_heap_too_small(const DeviceReport& r, const Input& in, Findings& out
 void max_map_count(const DeviceReport& r, const Input& in, Findings& out);
 void outside_gpu_process(const DeviceReport& r, const Input& in, Findings& out);
 void container_memory_limit(const DeviceReport& r, const Input& in, Findings& out);
+void memory_limit_below_model(const DeviceReport& r, const Input& in, Findings& out);
 void model_does_not_fit(const DeviceReport& r, const Input& in, Findings& out);
 void budget_unknown(const DeviceReport& r, const Input& in, Findings& out);
 

@@ -97,6 +97,33 @@ void container_memory_limit(const DeviceReport& r, const Input&, Findings& out) 
     out.push_back(std::move(f));
 }
 
+void memory_limit_below_model(const DeviceReport& r, const Input& in, Findings& out) {
+    const auto& s = r.system;
+    const auto* model = largest_model(in);
+    if (!s.cgroup_max || !model || s.cgroup_max->bytes >= model->bytes.bytes) return;
+    // A discrete GPU that holds it keeps its weights out of host memory: the limit then bites only on
+    // loading buffers, which the plan does not describe.
+    for (const auto& d : r.devices)
+        if (d.kind == DeviceKind::discrete && d.usable.budget && d.usable.budget->bytes >= model->bytes.bytes)
+            return;
+    Finding f;
+    f.id = "memory-limit-below-model";
+    f.severity = Severity::warning;
+    f.evidence.push_back(figure_evidence("cgroup memory limit", s.cgroup_max));
+    f.evidence.push_back(figure_evidence("model " + model->name, model->bytes));
+    f.explanation = fmt::format(
+        "loch's memory cgroup is limited to {}, less than {} needs ({}) on the CPU or a unified-memory GPU, "
+        "where every byte is charged to the cgroup. loch refuses to load it (the limit is its capacity); "
+        "without loch, the kernel would SIGKILL the engine partway through loading.",
+        human_bytes(s.cgroup_max->bytes), model->name, human_bytes(model->bytes.bytes));
+    f.fix = fmt::format(
+        "Raise the limit above {} plus loch's own use (podman/docker --memory, Kubernetes "
+        "resources.limits.memory, systemd MemoryMax=), remove it on unified-memory machines, or configure a "
+        "smaller model or context.",
+        human_bytes(model->bytes.bytes));
+    out.push_back(std::move(f));
+}
+
 void model_does_not_fit(const DeviceReport& r, const Input& in, Findings& out) {
     for (const auto& m : in.models) {
         bool fits_gpu = false, fits_cpu = false, any_gpu = false;

@@ -34,6 +34,8 @@ const std::vector<Check>& registry() {
          checks::outside_gpu_process},
         {{"container-memory-limit", "cgroup memory limit below the machine's RAM"},
          checks::container_memory_limit},
+        {{"memory-limit-below-model", "cgroup memory limit below the largest model's plan"},
+         checks::memory_limit_below_model},
         {{"model-does-not-fit", "a configured model larger than every device's usable budget"},
          checks::model_does_not_fit},
         {{"budget-unknown", "a device whose usable budget could not be computed"}, checks::budget_unknown},

@@ -9,6 +9,7 @@
 //   max-map-count            vm.max_map_count too low to mmap 70B+ models
 //   outside-gpu-process      processes loch did not start holding GPU memory (PID and command)
 //   container-memory-limit   a cgroup limit below the machine's RAM caps every budget
+//   memory-limit-below-model a cgroup limit below the largest model's plan (CPU / unified memory)
 //   model-does-not-fit       a configured model larger than every device's usable budget
 //   vulkan-heap-too-small    a Vulkan engine on an APU whose DEVICE_LOCAL heap is too small
 //   budget-unknown           a device whose usable budget could not be computed

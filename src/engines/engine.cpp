@@ -116,6 +116,7 @@ void Engine::finish(int wait_status) {
     ExitFacts facts{wait_status, stop_requested_, startup_timed_out_, hung_};
     const auto lines = proc_->output_tail(spec_.ring_lines);
     exit_ = classify_exit(facts, lines);
+    explain_kill(*exit_);
     if (startup_timed_out_) {
         exit_->summary = "not ready within the startup timeout of " +
                          std::to_string(spec_.startup_timeout.count()) + " s (GET " + spec_.health_path +

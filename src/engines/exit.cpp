@@ -3,11 +3,14 @@
 
 #include <sys/wait.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <csignal>
 #include <nlohmann/json.hpp>
+
+#include "core/memory.hpp"
 
 namespace loch::engines {
 
@@ -264,6 +267,49 @@ void to_json(nlohmann::json& j, const ExitReport& r) {
                        {"summary", r.summary},
                        {"log_tail", r.log_tail}};
     if (!r.matched_line.empty()) j["matched_line"] = r.matched_line;
+    if (r.kill) {
+        const auto opt = [](const std::optional<std::uint64_t>& v) {
+            return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+        };
+        j["oom_kill"] = {{"before", r.kill->oom_kills_before},     {"after", r.kill->oom_kills_after},
+                         {"limit_bytes", opt(r.kill->limit)},      {"limit_file", r.kill->limit_file},
+                         {"used_bytes", opt(r.kill->used)},        {"used_how", r.kill->used_how},
+                         {"reserved_bytes", opt(r.kill->reserved)}};
+    }
+}
+
+bool is_outside_sigkill(const ExitReport& r) {
+    return r.kind == ExitKind::out_of_memory && r.signal == SIGKILL && r.matched_line.empty();
+}
+
+void name_kill(ExitReport& r, const KillEvidence& e) {
+    if (!is_outside_sigkill(r)) return;
+    r.kill = e;
+    const auto counter = fmt::format("oom_kill {}→{}", e.oom_kills_before, e.oom_kills_after);
+    const auto status = r.summary.substr(0, r.summary.find(':'));  // "exit 137 / SIGKILL"
+    if (!e.counted()) {
+        r.kind = ExitKind::signal;
+        r.summary = fmt::format(
+            "{}: killed by SIGKILL from outside loch — not the OOM killer (the memory cgroup's {} did not "
+            "move): a person, a supervisor or a script sent it",
+            status, counter);
+        return;
+    }
+    std::string use;
+    if (e.used)
+        use = fmt::format("; it used about {}{}", human_bytes(*e.used),
+                          e.reserved ? " against a " + human_bytes(*e.reserved) + " reservation" : "");
+    if (e.limit)
+        r.summary = fmt::format(
+            "{}: killed by the container's memory limit {} ({}, {}){}. Raise the limit (podman/docker "
+            "--memory, Kubernetes resources.limits.memory, systemd MemoryMax=) or give the model a smaller "
+            "context",
+            status, human_bytes(*e.limit), counter, e.limit_file, use);
+    else
+        r.summary = fmt::format(
+            "{}: killed by the kernel's OOM killer: the machine ran out of memory ({}){}. Free memory or "
+            "lower loch's CPU budget",
+            status, counter, use);
 }
 
 }  // namespace loch::engines

@@ -4,7 +4,8 @@
 // → `stopped`; startup timeout → `startup_timeout`; an
 // out-of-memory pattern in the log (cudaMalloc/hipMalloc failed, ggml_backend_*alloc* failed, "failed to
 // allocate", std::bad_alloc, vk::OutOfDeviceMemory) → `out_of_memory`; "couldn't bind" → `port_in_use`;
-// killed by a signal → `signal` (SIGKILL not sent by loch: "likely the OOM killer or a cgroup limit");
+// killed by a signal → `signal` (SIGKILL not sent by loch: "likely the OOM killer or a cgroup limit", until
+// name_kill() below replaces the guess with what the memory cgroup's oom_kill counter says);
 // nonzero status → `exit_code`; status 0 → `exited`.
 #pragma once
 
@@ -32,6 +33,18 @@ enum class ExitKind {
 };
 std::string_view to_string(ExitKind k);
 
+// What loch's memory cgroup says about a SIGKILL loch did not send: its oom_kill counter from the engine's
+// start to its end (devices/memory_cgroup), the limit in force, and the broker's figures for the engine.
+struct KillEvidence {
+    std::uint64_t oom_kills_before = 0, oom_kills_after = 0;
+    std::optional<std::uint64_t> limit;     // the cgroup's memory limit, if any
+    std::string limit_file;                 // where it was read ("/sys/fs/cgroup/memory.max")
+    std::optional<std::uint64_t> used;      // about what the engine held when it died
+    std::string used_how;                   // how `used` was found
+    std::optional<std::uint64_t> reserved;  // what loch had booked for it
+    bool counted() const { return oom_kills_after > oom_kills_before; }
+};
+
 struct ExitReport {
     ExitKind kind = ExitKind::exited;
     std::optional<int> exit_code;  // set when the process exited normally
@@ -40,6 +53,7 @@ struct ExitReport {
     std::string summary;           // one line: "exit 139 / SIGSEGV", "out of memory: cudaMalloc failed: …"
     std::string matched_line;      // the log line that decided the classification (OOM, bind), if any
     std::vector<std::string> log_tail;  // last lines of the engine's output
+    std::optional<KillEvidence> kill;   // set by name_kill()
 
     bool is_failure() const { return kind != ExitKind::stopped; }
 };
@@ -61,6 +75,16 @@ struct ExitFacts {
 // are copied into the report.
 ExitReport classify_exit(const ExitFacts& facts, std::span<const std::string> log_lines,
                          std::size_t tail_lines = 30);
+
+// A SIGKILL from outside (kind out_of_memory without a log line) named by the cgroup's counter:
+//   it moved, under a limit → "killed by the container's memory limit 512.00 MiB (oom_kill 0→1); it used
+//   about
+//                             510.00 MiB against a 100.00 MiB reservation"
+//   it moved, no limit      → killed by the kernel's OOM killer (the machine ran out of memory)
+//   it did not move         → kind `signal`: something outside loch sent SIGKILL, not the OOM killer
+// Any other report is left as it is.
+void name_kill(ExitReport& r, const KillEvidence& e);
+bool is_outside_sigkill(const ExitReport& r);
 
 // The first log line (searching from the newest) that looks like an allocation failure, if any.
 std::optional<std::string> find_oom_line(std::span<const std::string> log_lines);

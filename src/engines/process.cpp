@@ -112,6 +112,13 @@ void write_all(int fd, std::string_view data) {
     // Die with loch. If loch died before the prctl took effect, the parent is already someone else.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
+    // When a memory limit is hit, the OOM killer should take an engine, not loch: loch outlives it to say
+    // why it died (the cgroup's oom_kill counter) and to answer the requests it held. Raising one's own
+    // score needs no privilege; a failure leaves the default.
+    if (const int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
+        [[maybe_unused]] auto w = ::write(fd, "500", 3);
+        ::close(fd);
+    }
     // Signal state is inherited through exec: loch may ignore SIGPIPE or block signals; the engine must not.
     sigset_t none;
     ::sigemptyset(&none);

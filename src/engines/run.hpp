@@ -54,6 +54,22 @@ class EngineRun {
 
     const std::string& host() const { return spec().host; }
     std::uint16_t port() const { return spec().port; }
+
+    // Who can say why a SIGKILL loch did not send ended the run (the broker, from its memory cgroup's
+    // oom_kill counter and its own figures): asked once, before the report is stored or anyone sees it.
+    // Set it before start().
+    using KillWitness = std::function<std::optional<KillEvidence>()>;
+    void on_outside_kill(KillWitness witness) { kill_witness_ = std::move(witness); }
+
+  protected:
+    // For the runs: names an outside SIGKILL in `r` (engines::name_kill) when a witness can.
+    void explain_kill(ExitReport& r) const {
+        if (!kill_witness_ || !is_outside_sigkill(r)) return;
+        if (auto e = kill_witness_()) name_kill(r, *e);
+    }
+
+  private:
+    KillWitness kill_witness_;
 };
 
 class Launcher {

@@ -57,8 +57,9 @@ class BrokerTest : public ::testing::Test {
         // FixedDevices with process groups: a test double of the /proc scan.
         struct Devices : FixedDevices {
             Devices(std::vector<DeviceSnapshot> d, std::map<int, std::vector<int>> g,
-                    std::map<int, devices::ProcessInfo> p)
-                : FixedDevices(std::move(d)), groups(std::move(g)), described(std::move(p)) {}
+                    std::map<int, devices::ProcessInfo> p, const std::optional<devices::MemoryCgroup>* c)
+                : FixedDevices(std::move(d)), groups(std::move(g)), described(std::move(p)), cgroup(c) {}
+            std::optional<devices::MemoryCgroup> memory_cgroup() override { return *cgroup; }
             std::vector<int> group_members(int pgid) override {
                 auto it = groups.find(pgid);
                 return it == groups.end() ? std::vector<int>{pgid} : it->second;
@@ -69,10 +70,11 @@ class BrokerTest : public ::testing::Test {
             }
             std::map<int, std::vector<int>> groups;
             std::map<int, devices::ProcessInfo> described;
+            const std::optional<devices::MemoryCgroup>* cgroup;
         };
         broker = std::make_unique<Broker>(
             ioc.get_executor(), cfg,
-            std::make_unique<Devices>(std::move(snapshot), std::move(groups), process_info),
+            std::make_unique<Devices>(std::move(snapshot), std::move(groups), process_info, &cgroup),
             footprints ? std::move(footprints) : std::make_unique<KindFootprint>(ioc.get_executor()),
             std::make_unique<test::FakeLauncher>(fake), o);
         broker->start();
@@ -124,6 +126,7 @@ class BrokerTest : public ::testing::Test {
     std::shared_ptr<test::FakeLauncher::Shared> fake = std::make_shared<test::FakeLauncher::Shared>();
     std::unique_ptr<Broker> broker;
     std::map<int, devices::ProcessInfo> process_info;  // who the fake device's processes are
+    std::optional<devices::MemoryCgroup> cgroup;       // what the memory cgroup reads (none: not in one)
 };
 
 inline BrokerOptions fast(std::chrono::seconds aging = 30s) {

@@ -70,6 +70,16 @@ class FakeRun : public engines::EngineRun {
         end(r);
     }
 
+    // Killed by a SIGKILL loch did not send (the OOM killer, or a person): as classify_exit reports it.
+    void killed_from_outside() {
+        engines::ExitReport r;
+        r.kind = engines::ExitKind::out_of_memory;
+        r.signal = 9;
+        r.signal_name = "SIGKILL";
+        r.summary = "exit 137 / SIGKILL: killed from outside loch — likely the kernel OOM killer";
+        end(r);
+    }
+
     const engines::EngineSpec& spec() const override { return spec_; }
     std::optional<pid_t> pid() const override { return fake_pid; }
     std::optional<pid_t> fake_pid;  // what the broker's per-process measurement looks for
@@ -85,6 +95,7 @@ class FakeRun : public engines::EngineRun {
   private:
     void end(engines::ExitReport r) {
         if (exit_) return;
+        explain_kill(r);
         exit_ = std::move(r);
         signal_.cancel();
         if (on_exit_) {

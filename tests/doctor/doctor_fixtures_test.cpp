@@ -224,6 +224,38 @@ TEST(ContainerLimit, NoLimitOrALimitAboveRamDoesNotTrip) {
     EXPECT_EQ(find(diagnose(report_of(tree.path()), {}), "container-memory-limit"), nullptr);
 }
 
+TEST(ContainerLimit, ALimitBelowTheLargestModelsPlanIsNamedWithBothFigures) {
+    const auto fs = diagnose(fixture_report("cgroup-v1-podman-512m"),
+                             Input{{model("small", 100 * kMiB), model("qwen", 700 * kMiB)}, {}, {}});
+    const auto* f = find(fs, "memory-limit-below-model");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->severity, Severity::warning);
+    EXPECT_TRUE(mentions(*f, "model qwen"));
+    EXPECT_NE(f->explanation.find("limited to 512.0 MiB, less than qwen needs (700.0 MiB)"),
+              std::string::npos)
+        << f->explanation;
+    // Below the limit, or no limit at all: nothing to say.
+    EXPECT_EQ(
+        find(diagnose(fixture_report("cgroup-v1-podman-512m"), Input{{model("small", 100 * kMiB)}, {}, {}}),
+             "memory-limit-below-model"),
+        nullptr);
+    EXPECT_EQ(find(diagnose(fixture_report("strix-halo-tuned"), Input{{model("m", 700 * kMiB)}, {}, {}}),
+                   "memory-limit-below-model"),
+              nullptr);
+}
+
+TEST(ContainerLimit, ADiscreteGpuThatHoldsTheModelKeepsItOutOfTheLimit) {
+    ScratchSysroot tree("rx7900xtx");
+    tree.write("/proc/self/cgroup", "0::/\n");
+    tree.write("/sys/fs/cgroup/memory.max", "8589934592\n");
+    tree.write("/sys/fs/cgroup/memory.current", "1073741824\n");
+    const auto r = report_of(tree.path());
+    ASSERT_TRUE(r.system.cgroup_limited());
+    EXPECT_EQ(find(diagnose(r, Input{{model("m", 12 * kGiB)}, {}, {}}), "memory-limit-below-model"), nullptr);
+    // Larger than the GPU too: it would run from RAM, under the limit.
+    EXPECT_NE(find(diagnose(r, Input{{model("m", 30 * kGiB)}, {}, {}}), "memory-limit-below-model"), nullptr);
+}
+
 TEST(ModelFit, A40GiBModelFailsOnStockStrixHaloAndFitsOnTheTunedOne) {
     const Input in{{model("llama-3.3-70b-q4_k_m", 40 * kGiB)}, {}, {}};
     const auto stock = diagnose(fixture_report("strix-halo-stock"), in);
@@ -314,7 +346,7 @@ TEST(Json, FindingCarriesIdSeverityEvidenceSourcesAndFix) {
     EXPECT_EQ(j[0]["evidence"][0]["from"], "/sys/fs/cgroup/memory.max");
     EXPECT_EQ(j[0]["evidence"][0]["bytes"], 16 * kGiB);
     EXPECT_FALSE(j[0]["fix"].get<std::string>().empty());
-    EXPECT_EQ(all_checks().size(), 10u);
+    EXPECT_EQ(all_checks().size(), 11u);
 }
 
 }  // namespace

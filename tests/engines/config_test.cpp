@@ -386,6 +386,23 @@ models:
     EXPECT_EQ(c.models[1].priority, Priority::interactive);
 }
 
+TEST_F(ConfigTest, ApiKeysFileAddsOneKeyPerLineAndAMissingOrEmptyFileIsAnError) {
+    // A mounted secret (Kubernetes, podman): relative to the config file's folder; comments and blank lines.
+    write(dir.path() / "keys", "# loch's keys\n\n  first-key  \nsecond-key\r\n");
+    const auto c =
+        parse(std::string("listen: 0.0.0.0\napi_keys: [inline]\napi_keys_file: keys\n") + kMinimal);
+    EXPECT_EQ(c.api_keys, (std::vector<std::string>{"inline", "first-key", "second-key"}));
+    const auto missing =
+        errors(std::string("listen: 0.0.0.0\napi_keys_file: /nonexistent/keys\n") + kMinimal);
+    EXPECT_THAT(missing.at(0).message, HasSubstr("cannot read '/nonexistent/keys'"));
+    write(dir.path() / "empty", "# nothing yet\n");
+    EXPECT_THAT(errors(std::string("api_keys_file: empty\n") + kMinimal).at(0).message,
+                HasSubstr("holds no API key"));
+    write(dir.path() / "spaced", "two words\n");
+    EXPECT_THAT(errors(std::string("api_keys_file: spaced\n") + kMinimal).at(0).message,
+                HasSubstr("whitespace"));
+}
+
 TEST_F(ConfigTest, OpenListenWithoutKeysIsAnError) {
     const auto e = errors(std::string("listen: 0.0.0.0\n") + kMinimal).at(0);
     EXPECT_EQ(e.key, "listen");

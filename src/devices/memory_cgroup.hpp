@@ -1,0 +1,49 @@
+// devices/memory_cgroup — loch's memory cgroup as the kernel's OOM killer sees it: where it is, its limit,
+// its use and how many of its processes the OOM killer has ended (cgroup v2 `memory.events` `oom_kill`,
+// v1 `memory.oom_control` `oom_kill`). A container's limit kills an engine with a bare SIGKILL that looks
+// like any other; this counter, read before and after, is what tells the two apart.
+//
+// Engines are loch's children and stay in its cgroup (a container, a systemd unit, a pod), so loch's own
+// cgroup is the one whose counter moves. v2 counts hierarchically: the leaf's counter includes kills in
+// cgroups below it, and the limit that bit may sit on an ancestor (the tightest `memory.max` up to the root).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "devices/sysroot.hpp"
+
+namespace loch::devices {
+
+// Where the process's memory cgroup lives in the tree ("/sys/fs/cgroup/…"), from /proc/self/cgroup.
+struct CgroupLocation {
+    int version = 2;   // 2 = unified hierarchy, 1 = the v1 memory controller (hybrid hosts)
+    std::string dir;   // the cgroup's directory: memory.* files of this cgroup
+    std::string path;  // the path /proc/self/cgroup names ("/system.slice/loch.service")
+};
+std::optional<CgroupLocation> locate_memory_cgroup(const Sysroot& root);
+
+struct MemoryCgroup {
+    CgroupLocation at;
+    std::optional<std::uint64_t> limit;      // the tightest limit in force; nullopt = none
+    std::string limit_file;                  // the file it was read from
+    std::optional<std::uint64_t> current;    // memory.current / memory.usage_in_bytes
+    std::optional<std::uint64_t> oom_kills;  // nullopt: the kernel does not count them (v1 before 4.13)
+    std::string oom_kills_file;
+};
+// nullopt when the process is in no cgroup with a memory controller (or /proc is not mounted).
+std::optional<MemoryCgroup> read_memory_cgroup(const Sysroot& root);
+
+// memory.max / memory.limit_in_bytes: a number, or "max" (v1: a huge page-rounded number) for no limit.
+struct LimitRead {
+    bool present = false;                // the file exists
+    std::optional<std::uint64_t> limit;  // nullopt with present = no limit (or `error`)
+    std::string error;                   // unreadable or malformed: why
+};
+LimitRead read_limit(const Sysroot& root, const std::string& file);
+
+// "oom_kill N" out of memory.events / memory.oom_control text.
+std::optional<std::uint64_t> parse_oom_kill_count(std::string_view text);
+
+}  // namespace loch::devices
