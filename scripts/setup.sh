@@ -183,6 +183,14 @@ else
   echo "$PY_PINS" >"$PYENV/PINS"
 fi
 
+# ---------------------------------------------------------------- 2d. deployment checks' tools
+step "Deployment checks' tools (podman, helm, kubernetes-validate, yamllint: scripts/setup-deploy.sh)"
+if ((WITH_TESTS)); then
+  bash "$ROOT/scripts/setup-deploy.sh"
+else
+  skip "not asked for (--all)"
+fi
+
 # ---------------------------------------------------------------- 3. loch
 step "Building loch"
 # -O2 without debug info: the Beast templates compile much faster without it on small machines. ccache

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets everything up (scripts/setup.sh), then runs the whole test suite:
 #   format check (clang-format), fuzzers for a fixed time over their regression corpus, the unit tests of the
-#   release build, and then every suite — unit and integration against the real llama-server — again on a
-#   build with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/), where any finding fails the run.
+#   release build, the deployment checks (systemd unit, Helm chart, the container image built and run with
+#   podman, its memory limit named: scripts/test-deploy.sh), and then every suite — unit and integration
+#   against the real llama-server — again on a build with AddressSanitizer + UndefinedBehaviorSanitizer
+#   (build-asan/), where any finding fails the run.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${LOCH_BUILD_DIR:-$ROOT/build}
@@ -26,6 +28,9 @@ bash "$ROOT/scripts/fuzz.sh"
 
 stage "Unit tests (release build)"
 ctest --test-dir "$BUILD" --output-on-failure --timeout 300 -j "$(nproc)" -L unit
+
+stage "Deployment: systemd unit, Helm chart, container image and its memory limit (scripts/test-deploy.sh)"
+bash "$ROOT/scripts/test-deploy.sh"
 
 stage "Sanitized build (clang++-19, ASan + UBSan, -O1)"
 export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
