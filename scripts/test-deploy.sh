@@ -6,9 +6,10 @@
 #      --strict for every supported Kubernetes version;
 #   3. the container image, built with podman from a debootstrap base: it runs as loch's user, serves the demo
 #      model and answers a completion, and `podman stop` ends it by loch's drain, not by the 10 s kill;
-#   4. the memory limit named: the image under `podman run --memory 512m` with an engine double
-#      (tests/doubles/growing_server.py) that grows past it; the request gets an error that names the limit
-#      and the cgroup's oom_kill counter, and loch still answers.
+#   4. the memory limit: the image under `podman run --memory 512m`; a model configured above the limit is
+#      refused before it starts (the limit is the CPU's capacity), and an engine double
+#      (tests/doubles/growing_server.py) that grows past it gets an error that names the limit and the
+#      cgroup's oom_kill counter; loch still answers.
 #   bash scripts/test-deploy.sh [--only systemd|helm|image]
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -151,6 +152,11 @@ models:
     memory: 100MiB
     command:
       argv: [python3, /doubles/growing_server.py, "{port}", "700", "700"]
+  - name: too-big
+    engine: command
+    memory: 600MiB
+    command:
+      argv: [python3, /doubles/growing_server.py, "{port}", "1", "1"]
 YAML
   chmod 0644 "$work/grow.yaml"
   m=loch-ci-mem-$$
@@ -159,6 +165,18 @@ YAML
     -v "$work/grow.yaml:/etc/loch/grow.yaml:ro" -v "$ROOT/tests/doubles:/doubles:ro" \
     localhost/loch-test:ci serve --config /etc/loch/grow.yaml >/dev/null
   wait_health "$port" "$m"
+  # The limit is the CPU's capacity: a model that cannot fit under it is refused before it starts.
+  code=$(curl -s -o "$work/refused.json" -w '%{http_code}' -H "Authorization: Bearer $key" \
+    -H 'Content-Type: application/json' -d '{"model":"too-big","messages":[{"role":"user","content":"hi"}]}' \
+    "http://127.0.0.1:$port/v1/chat/completions")
+  echo "    HTTP $code: $(head -c 400 "$work/refused.json")…"
+  python3 - "$work/refused.json" "$code" <<'PY'
+import json, sys
+body = json.load(open(sys.argv[1]))
+assert sys.argv[2] == "503" and body["error"]["type"] == "insufficient_memory", (sys.argv[2], body)
+assert "cgroup" in json.dumps(body), body
+PY
+  ok "a model above the 512 MiB limit is refused before it starts (503 insufficient_memory, the cgroup named)"
   code=$(curl -s -o "$work/killed.json" -w '%{http_code}' -H "Authorization: Bearer $key" \
     -H 'Content-Type: application/json' -d '{"model":"grower","messages":[{"role":"user","content":"grow"}]}' \
     "http://127.0.0.1:$port/v1/chat/completions")

@@ -346,12 +346,16 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
         d.refusal.empty_capacity = ledger.empty_capacity(closest->device);
         d.refusal.outside = ledger.outside(closest->device);
         d.refusal.driver_reserved = lim ? lim->driver_reserved.bytes : 0;
+        // A container's limit as the total is the surprise worth naming (cap_to_cgroup).
+        const bool cgroup_total = lim && lim->total.detail.find("cgroup") != std::string::npos;
         d.reason = fmt::format(
-            "needs {} on {} but at most {} can ever be free there (total {}, driver reserves {}, configured "
+            "needs {} on {} but at most {} can ever be free there (total {}{}, driver reserves {}, "
+            "configured "
             "reserve {}, other programs hold {})",
             human_bytes(closest->bytes), closest->device, human_bytes(cap),
-            human_bytes(lim ? lim->total.bytes : 0), human_bytes(d.refusal.driver_reserved),
-            human_bytes(lim ? lim->reserve.bytes : 0), ledger.outside_text(closest->device));
+            human_bytes(lim ? lim->total.bytes : 0), cgroup_total ? ": " + lim->total.detail : "",
+            human_bytes(d.refusal.driver_reserved), human_bytes(lim ? lim->reserve.bytes : 0),
+            ledger.outside_text(closest->device));
         if (closest_split) {
             std::vector<std::string> parts;
             for (const auto& p : d.refusal.split)

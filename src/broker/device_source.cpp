@@ -31,7 +31,26 @@ std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
     found.push_back(devices::probe_cpu(system));
     for (const auto& d : found)
         if (auto s = snapshot_of(d)) out.push_back(std::move(*s));
+    if (system.cgroup_limited())
+        if (const auto cgroup = devices::read_memory_cgroup(root))
+            for (auto& s : out)
+                if (s.id == "cpu") cap_to_cgroup(s, *cgroup);
     return out;
+}
+
+void cap_to_cgroup(DeviceSnapshot& cpu, const devices::MemoryCgroup& cgroup) {
+    if (!cgroup.limit || *cgroup.limit >= cpu.total.bytes) return;
+    const std::uint64_t limit = *cgroup.limit;
+    const std::uint64_t working = std::min(limit, cgroup.working_set().value_or(0));
+    const std::uint64_t host_free =
+        cpu.used ? cpu.total.bytes - std::min(cpu.total.bytes, cpu.used->bytes) : limit;
+    const std::uint64_t free = std::min(limit - working, host_free);
+    cpu.total = {limit, Source::measured, "the memory cgroup's limit (" + cgroup.limit_file + ")"};
+    cpu.used = MemoryFigure{
+        limit - free, Source::measured,
+        free < limit - working
+            ? std::string("the limit less the machine's MemAvailable (less than the cgroup has left)")
+            : "the cgroup's working set (memory use less inactive page cache)"};
 }
 
 std::optional<DeviceSnapshot> snapshot_of(const devices::Device& d) {

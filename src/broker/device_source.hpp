@@ -38,6 +38,12 @@ struct DeviceSnapshot {
 // when that pool's size is unknown.
 std::optional<DeviceSnapshot> snapshot_of(const devices::Device& d);
 
+// The CPU's snapshot inside a memory cgroup whose limit is below the RAM (a container, a pod, a unit with
+// MemoryMax=): the limit is the capacity, and what is free is the lesser of the limit less the cgroup's
+// working set and the machine's MemAvailable. Engines are loch's children and are charged to it, so
+// planning against the host's RAM would admit what the kernel then SIGKILLs. Unchanged without a limit.
+void cap_to_cgroup(DeviceSnapshot& cpu, const devices::MemoryCgroup& cgroup);
+
 class DeviceSource {
   public:
     virtual ~DeviceSource() = default;

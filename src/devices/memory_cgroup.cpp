@@ -6,6 +6,15 @@ namespace loch::devices {
 
 namespace {
 constexpr std::uint64_t kNoLimit = 1ull << 60;  // v1 reports "no limit" as a huge page-rounded number
+
+std::optional<std::uint64_t> stat_value(const Sysroot& root, const std::string& file,
+                                        const std::string& key) {
+    auto text = root.read(file);
+    if (!text) return std::nullopt;
+    const auto kv = parse_key_values(*text.value, ' ');
+    const auto it = kv.find(key);
+    return it == kv.end() ? std::nullopt : parse_u64(it->second);
+}
 }  // namespace
 
 LimitRead read_limit(const Sysroot& root, const std::string& file) {
@@ -66,11 +75,13 @@ std::optional<MemoryCgroup> read_memory_cgroup(const Sysroot& root) {
             if (dir.size() <= base.size()) break;
         }
         if (auto cur = root.read_u64(at->dir + "/memory.current")) c.current = *cur.value;
+        c.inactive_file = stat_value(root, at->dir + "/memory.stat", "inactive_file");
         c.oom_kills_file = at->dir + "/memory.events";
     } else {
         c.limit = read_limit(root, at->dir + "/memory.limit_in_bytes").limit;
         if (c.limit) c.limit_file = at->dir + "/memory.limit_in_bytes";
         if (auto cur = root.read_u64(at->dir + "/memory.usage_in_bytes")) c.current = *cur.value;
+        c.inactive_file = stat_value(root, at->dir + "/memory.stat", "total_inactive_file");
         c.oom_kills_file = at->dir + "/memory.oom_control";
     }
     if (auto text = root.read(c.oom_kills_file)) c.oom_kills = parse_oom_kill_count(*text.value);

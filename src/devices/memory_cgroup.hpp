@@ -8,6 +8,7 @@
 // cgroups below it, and the limit that bit may sit on an ancestor (the tightest `memory.max` up to the root).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,11 +27,18 @@ std::optional<CgroupLocation> locate_memory_cgroup(const Sysroot& root);
 
 struct MemoryCgroup {
     CgroupLocation at;
-    std::optional<std::uint64_t> limit;      // the tightest limit in force; nullopt = none
-    std::string limit_file;                  // the file it was read from
-    std::optional<std::uint64_t> current;    // memory.current / memory.usage_in_bytes
+    std::optional<std::uint64_t> limit;    // the tightest limit in force; nullopt = none
+    std::string limit_file;                // the file it was read from
+    std::optional<std::uint64_t> current;  // memory.current / memory.usage_in_bytes
+    // Page cache the kernel drops first (memory.stat inactive_file, v1 total_inactive_file): current less
+    // this is the working set, what the limit really presses on (kubelet's measure too).
+    std::optional<std::uint64_t> inactive_file;
     std::optional<std::uint64_t> oom_kills;  // nullopt: the kernel does not count them (v1 before 4.13)
     std::string oom_kills_file;
+    std::optional<std::uint64_t> working_set() const {
+        if (!current) return std::nullopt;
+        return *current - std::min(*current, inactive_file.value_or(0));
+    }
 };
 // nullopt when the process is in no cgroup with a memory controller (or /proc is not mounted).
 std::optional<MemoryCgroup> read_memory_cgroup(const Sysroot& root);

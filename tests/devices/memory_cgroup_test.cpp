@@ -25,6 +25,8 @@ TEST(MemoryCgroup, V1InsideAPodmanContainerReadsTheLimitTheUseAndTheOomKills) {
     EXPECT_LT(*c->current, 512 * kMiB);
     EXPECT_EQ(c->oom_kills, 1u);
     EXPECT_EQ(c->oom_kills_file, "/sys/fs/cgroup/memory/memory.oom_control");
+    EXPECT_EQ(c->inactive_file, 1122304u);  // v1: total_inactive_file (the hierarchy's), not inactive_file
+    EXPECT_EQ(c->working_set(), 2437120u - 1122304u);
 }
 
 TEST(MemoryCgroup, V2TakesTheTightestLimitUpToTheRootAndTheUnitsOwnCounter) {
@@ -36,6 +38,7 @@ TEST(MemoryCgroup, V2TakesTheTightestLimitUpToTheRootAndTheUnitsOwnCounter) {
     EXPECT_EQ(c->limit, 8 * kGiB);
     EXPECT_EQ(c->limit_file, "/sys/fs/cgroup/loch.slice/memory.max");
     EXPECT_EQ(c->current, kGiB);
+    EXPECT_EQ(c->working_set(), kGiB - 256 * kMiB);  // less the inactive page cache
     EXPECT_EQ(c->oom_kills, 2u);
     EXPECT_EQ(c->oom_kills_file, "/sys/fs/cgroup/loch.slice/loch.service/memory.events");
 }
