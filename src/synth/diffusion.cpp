@@ -86,6 +86,54 @@ void flux(Tensors& t, const FluxShape& s) {
     t.linear("final_layer.adaLN_modulation.1", h, 2 * h);
 }
 
+// flux.hpp, Flux.2 (sd_version_is_flux2): in/out 128 channels (patch 1), no bias anywhere, no vector_in,
+// MLP ratio 3 with a SiLU-gated first layer (2 × 3h wide), one modulation shared by all blocks
+// (double_stream_modulation_img/txt, single_stream_modulation: what sd.cpp detects Flux.2 by), head size
+// 128. sd.cpp tells Flux.2-dev (Mistral text encoder) from Flux.2 Klein (Qwen3) by single_blocks.47: dev
+// needs 48 single blocks. Depth, width, context width and guidance are read from the file.
+void flux2(Tensors& t, const FluxShape& s) {
+    const std::uint64_t h = s.hidden, mlp = 3ull * s.hidden, head = 128;
+    if (s.hidden == 0 || s.hidden % head != 0)
+        throw SynthError(fmt::format(
+            "flux2: hidden {} must be a positive multiple of 128 (sd.cpp's head size)", s.hidden));
+    if (s.depth == 0) throw SynthError("flux2: at least one double block");
+    if (s.depth_single < 48)
+        throw SynthError(
+            fmt::format("flux2: {} single blocks; sd.cpp reads fewer than 48 as Flux.2 Klein, "
+                        "whose text encoder is Qwen3, not Mistral",
+                        s.depth_single));
+    t.linear("img_in", 128, h, false);
+    t.linear("time_in.in_layer", 256, h, false);
+    t.linear("time_in.out_layer", h, h, false);
+    if (s.guidance) {
+        t.linear("guidance_in.in_layer", 256, h, false);
+        t.linear("guidance_in.out_layer", h, h, false);
+    }
+    t.linear("txt_in", s.context_dim, h, false);
+    t.linear("double_stream_modulation_img.lin", h, 6 * h, false);
+    t.linear("double_stream_modulation_txt.lin", h, 6 * h, false);
+    t.linear("single_stream_modulation.lin", h, 3 * h, false);
+    for (std::uint32_t i = 0; i < s.depth; ++i)
+        for (const char* stream : {"img", "txt"}) {
+            const auto p = fmt::format("double_blocks.{}.{}_", i, stream);
+            t.linear(p + "attn.qkv", h, 3 * h, false);
+            t.add(p + "attn.norm.query_norm.scale", {head}, GgmlType::F32);
+            t.add(p + "attn.norm.key_norm.scale", {head}, GgmlType::F32);
+            t.linear(p + "attn.proj", h, h, false);
+            t.linear(p + "mlp.0", h, 2 * mlp, false);
+            t.linear(p + "mlp.2", mlp, h, false);
+        }
+    for (std::uint32_t i = 0; i < s.depth_single; ++i) {
+        const auto p = fmt::format("single_blocks.{}.", i);
+        t.linear(p + "linear1", h, 3 * h + 2 * mlp, false);
+        t.linear(p + "linear2", h + mlp, h, false);
+        t.add(p + "norm.query_norm.scale", {head}, GgmlType::F32);
+        t.add(p + "norm.key_norm.scale", {head}, GgmlType::F32);
+    }
+    t.linear("final_layer.linear", h, 128, false);
+    t.linear("final_layer.adaLN_modulation.1", h, 2 * h, false);
+}
+
 // clip.hpp: OpenAI CLIP ViT-L/14's text model, fixed in sd.cpp: 12 layers, width 768, 12 heads, MLP 3072,
 // 77 positions, vocabulary 49408. Names as Hugging Face writes them (sd.cpp adds its prefix).
 void clip_l(Tensors& t, const std::string& prefix = "") {
@@ -105,8 +153,8 @@ void clip_l(Tensors& t, const std::string& prefix = "") {
 }
 
 // auto_encoder_kl.hpp: AutoencoderKL (ch 128, multipliers 1 2 4 4, 2 resnet blocks per level down and 3 up,
-// one attention block in the middle, 1x1-conv attention); z = 4 with quant convs (SD1/SDXL) or 16 without
-// (Flux's ae). sd-server loads the encoder too.
+// one attention block in the middle, 1x1-conv attention); z = 4 with quant convs (SD1/SDXL), 16 without
+// (Flux's ae), or 32 with quant convs (Flux.2's). sd-server loads the encoder too.
 void autoencoder_kl(Tensors& t, const std::string& prefix, std::uint64_t z, bool quant_conv) {
     constexpr std::uint64_t ch = 128;
     constexpr std::uint64_t mult[] = {1, 2, 4, 4};
@@ -258,6 +306,17 @@ const std::vector<DiffusionPreset>& diffusion_presets() {
          DiffusionPart::flux, FluxShape{1, 1, 3072, 4096, true}},
         {"flux1-dev", "Flux.1-dev at its real size: 19 double + 38 single blocks, width 3072 (12 B params)",
          DiffusionPart::flux, FluxShape{19, 38, 3072, 4096, true}},
+        {"flux2-tiny",
+         "Flux.2-dev layout, 1 double + 48 single blocks, width 256, for tiny-mistral-te: draws on a CPU",
+         DiffusionPart::flux2, FluxShape{1, 48, 256, 768, true}},
+        {"flux2-dev",
+         "Flux.2-dev at its real size: 8 double + 48 single blocks, width 6144, Mistral Small 3.2's 3 × 5120 "
+         "context (32 B params)",
+         DiffusionPart::flux2, FluxShape{8, 48, 6144, 15360, true}},
+        {"flux2-vae",
+         "Flux.2's AutoencoderKL (32 latent channels, quant convs), the full decoder",
+         DiffusionPart::flux2_vae,
+         {}},
         {"clip-l",
          "CLIP ViT-L/14 text encoder (Flux's and SD1's), as sd.cpp fixes it",
          DiffusionPart::clip_l,
@@ -288,6 +347,9 @@ gguf::Model build_diffusion(const DiffusionPreset& p, GgmlType weight_type) {
         case DiffusionPart::flux:
             flux(t, p.flux);
             break;
+        case DiffusionPart::flux2:
+            flux2(t, p.flux);
+            break;
         case DiffusionPart::clip_l:
             clip_l(t);
             break;
@@ -299,6 +361,9 @@ gguf::Model build_diffusion(const DiffusionPreset& p, GgmlType weight_type) {
             break;
         case DiffusionPart::flux_vae:
             autoencoder_kl(t, "", 16, false);
+            break;
+        case DiffusionPart::flux2_vae:
+            autoencoder_kl(t, "", 32, true);
             break;
         case DiffusionPart::sd1:
             sd1_unet(t, "model.diffusion_model.");

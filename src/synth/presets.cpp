@@ -47,6 +47,17 @@ std::vector<Preset> make_presets() {
                      "mistralai/Mistral-Small-24B-Base-2501 config.json", s, 23572403200ULL, "q4_k_m"});
     }
     {
+        // The text model of Mistral Small 3.2 (2506), which sd.cpp runs as Flux.2-dev's text encoder
+        // (`--llm`): 3.1's shape with RoPE base 1e9 and 128k context; the vision tower is not part of it.
+        Shape s = llama("Mistral-Small-3.2-24B-Instruct-2506", 40, 5120, 32, 8, 32768, 131072, 131072,
+                        1000000000.0f, 1e-5f);
+        s.head_dim = 128;
+        p.push_back({"mistral-small-3.2-24b",
+                     "Mistral Small 3.2 24B (2506) text model: Flux.2-dev's text encoder",
+                     "mistralai/Mistral-Small-3.2-24B-Instruct-2506 config.json (text_config)", s,
+                     23572403200ULL, "q4_k_m"});  // the Strix Halo story ran it at --quant q8_0
+    }
+    {
         Shape s = llama("Mixtral-8x7B-v0.1", 32, 4096, 32, 8, 14336, 32000, 32768, 1000000.0f, 1e-5f);
         s.n_expert = 8;
         s.n_expert_used = 2;
@@ -139,6 +150,14 @@ std::vector<Preset> make_presets() {
         s.arch = "qwen2";
         s.attn_bias = true;
         p.push_back({"tiny-qwen2", "Tiny qwen2 (CI)", "synthetic", s, 0, "f16"});
+    }
+    {
+        // Flux.2-dev's text encoder in CI size: sd.cpp fixes Mistral's heads (32 of 128, 8 for K/V) and its
+        // tokenizer (131072 ids), and reads the hidden states of layers 10, 20 and 30: 31 layers, width 256.
+        Shape s = llama("tiny-mistral-te", 31, 256, 32, 8, 512, 131072, 4096, 1000000000.0f, 1e-5f);
+        s.head_dim = 128;
+        p.push_back({"tiny-mistral-te", "Tiny Mistral Small 3.2 layout as Flux.2's text encoder (CI)",
+                     "synthetic", s, 0, "f16"});
     }
     {
         Shape s = llama("tiny-qwen3", 2, 256, 4, 2, 512, 512, 2048, 1000000.0f, 1e-6f);

@@ -413,6 +413,30 @@ TEST(Images, AnSd15CheckpointDrawsThroughLochAndItsBuffersAreNeverAboveThePlan) 
     EXPECT_GT(e["measured"]["bytes"].get<std::uint64_t>(), 1'500'000'000u);
 }
 
+// Flux.2-dev as sd.cpp loads it: the diffusion model (48 single blocks: dev, not Klein), Mistral Small 3.2 as
+// the `llm` text encoder and the 32-channel VAE, all from loch-synth in CI size, drawn through loch.
+TEST(Images, AFlux2DevSetWithItsMistralTextEncoderDrawsThroughLoch) {
+    test::TempDir dir{"loch-itest-images"};
+    const test::SynthModel flux2{{"--diffusion", "flux2-tiny"}, "flux2-tiny.gguf"};
+    const test::SynthModel te{{"--preset", "tiny-mistral-te"}, "mistral-te.gguf"};
+    const test::SynthModel vae{{"--diffusion", "flux2-vae"}, "flux2-vae.gguf"};
+    LochServer loch(dir.path(),
+                    config(dir, "3GiB",
+                           "  - name: flux2\n    engine: sd-server\n    path: " + flux2.path().string() +
+                               "\n    sd: {llm: " + te.path().string() + ", vae: " + vae.path().string() +
+                               ", steps: 1, threads: 2, max_size: 256x256}\n"));
+    const auto r = loch.post("/v1/images/generations",
+                             json{{"model", "flux2"}, {"prompt", "a lighthouse"}, {"size", "64x64"}}.dump());
+    ASSERT_EQ(r.status, 200) << r.body << loch.log();
+    const auto got = json::parse(r.body);
+    ASSERT_EQ(got["data"].size(), 1u);
+    EXPECT_GT(got["data"][0]["b64_json"].get<std::string>().size(), 100u);
+    const auto log = loch.get("/loch/engines/flux2/log?lines=400").body;
+    EXPECT_NE(log.find("Version: Flux.2 "), std::string::npos)
+        << log;  // "Flux.2 klein" would be the wrong one
+    EXPECT_NE(log.find("text_encoders"), std::string::npos) << log;
+}
+
 // An edit: OpenAI's client uploads a PNG (multipart), names no size; loch routes it by its form's model
 // field, costs it at the image's own size (read from the PNG header) and forwards the body untouched.
 TEST(Images, AnEditUploadedByTheOpenAIClientIsRoutedByItsFormAndDrawnAtTheImagesSize) {
