@@ -4,7 +4,7 @@
 //   loch-synth --preset llama-3.1-8b [--quant q4_k_m] [--weights zeros|small] --out FILE
 //   loch-synth --arch qwen3 --layers 4 --embd 512 --heads 8 --kv-heads 2 --ff 1024 --vocab 1000 --ctx 4096
 //              [--type q8_0] --out FILE
-//   loch-synth --diffusion flux-tiny|clip-l|taef1|taesd [--type q8_0] --out FILE     (sd-server's files)
+//   loch-synth --diffusion flux-tiny|flux2-dev|flux2-vae|clip-l|taef1|… [--type q8_0] --out FILE  (sd-server)
 //   loch-synth --whisper whisper-base [--type q8_0] [--no-tensors] --out FILE  (whisper.cpp's format)
 //   loch-synth --mmproj llava-1.5|llava-tiny --text-embd N [--image-size N] [--layers …] --out FILE
 //              (llama-server's --mmproj: a vision projector for a language model N wide)
@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
     app.add_flag("--no-tensors", no_tensors,
                  "--whisper: write no tensors (whisper.cpp allocates the weights without reading them)");
     app.add_option("--diffusion", diffusion,
-                   "An sd-server model file: flux-tiny, flux1-1block, flux1-dev, clip-l, taef1, taesd");
+                   "An sd-server model file (see --list-presets: flux-tiny, flux1-dev, flux2-dev, flux2-vae, "
+                   "clip-l, taef1, ...)");
     app.add_option("--preset", preset, "Start from a preset (see --list-presets)");
     app.add_option("--quant,--type", quant,
                    "Quantization: a llama.cpp file type (q4_k_m, q8_0, f16, ...) or a tensor type");
