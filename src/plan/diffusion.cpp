@@ -55,6 +55,7 @@ void read_model_file(const fs::path& p, DiffusionFiles& f) {
             f.arch = DiffusionArch::flux;
             f.flux_hidden = t.dims[1];
         }
+        if (name == "double_stream_modulation_img.lin.weight") f.flux2 = true;  // sd.cpp's own test
         if (starts_with(name, "input_blocks.")) f.arch = DiffusionArch::sd1;
         const auto bytes = t.n_bytes();
         if (starts_with(t.name, "cond_stage_model.") || starts_with(t.name, "text_encoders.") ||
@@ -105,8 +106,13 @@ Phase diffusion_phase(const DiffusionFiles& f, const DiffusionOptions& o, std::u
         }
         return p;
     }
-    // Flux (and an unknown DiT: Flux.1's width, the largest known).
-    const double n = double(w / 16) * double(h / 16) + 256;
+    // Flux (and an unknown DiT: Flux.1's width, the largest known). Flux.2 pads its Mistral text to at least
+    // 512 tokens (conditioner.hpp: hidden_states_min_length), and its SiLU-gated MLP (2 × 3 × width) keeps
+    // more per token: on the H200 (Flux.2-dev Q8_0, 512² … 1536² and 1344x768) sd.cpp's lines are at most
+    // 4 B · heads · N² + 60.2 B · width · N + 6 MiB without flash attention and 78.5 B · width · N (+ the pad
+    // mask) with it; booked at 61 and 80.
+    const double text_tokens = f.flux2 ? 512 : 256;
+    const double n = double(w / 16) * double(h / 16) + text_tokens;
     const double hidden = double(f.flux_hidden ? f.flux_hidden : 3072);
     const double heads = hidden / 128;
     const double attention = o.flash_attention ? 0.0 : 4.0 * heads * n * n;
@@ -120,13 +126,15 @@ Phase diffusion_phase(const DiffusionFiles& f, const DiffusionOptions& o, std::u
     // Flash attention: 61 B (the H200's 2949 MiB at 2048² is 60.6 B · width · N). Without it, beside the
     // f32 scores, 50 B: sd.cpp's lines at 512², 768², 1024² and 3008x2000 (341.5, 973.1, 2361.3, 55041 MiB)
     // are all at or under 4 B · heads · N² + 50 B · width · N + 6 MiB, the largest within 0.2 %.
-    p.bytes = static_cast<std::uint64_t>(
-        std::ceil(6.0 * kMiBd + (o.flash_attention ? 61.0 : 50.0) * hidden * n + attention + fa_mask));
-    p.formula =
-        o.flash_attention
-            ? fmt::format("Flux, flash attention: 61 B x width {} x N{} (N = {})", hidden,
-                          fa_mask > 0 ? " + padded mask 6 B x N x 256-aligned N" : "", n)
-            : fmt::format("Flux attention: 4 B x {} heads x N^2 + 50 B x width x N (N = {})", heads, n);
+    const double per_token = f.flux2 ? (o.flash_attention ? 80.0 : 61.0) : (o.flash_attention ? 61.0 : 50.0);
+    const char* which = f.flux2 ? "Flux.2" : "Flux";
+    p.bytes =
+        static_cast<std::uint64_t>(std::ceil(6.0 * kMiBd + per_token * hidden * n + attention + fa_mask));
+    p.formula = o.flash_attention
+                    ? fmt::format("{}, flash attention: {} B x width {} x N{} (N = {})", which, per_token,
+                                  hidden, fa_mask > 0 ? " + padded mask 6 B x N x 256-aligned N" : "", n)
+                    : fmt::format("{} attention: 4 B x {} heads x N^2 + {} B x width x N (N = {})", which,
+                                  heads, per_token, n);
     return p;
 }
 

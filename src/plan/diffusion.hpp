@@ -47,6 +47,7 @@ std::string_view to_string(DiffusionArch a);
 struct DiffusionFiles {
     DiffusionArch arch = DiffusionArch::unknown;
     std::uint64_t flux_hidden = 0;  // Flux's width (txt_in's output); heads = width / 128
+    bool flux2 = false;             // Flux.2 (shared modulation): ≥ 512 text tokens, a wider MLP
     std::uint64_t diffusion_bytes = 0, text_encoder_bytes = 0, vae_bytes = 0;
     std::uint64_t embedded_vae_bytes = 0;  // a one-file checkpoint's own VAE (unused beside --vae/--taesd)
     bool tiny_decoder = false;             // --taesd instead of a full VAE

@@ -233,6 +233,30 @@ TEST(DiffusionPlan, InverseQuestionsFindTheLargestSizeAndTheOptionsThatFit) {
     EXPECT_FALSE(largest_fitting(f, {}, 1024, 1024, 1 * kMiB));
 }
 
+// Flux.2-dev (Q8_0) with Mistral Small 3.2 (Q8_0) and its VAE on the H200, 2026-12-04
+// (bench/h200-sd-accuracy.sh flux2-dev+vae,flux2-dev-fa+vae 512,1024,1536,1344x768): sd.cpp's diffusion-step
+// lines, which the Flux.1 rule (256 text tokens, 50 B per width and token) was under at 1536².
+TEST(DiffusionPlan, Flux2DevDiffusionStepIsNeverUnderTheH200Lines) {
+    DiffusionFiles f = flux(6144);
+    f.flux2 = true;
+    struct Row {
+        bool fa;
+        std::uint64_t w, h;
+        double step_mib;
+    };
+    const Row rows[] = {{false, 512, 512, 980.0},     {false, 1024, 1024, 5472.5},
+                        {false, 1536, 1536, 20600.0}, {false, 1344, 768, 5344.16},
+                        {true, 512, 512, 656.0},      {true, 1024, 1024, 2124.5},
+                        {true, 1536, 1536, 4412.0},   {true, 1344, 768, 2149.91}};
+    for (const auto& r : rows) {
+        DiffusionOptions o;  // the graph's buffer, as sd.cpp's line counts it (the CUDA pool comes on top)
+        o.flash_attention = r.fa;
+        const auto p = plan_diffusion(f, o, r.w, r.h);
+        SCOPED_TRACE(fmt::format("fa={} {}x{}", r.fa, r.w, r.h));
+        expect_close_above(phase_mib(p, "diffusion step"), r.step_mib, 0.11);
+    }
+}
+
 TEST(DiffusionPlan, TheFilesGiveTheArchitectureAndTheWeightsPerComponent) {
     const auto dir = std::filesystem::temp_directory_path() / "loch-diffusion-plan-test";
     std::filesystem::create_directories(dir);
@@ -253,5 +277,10 @@ TEST(DiffusionPlan, TheFilesGiveTheArchitectureAndTheWeightsPerComponent) {
     EXPECT_EQ(split.flux_hidden, 256u);
     EXPECT_TRUE(split.tiny_decoder);
     EXPECT_GT(split.text_encoder_bytes, 200'000'000u);
+    EXPECT_FALSE(split.flux2);
+    const auto two = read_diffusion_files(write("flux2-tiny", "flux2.gguf"), {});
+    EXPECT_EQ(two.arch, DiffusionArch::flux);
+    EXPECT_TRUE(two.flux2);
+    EXPECT_EQ(two.flux_hidden, 256u);
     std::filesystem::remove_all(dir);
 }
