@@ -5,17 +5,15 @@
 namespace loch::devices {
 
 namespace {
+
 constexpr std::uint64_t kNoLimit = 1ull << 60;  // v1 reports "no limit" as a huge page-rounded number
 
-std::optional<std::uint64_t> stat_value(const Sysroot& root, const std::string& file,
-                                        const std::string& key) {
-    auto text = root.read(file);
-    if (!text) return std::nullopt;
-    const auto kv = parse_key_values(*text.value, ' ');
-    const auto it = kv.find(key);
-    return it == kv.end() ? std::nullopt : parse_u64(it->second);
-}
-}  // namespace
+// memory.max / memory.limit_in_bytes: a number, or "max" for no limit.
+struct LimitRead {
+    bool present = false;                // the file exists
+    std::optional<std::uint64_t> limit;  // nullopt with present = no limit (or `error`)
+    std::string error;                   // unreadable or malformed: why
+};
 
 LimitRead read_limit(const Sysroot& root, const std::string& file) {
     if (!root.exists(file)) return {};
@@ -26,6 +24,44 @@ LimitRead read_limit(const Sysroot& root, const std::string& file) {
     if (!v) return {true, std::nullopt, file + ": not a number or \"max\": \"" + *line.value + "\""};
     if (*v >= kNoLimit) return {true, std::nullopt, {}};
     return {true, v, {}};
+}
+
+// "key N" lines (memory.stat, memory.events, memory.oom_control): N for `key`.
+std::optional<std::uint64_t> key_value(std::string_view text, const std::string& key) {
+    const auto kv = parse_key_values(text, ' ');
+    const auto it = kv.find(key);
+    return it == kv.end() ? std::nullopt : parse_u64(it->second);
+}
+
+std::optional<std::uint64_t> stat_value(const Sysroot& root, const std::string& file,
+                                        const std::string& key) {
+    auto text = root.read(file);
+    return text ? key_value(*text.value, key) : std::nullopt;
+}
+
+}  // namespace
+
+EffectiveLimit effective_limit(const Sysroot& root, const CgroupLocation& at) {
+    EffectiveLimit e;
+    const auto consider = [&](const std::string& file) {
+        const auto r = read_limit(root, file);
+        if (!r.error.empty() && e.error.empty()) e.error = r.error;
+        if (r.limit && (!e.limit || *r.limit < *e.limit)) e.limit = r.limit, e.file = file;
+    };
+    if (at.version == 1) {
+        consider(at.dir + "/memory.limit_in_bytes");
+        return e;
+    }
+    const std::string base = "/sys/fs/cgroup";
+    for (std::string dir = at.dir;; dir = dir.substr(0, dir.rfind('/'))) {
+        consider(dir + "/memory.max");
+        if (dir.size() <= base.size()) break;
+    }
+    return e;
+}
+
+std::string usage_file(const CgroupLocation& at) {
+    return at.dir + (at.version == 2 ? "/memory.current" : "/memory.usage_in_bytes");
 }
 
 std::optional<CgroupLocation> locate_memory_cgroup(const Sysroot& root) {
@@ -53,10 +89,7 @@ std::optional<CgroupLocation> locate_memory_cgroup(const Sysroot& root) {
 }
 
 std::optional<std::uint64_t> parse_oom_kill_count(std::string_view text) {
-    const auto kv = parse_key_values(text, ' ');
-    const auto it = kv.find("oom_kill");
-    if (it == kv.end()) return std::nullopt;
-    return parse_u64(trim(it->second));
+    return key_value(text, "oom_kill");
 }
 
 std::optional<MemoryCgroup> read_memory_cgroup(const Sysroot& root) {
@@ -64,26 +97,14 @@ std::optional<MemoryCgroup> read_memory_cgroup(const Sysroot& root) {
     if (!at) return std::nullopt;
     MemoryCgroup c;
     c.at = *at;
-    if (at->version == 2) {
-        // The tightest memory.max from the leaf up to the root of the visible tree.
-        const std::string base = "/sys/fs/cgroup";
-        for (std::string dir = at->dir;; dir = dir.substr(0, dir.rfind('/'))) {
-            if (auto l = read_limit(root, dir + "/memory.max").limit; l && (!c.limit || *l < *c.limit)) {
-                c.limit = l;
-                c.limit_file = dir + "/memory.max";
-            }
-            if (dir.size() <= base.size()) break;
-        }
-        if (auto cur = root.read_u64(at->dir + "/memory.current")) c.current = *cur.value;
-        c.inactive_file = stat_value(root, at->dir + "/memory.stat", "inactive_file");
-        c.oom_kills_file = at->dir + "/memory.events";
-    } else {
-        c.limit = read_limit(root, at->dir + "/memory.limit_in_bytes").limit;
-        if (c.limit) c.limit_file = at->dir + "/memory.limit_in_bytes";
-        if (auto cur = root.read_u64(at->dir + "/memory.usage_in_bytes")) c.current = *cur.value;
-        c.inactive_file = stat_value(root, at->dir + "/memory.stat", "total_inactive_file");
-        c.oom_kills_file = at->dir + "/memory.oom_control";
-    }
+    auto limit = effective_limit(root, *at);
+    c.limit = limit.limit;
+    c.limit_file = std::move(limit.file);
+    if (auto cur = root.read_u64(usage_file(*at))) c.current = *cur.value;
+    const bool v2 = at->version == 2;
+    c.inactive_file =
+        stat_value(root, at->dir + "/memory.stat", v2 ? "inactive_file" : "total_inactive_file");
+    c.oom_kills_file = at->dir + (v2 ? "/memory.events" : "/memory.oom_control");
     if (auto text = root.read(c.oom_kills_file)) c.oom_kills = parse_oom_kill_count(*text.value);
     return c;
 }

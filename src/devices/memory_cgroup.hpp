@@ -43,13 +43,17 @@ struct MemoryCgroup {
 // nullopt when the process is in no cgroup with a memory controller (or /proc is not mounted).
 std::optional<MemoryCgroup> read_memory_cgroup(const Sysroot& root);
 
-// memory.max / memory.limit_in_bytes: a number, or "max" (v1: a huge page-rounded number) for no limit.
-struct LimitRead {
-    bool present = false;                // the file exists
-    std::optional<std::uint64_t> limit;  // nullopt with present = no limit (or `error`)
-    std::string error;                   // unreadable or malformed: why
+// The limit in force for the cgroup at `at`: v2 the tightest memory.max from its directory up to the root,
+// v1 its memory.limit_in_bytes ("max", or v1's huge page-rounded number, is no limit). `file` is where the
+// limit was read; `error` the first unreadable or malformed file met (the limit may still be known).
+struct EffectiveLimit {
+    std::optional<std::uint64_t> limit;
+    std::string file;
+    std::string error;
 };
-LimitRead read_limit(const Sysroot& root, const std::string& file);
+EffectiveLimit effective_limit(const Sysroot& root, const CgroupLocation& at);
+// The file its use is read from: memory.current (v2), memory.usage_in_bytes (v1).
+std::string usage_file(const CgroupLocation& at);
 
 // "oom_kill N" out of memory.events / memory.oom_control text.
 std::optional<std::uint64_t> parse_oom_kill_count(std::string_view text);

@@ -46,43 +46,21 @@ void probe_cgroup(const Sysroot& root, SystemInfo& s) {
         s.cgroup_current = ProbedFigure::unknown("no cgroup memory accounting found");
         return;
     }
-    const auto current_of = [&](const std::string& file) {
-        auto cur = root.read_u64(file);
-        return cur ? ProbedFigure::known({*cur.value, Source::measured, cur.detail}, cur.detail)
-                   : ProbedFigure::unknown(cur.detail);
-    };
-    // cgroup v2: the effective limit is the tightest memory.max from the process's cgroup up to the root.
-    if (at->version == 2) {
-        const std::string base = "/sys/fs/cgroup";
-        s.cgroup = Probed<std::string>::known(at->path, "/proc/self/cgroup (v2)");
-        std::optional<std::uint64_t> tightest;
-        std::string where, error;
-        for (std::string dir = at->dir;; dir = dir.substr(0, dir.rfind('/'))) {
-            const auto r = read_limit(root, dir + "/memory.max");
-            if (!r.error.empty() && error.empty()) error = r.error;
-            if (r.limit && (!tightest || *r.limit < *tightest)) {
-                tightest = r.limit;
-                where = dir + "/memory.max";
-            }
-            if (dir.size() <= base.size()) break;
-        }
-        if (tightest)
-            s.cgroup_max = ProbedFigure::known({*tightest, Source::measured, where}, where);
-        else
-            s.cgroup_max = ProbedFigure::unknown(error.empty() ? "no limit (memory.max is \"max\")" : error);
-        s.cgroup_current = current_of(at->dir + "/memory.current");
-        return;
-    }
-    // cgroup v1 (hybrid hosts): the memory controller's hierarchy, or its root when namespaced.
-    const auto r = read_limit(root, at->dir + "/memory.limit_in_bytes");
-    s.cgroup = Probed<std::string>::known(at->path, "/proc/self/cgroup (v1 memory controller)");
-    if (r.limit)
-        s.cgroup_max = ProbedFigure::known({*r.limit, Source::measured, at->dir + "/memory.limit_in_bytes"},
-                                           at->dir + "/memory.limit_in_bytes");
+    const bool v2 = at->version == 2;
+    s.cgroup = Probed<std::string>::known(
+        at->path, v2 ? "/proc/self/cgroup (v2)" : "/proc/self/cgroup (v1 memory controller)");
+    // v2: the effective limit is the tightest memory.max from the process's cgroup up to the root; v1: the
+    // memory controller's hierarchy, or its root when namespaced.
+    const auto limit = effective_limit(root, *at);
+    if (limit.limit)
+        s.cgroup_max = ProbedFigure::known({*limit.limit, Source::measured, limit.file}, limit.file);
     else
-        s.cgroup_max =
-            ProbedFigure::unknown(r.error.empty() ? "no limit (memory.limit_in_bytes unlimited)" : r.error);
-    s.cgroup_current = current_of(at->dir + "/memory.usage_in_bytes");
+        s.cgroup_max = ProbedFigure::unknown(!limit.error.empty() ? limit.error
+                                             : v2                 ? "no limit (memory.max is \"max\")"
+                                                  : "no limit (memory.limit_in_bytes unlimited)");
+    auto cur = root.read_u64(usage_file(*at));
+    s.cgroup_current = cur ? ProbedFigure::known({*cur.value, Source::measured, cur.detail}, cur.detail)
+                           : ProbedFigure::unknown(cur.detail);
 }
 
 std::optional<std::string> firmware_date(const std::string& version) {
