@@ -116,6 +116,7 @@ std::optional<Lease> Broker::try_acquire(const std::string& name, const RequestN
     Model* m = shutting_down_ ? nullptr : find(name);
     if (!m || m->state != ModelState::ready) return std::nullopt;
     check_needs(*m, needs);
+    check_runnable(*m, needs);
     std::string holder;
     if (try_serve(*m, needs, &holder) != Serve::granted) return std::nullopt;
     if (needs.keep_alive) m->keep_alive_override = *needs.keep_alive;
@@ -153,6 +154,7 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     last_request_ = Clock::now();
     if (m->state != ModelState::ready && last_request_ - last_refresh_ > options_.tick) refresh_devices();
     co_await ensure_footprint(*m);
+    check_runnable(*m, needs);  // before it waits or an engine starts for it
     // The usual case — ready, a slot free — is granted without a Waiter (and its timer) being made.
     if (std::string holder; try_serve(*m, needs, &holder) == Serve::granted)
         co_return make_lease(*m, priority_of(*m, needs), "ready", {}, std::move(holder));
@@ -332,41 +334,96 @@ std::optional<engines::RequestCost> Broker::request_cost(const std::string& name
     return m->kind->request_cost(*m->cfg, placed);
 }
 
-Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, std::string* holder) {
-    const auto engine = ledger_.reservation(m.device, m.name()).value_or(MemoryFigure{});
-    const std::uint64_t cap = ledger_.capacity(m.device);
-    if (engine.bytes + t.bytes > cap) {
-        // Never: the weights and this request's compute together exceed what the device can ever give.
-        const std::uint64_t budget = cap > engine.bytes ? cap - engine.bytes : 0;
-        auto help = t.would_help ? t.would_help(budget) : std::vector<std::string>{};
-        if (const auto* lim = ledger_.limits(m.device); lim && lim->backend_bound) {
-            // The Vulkan trap: the heap bounds it, the GTT pool would not.
-            const auto gtt = ledger_.capacity_without_backend_bound(m.device);
-            help.push_back(fmt::format(
-                "the ROCm build of the engine (devices.{}.backend: rocm): it allocates from GTT, {} here{}, "
-                "not from the {} Vulkan heap",
-                m.device, human_bytes(gtt), engine.bytes + t.bytes <= gtt ? " — enough for this request" : "",
-                human_bytes(lim->backend_bound->bytes)));
-        }
+std::string Broker::device_for_request(const Model& m) const {
+    if (!m.device.empty()) return m.device;  // a running model's own
+    const auto devices = allowed_devices(m);  // a cold one: the first it may use
+    return devices.empty() ? "cpu" : devices.front();
+}
+
+void Broker::check_runnable(Model& m, const RequestNeeds& needs) {
+    if (!needs.transient || needs.transient->bytes == 0) return;
+    const auto& t = *needs.transient;
+    const std::string device = device_for_request(m);
+    const auto* lim = ledger_.limits(device);
+    if (lim && lim->largest_allocation && t.largest_tensor > lim->largest_allocation->bytes) {
+        // The Vulkan trap: one tensor larger than the driver lets one buffer be, whatever is free.
+        const std::uint64_t most = lim->largest_allocation->bytes;
+        auto help = t.under_allocation ? t.under_allocation(most) : std::vector<std::string>{};
+        help.insert(help.begin(),
+                    fmt::format("the ROCm build of the engine (devices.{}.backend: rocm): HIP has no such per-buffer "
+                                "limit on this device",
+                                device));
         nlohmann::json d = t.details;
         d["model"] = m.name();
-        d["device"] = m.device;
-        d["engine_bytes"] = engine.bytes;
-        d["engine_source"] = to_string(engine.source);
+        d["device"] = device;
+        d["largest_tensor_bytes"] = t.largest_tensor;
+        d["largest_allocation_bytes"] = most;
+        d["largest_allocation_source"] = lim->largest_allocation->detail;
         d["request_bytes"] = t.bytes;
-        d["capacity_bytes"] = cap;
         d["would_help"] = help;
         Error e(ErrorKind::insufficient_memory,
-                fmt::format(
-                    "model '{}': {} does not fit beside its weights on {}: {} ({}) + {} = {} > the {} the "
-                    "device can ever give{}",
-                    m.name(), t.why, m.device, human_bytes(engine.bytes), to_string(engine.source),
-                    human_bytes(t.bytes), human_bytes(engine.bytes + t.bytes), human_bytes(cap),
-                    help.empty() ? "" : fmt::format("; would fit: {}", fmt::join(help, "; "))),
+                fmt::format("model '{}': {} cannot run with the Vulkan build on {}: it needs one {} buffer ({}), "
+                            "above the largest single allocation Vulkan gives there, {} ({}); would work: {}",
+                            m.name(), t.why, device, human_bytes(t.largest_tensor), t.largest_tensor_why,
+                            human_bytes(most), lim->largest_allocation->detail, fmt::join(help, "; ")),
                 std::move(d));
-        note("refused", m, e.what(), {{"request_bytes", t.bytes}}, true);
+        note("refused", m, e.what(), {{"request_bytes", t.bytes}, {"largest_tensor_bytes", t.largest_tensor}},
+             true);
         throw e;
     }
+    if (!m.device.empty() || !m.footprint) return;  // a running engine's own booking decides in book_transient
+    // A cold model: its weights as it would be booked, beside this request's compute, against the device.
+    // (Weights that alone exceed the device are the model's refusal, made by admission with its own numbers.)
+    for (const auto& n : m.footprint->needs)
+        if (n.device == device) {
+            const auto engine = need_on(m, n);
+            if (engine.bytes <= ledger_.capacity(device))
+                refuse_if_never_fits(m, device, MemoryFigure{engine.bytes, engine.source, engine.why}, t);
+        }
+}
+
+void Broker::refuse_if_never_fits(Model& m, const std::string& device, const MemoryFigure& engine,
+                                  const engines::RequestCost& t) {
+    const std::uint64_t cap = ledger_.capacity(device);
+    if (engine.bytes + t.bytes <= cap) return;
+    // Never: the weights and this request's compute together exceed what the device can ever give.
+    const std::uint64_t budget = cap > engine.bytes ? cap - engine.bytes : 0;
+    auto help = t.would_help ? t.would_help(budget) : std::vector<std::string>{};
+    const auto* lim = ledger_.limits(device);
+    if (lim && lim->backend_bound) {
+        // The Vulkan trap: the heap bounds it, the GTT pool would not.
+        const auto gtt = ledger_.capacity_without_backend_bound(device);
+        help.push_back(fmt::format(
+            "the ROCm build of the engine (devices.{}.backend: rocm): it allocates from GTT, {} here{}, "
+            "not from the {} Vulkan heap",
+            device, human_bytes(gtt), engine.bytes + t.bytes <= gtt ? " — enough for this request" : "",
+            human_bytes(lim->backend_bound->bytes)));
+    }
+    if (lim && !lim->advice.empty()) help.push_back(lim->advice);
+    nlohmann::json d = t.details;
+    d["model"] = m.name();
+    d["device"] = device;
+    d["engine_bytes"] = engine.bytes;
+    d["engine_source"] = to_string(engine.source);
+    d["request_bytes"] = t.bytes;
+    d["capacity_bytes"] = cap;
+    d["capacity_source"] = ledger_.capacity_detail(device);
+    d["would_help"] = help;
+    Error e(ErrorKind::insufficient_memory,
+            fmt::format("model '{}': {} does not fit beside its weights on {}: {} ({}) + {} = {} > the {} the "
+                        "device can ever give ({}){}",
+                        m.name(), t.why, device, human_bytes(engine.bytes), to_string(engine.source),
+                        human_bytes(t.bytes), human_bytes(engine.bytes + t.bytes), human_bytes(cap),
+                        ledger_.capacity_detail(device),
+                        help.empty() ? "" : fmt::format("; would fit: {}", fmt::join(help, "; "))),
+            std::move(d));
+    note("refused", m, e.what(), {{"request_bytes", t.bytes}}, true);
+    throw e;
+}
+
+Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, std::string* holder) {
+    const auto engine = ledger_.reservation(m.device, m.name()).value_or(MemoryFigure{});
+    refuse_if_never_fits(m, m.device, engine, t);
     if (t.bytes <= ledger_.free(m.device)) {
         *holder = fmt::format("{}#{}", m.name(), next_transient_++);
         ledger_.reserve(m.device, *holder, {t.bytes, Source::formula, t.why});
@@ -535,6 +592,10 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                     human_bytes(lim->backend_bound->bytes), d.refusal.device,
                     human_bytes(ledger_.capacity_without_backend_bound(d.refusal.device)));
                 details["would_help"].push_back(vulkan.substr(2));
+            }
+            if (const auto* lim = ledger_.limits(d.refusal.device); lim && !lim->advice.empty()) {
+                vulkan += "; " + lim->advice;
+                details["would_help"].push_back(lim->advice);
             }
             for (const auto& p : d.refusal.split)
                 details["split"].push_back({{"device", p.device},

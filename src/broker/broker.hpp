@@ -224,6 +224,13 @@ class Broker {
     Serve try_serve(Model& m, const RequestNeeds& needs, std::string* holder, bool aged = false);
     // A request's own memory on a ready engine's device: book it, evict for it, refuse it, or wait.
     Serve book_transient(Model& m, const engines::RequestCost& t, std::string* holder);
+    // A request that can never run where its model runs or would run, refused on arrival (before it waits
+    // or an engine starts): a tensor above the device's largest allocation (Vulkan), or, for a cold model,
+    // compute that does not fit beside the weights it would book.
+    void check_runnable(Model& m, const RequestNeeds& needs);
+    void refuse_if_never_fits(Model& m, const std::string& device, const MemoryFigure& engine,
+                              const engines::RequestCost& t);
+    std::string device_for_request(const Model& m) const;
     Lease make_lease(Model& m, config::Priority priority, std::string decision,
                      std::chrono::steady_clock::duration waited, std::string transient_holder = {});
     void release(const std::string& model, std::chrono::steady_clock::duration held,

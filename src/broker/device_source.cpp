@@ -5,6 +5,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
+#include "devices/apu_tuning.hpp"
 #include "devices/probe.hpp"
 
 namespace loch::broker {
@@ -12,15 +15,16 @@ namespace loch::broker {
 std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
     std::vector<DeviceSnapshot> out;
     // The individual probes (not devices::probe()): no Vulkan, no firmware, nothing the broker does not use.
-    const devices::Sysroot root("/");
+    const devices::Sysroot root(root_);
     if (!system_)
-        system_ = devices::probe_system(root, devices::Env{});
+        system_ = devices::probe_system(root, root.is_live() ? std::optional<devices::Env>(devices::Env{})
+                                                              : std::nullopt);
     else
         devices::refresh_memory(root, *system_);
     const auto& system = *system_;
     std::vector<devices::Device> found;
     const auto now = std::chrono::steady_clock::now();
-    if (now >= nvml_retry_at_) {
+    if (!nvml_.empty() && now >= nvml_retry_at_) {  // "" : not probed (a captured tree)
         auto nv = devices::probe_nvidia(nvml_, root);
         // No library (a machine without the NVIDIA driver): a failing dlopen each second is wasted work.
         if (nv.devices.empty() && nv.note.find("dlopen") != std::string::npos)
@@ -28,13 +32,35 @@ std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
         found = std::move(nv.devices);
     }
     for (auto& d : devices::probe_amd(root)) found.push_back(std::move(d));
+    if (vulkan_ || !root.is_live()) {
+        if (!vulkan_figures_) {  // once: libvulkan's instance is not a per-tick cost
+            std::vector<devices::Device> probed = found;
+            if (root.is_live())
+                devices::probe_vulkan(probed);
+            else
+                devices::probe_vulkan_capture(root, probed);
+            vulkan_figures_.emplace();
+            for (const auto& d : probed)
+                (*vulkan_figures_)[d.id] = {d.vulkan_device_local_heap, d.vulkan_max_allocation};
+        }
+        for (auto& d : found)
+            if (auto it = vulkan_figures_->find(d.id); it != vulkan_figures_->end())
+                std::tie(d.vulkan_device_local_heap, d.vulkan_max_allocation) = it->second;
+    }
     found.push_back(devices::probe_cpu(system));
     for (const auto& d : found)
-        if (auto s = snapshot_of(d)) out.push_back(std::move(*s));
+        if (auto s = snapshot_of(d)) {
+            if (const auto g = devices::gtt_ceiling_below_carve_out(d, system))
+                s->advice = fmt::format(
+                    "ROCm allocates from GTT here ({}, {}), not from the {} BIOS carve-out that rocm-smi reports: "
+                    "{}",
+                    human_bytes(g->ceiling), g->ceiling_from, human_bytes(g->carve_out), g->fix());
+            out.push_back(std::move(*s));
+        }
     if (system.cgroup_limited())
         if (const auto cgroup = devices::read_memory_cgroup(root))
             for (auto& s : out)
-                if (s.id == "cpu") cap_to_cgroup(s, *cgroup);
+                if (s.id == "cpu" || s.unified) cap_to_cgroup(s, *cgroup);
     return out;
 }
 
@@ -42,14 +68,15 @@ void cap_to_cgroup(DeviceSnapshot& cpu, const devices::MemoryCgroup& cgroup) {
     if (!cgroup.limit || *cgroup.limit >= cpu.total.bytes) return;
     const std::uint64_t limit = *cgroup.limit;
     const std::uint64_t working = std::min(limit, cgroup.working_set().value_or(0));
-    const std::uint64_t host_free =
+    const std::uint64_t pool_free =
         cpu.used ? cpu.total.bytes - std::min(cpu.total.bytes, cpu.used->bytes) : limit;
-    const std::uint64_t free = std::min(limit - working, host_free);
+    const std::uint64_t free = std::min(limit - working, pool_free);
     cpu.total = {limit, Source::measured, "the memory cgroup's limit (" + cgroup.limit_file + ")"};
     cpu.used = MemoryFigure{
         limit - free, Source::measured,
         free < limit - working
-            ? std::string("the limit less the machine's MemAvailable (less than the cgroup has left)")
+            ? std::string(cpu.unified ? "the limit less the GTT pool's free memory (less than the cgroup has left)"
+                                      : "the limit less the machine's MemAvailable (less than the cgroup has left)")
             : "the cgroup's working set (memory use less inactive page cache)"};
 }
 
@@ -76,6 +103,8 @@ std::optional<DeviceSnapshot> snapshot_of(const devices::Device& d) {
     s.ordinal = d.ordinal;
     if (d.driver_version) s.driver = *d.driver_version;
     if (d.vulkan_device_local_heap) s.vulkan_heap = *d.vulkan_device_local_heap;
+    if (d.vulkan_max_allocation) s.vulkan_max_allocation = *d.vulkan_max_allocation;
+    s.unified = d.kind == devices::DeviceKind::integrated;
     return s;
 }
 

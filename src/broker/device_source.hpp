@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,6 +32,13 @@ struct DeviceSnapshot {
     // The largest Vulkan DEVICE_LOCAL heap (RADV on an APU: ~4 GiB, whatever GTT holds); what a Vulkan
     // engine can allocate at most.
     std::optional<MemoryFigure> vulkan_heap;
+    // The largest single buffer a Vulkan engine can allocate there (maxMemoryAllocationSize).
+    std::optional<MemoryFigure> vulkan_max_allocation;
+    // An APU: its pool is the machine's RAM (GTT), charged like the CPU's where the kernel does.
+    bool unified = false;
+    // What would give it more room, from the platform (an APU's carve-out above its GTT ceiling: the BIOS
+    // setting and kernel parameters, devices/apu_tuning.hpp); "" when nothing is known.
+    std::string advice;
     std::string driver;  // its driver's version, where probed (a remembered footprint is per driver)
 };
 
@@ -38,10 +46,13 @@ struct DeviceSnapshot {
 // when that pool's size is unknown.
 std::optional<DeviceSnapshot> snapshot_of(const devices::Device& d);
 
-// The CPU's snapshot inside a memory cgroup whose limit is below the RAM (a container, a pod, a unit with
-// MemoryMax=): the limit is the capacity, and what is free is the lesser of the limit less the cgroup's
-// working set and the machine's MemAvailable. Engines are loch's children and are charged to it, so
-// planning against the host's RAM would admit what the kernel then SIGKILLs. Unchanged without a limit.
+// The CPU's (or an APU's) snapshot inside a memory cgroup whose limit is below its pool (a container, a pod,
+// a unit with MemoryMax=): the limit is the capacity, and what is free is the lesser of the limit less the
+// cgroup's working set and what the pool has free. Engines are loch's children and are charged to it, so
+// planning against the host's RAM would admit what the kernel then SIGKILLs. An APU's GTT allocations are
+// charged where the kernel accounts TTM pages to the memory cgroup, and always with unified memory (the
+// story behind loch: a container limit killed sd-server on a Strix Halo): capped the same way, never
+// under. Unchanged without a limit.
 void cap_to_cgroup(DeviceSnapshot& cpu, const devices::MemoryCgroup& cgroup);
 
 class DeviceSource {
@@ -68,7 +79,12 @@ class ProbedDevices : public DeviceSource {
   public:
     // `nvml_library`: what to dlopen for NVIDIA GPUs (LOCH_NVML_LIBRARY overrides it for `loch serve`, as for
     // `loch devices`).
-    explicit ProbedDevices(std::string nvml_library = "libnvidia-ml.so.1") : nvml_(std::move(nvml_library)) {}
+    // `sysroot`: "/" for this machine, or a captured tree (`loch serve --sysroot`: replays and tests plan
+    // for that machine while the engines run here). `vulkan`: probe libvulkan once (a device is configured
+    // with backend: vulkan); a captured tree's vulkan.json is read instead.
+    explicit ProbedDevices(std::string nvml_library = "libnvidia-ml.so.1", std::filesystem::path sysroot = "/",
+                           bool vulkan = false)
+        : nvml_(std::move(nvml_library)), root_(std::move(sysroot)), vulkan_(vulkan) {}
     std::vector<DeviceSnapshot> snapshot() override;
     std::optional<std::uint64_t> resident_bytes(int pid) override;  // /proc/PID/status VmRSS
     // /proc/*/stat field 5, rescanned at most every 30 s per group (an engine forks its workers at start;
@@ -79,11 +95,15 @@ class ProbedDevices : public DeviceSource {
         return devices::largest_resident(n);
     }
     std::optional<devices::MemoryCgroup> memory_cgroup() override {
-        return devices::read_memory_cgroup(devices::Sysroot{});
+        return devices::read_memory_cgroup(devices::Sysroot{root_});
     }
 
   private:
     std::string nvml_;
+    std::filesystem::path root_;
+    bool vulkan_ = false;
+    // The Vulkan figures per device id, probed once (they are the driver's constants).
+    std::optional<std::map<std::string, std::pair<devices::ProbedFigure, devices::ProbedFigure>>> vulkan_figures_;
     std::optional<devices::SystemInfo> system_;
     std::chrono::steady_clock::time_point nvml_retry_at_{};
     struct Group {

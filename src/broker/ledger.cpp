@@ -95,6 +95,17 @@ std::uint64_t Ledger::capacity_without_backend_bound(const std::string& device) 
     return capacity_bounded(device, false);
 }
 
+std::string Ledger::capacity_detail(const std::string& device) const {
+    const auto* l = limits(device);
+    if (!l) return "unknown device";
+    std::string out = fmt::format("total {}: {}", human_bytes(l->total.bytes), l->total.detail);
+    if (l->cap && l->cap->bytes < l->total.bytes)
+        out += fmt::format("; capped at {} by {}", human_bytes(l->cap->bytes), l->cap->detail);
+    if (l->backend_bound && l->backend_bound->bytes < l->total.bytes)
+        out += fmt::format("; bounded at {} by {}", human_bytes(l->backend_bound->bytes), l->backend_bound->detail);
+    return out;
+}
+
 std::uint64_t Ledger::capacity_bounded(const std::string& device, bool by_backend) const {
     auto it = devices_.find(device);
     if (it == devices_.end()) return 0;
@@ -192,6 +203,8 @@ nlohmann::json Ledger::to_json() const {
             j["backend_bound_bytes"] = d.limits.backend_bound->bytes;
             j["backend_bound"] = d.limits.backend_bound->detail;
         }
+        if (d.limits.largest_allocation) j["largest_allocation"] = *d.limits.largest_allocation;
+        if (!d.limits.advice.empty()) j["advice"] = d.limits.advice;
         j["outside_bytes"] = outside(id);
         j["own_bytes"] = own(id);
         j["free_bytes"] = free(id);

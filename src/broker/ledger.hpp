@@ -29,6 +29,12 @@ struct DeviceLimits {
     // The engine build's own ceiling on this device (a Vulkan build on an APU: its DEVICE_LOCAL heap, far
     // below the GTT pool the ROCm build can use).
     std::optional<MemoryFigure> backend_bound;
+    // The engine build's largest single allocation there (Vulkan: maxMemoryAllocationSize): a request with a
+    // larger tensor can never run on this device, however much is free.
+    std::optional<MemoryFigure> largest_allocation;
+    // What would give this device more room, from the platform (an APU whose carve-out is larger than the
+    // GTT ceiling its ROCm engines allocate from: the BIOS setting and kernel parameters), for refusals.
+    std::string advice;
 };
 
 // A program loch did not start that holds memory on a device (NVML per process, DRM fdinfo; on the CPU the
@@ -69,6 +75,9 @@ class Ledger {
     std::uint64_t capacity(const std::string& device) const;
     // The same without the engine build's ceiling (what another build could use: GTT for ROCm on an APU).
     std::uint64_t capacity_without_backend_bound(const std::string& device) const;
+    // Where `capacity` comes from, for a refusal: "total 64.0 GiB: the memory cgroup's limit (…)", the
+    // configured budget or the engine build's bound when one of them is what binds.
+    std::string capacity_detail(const std::string& device) const;
     std::uint64_t own(const std::string& device) const;      // Σ reservations
     std::uint64_t outside(const std::string& device) const;  // others' use, from the last probe
     // What a new engine may take now: min(cap, total − reserve − outside) − own, floored at 0.

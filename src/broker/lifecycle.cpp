@@ -18,6 +18,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "core/time_text.hpp"
+#include "engines/process.hpp"
 
 namespace loch::broker {
 
@@ -65,7 +66,12 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
     const auto devices = devices_of(m);
     std::shared_ptr<engines::EngineRun> engine;
     try {
-        engine = launcher_->launch(ex_, engines::make_engine_spec(*cfg_, *m.cfg, where));
+        auto spec = engines::make_engine_spec(*cfg_, *m.cfg, where);
+        for (const auto& on : where.all())  // refused before anything starts (engines/spec.hpp says why)
+            if (auto why = engines::unsafe_environment(on, spec,
+                                                       engines::inherited_env_value("GGML_CUDA_ENABLE_UNIFIED_MEMORY")))
+                throw std::runtime_error(*why);
+        engine = launcher_->launch(ex_, std::move(spec));
     } catch (const std::exception& e) {
         for (const auto& d : devices) loading_devices_.erase(d);
         ledger_.release(m.name());

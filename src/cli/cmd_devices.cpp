@@ -53,8 +53,10 @@ void print_text(const devices::DeviceReport& r) {
                        figure(p.free));
             if (p.reserved) fmt::print("    reserved by the driver {}\n", figure(p.reserved));
         }
-        if (d.vendor == devices::Vendor::amd)
+        if (d.vendor == devices::Vendor::amd) {
             fmt::print("  Vulkan device-local heap: {}\n", figure(d.vulkan_device_local_heap));
+            fmt::print("  Vulkan largest allocation: {}\n", figure(d.vulkan_max_allocation));
+        }
         fmt::print("  usable:    {}\n",
                    d.usable.budget
                        ? fmt::format("{} ({} B)", human_bytes(d.usable.budget->bytes), d.usable.budget->bytes)

@@ -2,6 +2,7 @@
 // default), cleans up engines a crashed loch left behind, then runs everything on one io_context until
 // SIGINT/SIGTERM, when every engine is stopped before loch exits.
 #include <sys/resource.h>
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 
@@ -25,6 +26,8 @@
 #include "broker/broker.hpp"
 #include "cli/commands.hpp"
 #include "config/config.hpp"
+#include "devices/probe.hpp"
+#include "doctor/doctor.hpp"
 #include "engines/engine.hpp"
 #include "engines/kind.hpp"
 #include "http/server.hpp"
@@ -43,7 +46,30 @@ struct ServeOptions {
     std::string state_dir, log_dir;  // override the config's
     bool print_default = false;
     std::string log_level = "info";  // loch's own log; debug adds every successful request's line
+    std::string sysroot = "/";       // a captured tree: plan for that machine (replays, tests)
 };
+
+// The platform traps `loch doctor` knows, checked once at start and logged with their fixes: a person who
+// only reads loch's log learns that the firmware breaks ROCm before a job hangs. The environment judged is
+// loch's own (the engines inherit it), also when the devices come from a captured tree.
+void log_platform_findings(const config::Config& cfg, const std::string& sysroot) {
+    auto options = devices::default_probe_options(sysroot, devices::process_environment());
+    options.env = devices::process_environment();
+    doctor::Input input;
+    for (const auto& [id, dc] : cfg.devices)
+        if (dc.backend) input.engines.push_back(*dc.backend);
+    options.probe_vulkan = options.probe_vulkan && std::find(input.engines.begin(), input.engines.end(),
+                                                             "vulkan") != input.engines.end();
+    for (const auto& f : doctor::diagnose(devices::probe(options), input)) {
+        if (f.severity == doctor::Severity::info) continue;
+        const auto line = fmt::format("doctor {}{}: {} Fix: {}", f.id, f.device.empty() ? "" : " (" + f.device + ")",
+                                      f.explanation, f.fix);
+        if (f.severity == doctor::Severity::error)
+            spdlog::error("{}", line);
+        else
+            spdlog::warn("{}", line);
+    }
+}
 
 // Each client connection holds a descriptor and each relay another to its engine: raise the soft limit to
 // the hard one; when even that cannot hold max_connections twice over plus the engines' share, serve fewer
@@ -121,11 +147,20 @@ void run_serve(const ServeOptions& o) {
 
     cfg.max_connections = raise_fd_limit(cfg.max_connections);
 
+    if (o.sysroot != "/")
+        spdlog::warn("devices, memory cgroup and platform read from the captured tree {}: loch plans for that "
+                     "machine while its engines run on this one",
+                     o.sysroot);
+    log_platform_findings(cfg, o.sysroot);
+
     asio::io_context ioc(1);
     const auto ex = ioc.get_executor();
     const char* nvml = std::getenv("LOCH_NVML_LIBRARY");
+    const bool vulkan = std::any_of(cfg.devices.begin(), cfg.devices.end(),
+                                    [](const auto& d) { return d.second.backend == "vulkan"; });
     broker::Broker broker(ex, cfg,
-                          std::make_unique<broker::ProbedDevices>(nvml && *nvml ? nvml : "libnvidia-ml.so.1"),
+                          std::make_unique<broker::ProbedDevices>(
+                              nvml && *nvml ? nvml : (o.sysroot == "/" ? "libnvidia-ml.so.1" : ""), o.sysroot, vulkan),
                           std::make_unique<broker::KindFootprint>(ex, cfg.state_dir / "dry-run-cache.json"),
                           std::make_unique<engines::ProcessLauncher>(&state));
     http::ServerOptions so;
@@ -245,6 +280,10 @@ void add_serve_command(CLI::App& app) {
                     "loch's own log: debug adds a line for every request that succeeded (the request log "
                     "has them all)")
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+    cmd->add_option("--sysroot", o->sysroot,
+                    "plan for the machine captured under DIR (its /proc, /sys, cgroup, vulkan.json) while the "
+                    "engines run here: replays of another machine's traps (docs/strix-halo.md)")
+        ->check(CLI::ExistingDirectory);
     cmd->add_flag("--print-default-config", o->print_default, "print the embedded default config and exit");
     cmd->callback([o] { run_serve(*o); });
 }

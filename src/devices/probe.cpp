@@ -44,8 +44,8 @@ DeviceReport probe(const ProbeOptions& options) {
     for (auto& d : probe_amd(root)) r.devices.push_back(std::move(d));
     if (options.probe_vulkan) {
         if (auto note = probe_vulkan(r.devices); !note.empty()) r.notes.push_back(note);
-    } else {
-        r.notes.push_back("Vulkan not probed: captured tree (--sysroot)");
+    } else if (auto note = probe_vulkan_capture(root, r.devices); !note.empty()) {
+        r.notes.push_back(note);
     }
     r.devices.push_back(probe_cpu(r.system));
     for (auto& d : r.devices) d.usable = usable_budget(d, r.system);

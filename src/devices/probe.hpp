@@ -48,8 +48,14 @@ struct NvmlProbe {
 // `root` is used only to name the processes NVML reports (/proc/PID/cmdline).
 NvmlProbe probe_nvidia(const std::string& library, const Sysroot& root);
 
-// Fills Device::vulkan_device_local_heap for the devices libvulkan knows; returns a note when it cannot.
+// Fills Device::vulkan_device_local_heap and vulkan_max_allocation for the devices libvulkan knows; returns
+// a note when it cannot.
 std::string probe_vulkan(std::vector<Device>& devices);
+// The same figures from a captured tree's `vulkan.json` (docs/devices.md, "Captured trees"):
+//   {"devices": [{"vendor_id": "0x1002", "device_id": "0x1586", "name": "…",
+//                 "device_local_heap_bytes": N, "max_allocation_bytes": N}]}
+// Returns a note when there is no such file or it cannot be read.
+std::string probe_vulkan_capture(const Sysroot& root, std::vector<Device>& devices);
 
 // This process's environment (the C `environ`), for the CLI to inject; probes never call getenv.
 Env process_environment();

@@ -248,6 +248,7 @@ std::vector<Device> probe_amd(const Sysroot& root) {
         d.firmware_version =
             vbios ? Probed<std::string>::known("VBIOS " + *vbios.value, vbios.detail) : vbios;
         d.vulkan_device_local_heap = ProbedFigure::unknown("Vulkan not probed");
+        d.vulkan_max_allocation = ProbedFigure::unknown("Vulkan not probed");
 
         if (!fdinfo) fdinfo = scan_fdinfo(root);
         std::map<std::pair<int, PoolKind>, std::pair<std::uint64_t, std::string>> per_process;

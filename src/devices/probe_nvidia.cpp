@@ -97,6 +97,7 @@ NvmlProbe probe_nvidia(const std::string& library, const Sysroot& root) {
         d.driver_version = driver;
         d.firmware_version = Probed<std::string>::unknown("not probed on NVIDIA");
         d.vulkan_device_local_heap = ProbedFigure::unknown("Vulkan not probed");
+        d.vulkan_max_allocation = ProbedFigure::unknown("Vulkan not probed");
         nvml::nvmlDevice_t h = nullptr;
         if (auto rc = get_handle(i, &h); rc != nvml::NVML_SUCCESS) {
             d.name = "NVIDIA GPU";

@@ -216,6 +216,7 @@ Device probe_cpu(const SystemInfo& system) {
     d.firmware_version = Probed<std::string>::unknown("not applicable");
     d.compute = Probed<std::string>::unknown("not applicable");
     d.vulkan_device_local_heap = ProbedFigure::unknown("not applicable");
+    d.vulkan_max_allocation = ProbedFigure::unknown("not applicable");
     d.processes_note = "per-process RAM use is not tracked";
     return d;
 }

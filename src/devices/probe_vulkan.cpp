@@ -4,7 +4,9 @@
 #include <dlfcn.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -69,6 +71,42 @@ using PFN_vkDestroyInstance = void (*)(VkInstance, const void*);
 using PFN_vkEnumeratePhysicalDevices = VkResult (*)(VkInstance, std::uint32_t*, VkPhysicalDevice*);
 using PFN_vkGetPhysicalDeviceProperties = void (*)(VkPhysicalDevice, void*);
 using PFN_vkGetPhysicalDeviceMemoryProperties = void (*)(VkPhysicalDevice, VkPhysicalDeviceMemoryProperties*);
+// Vulkan 1.1's properties chain, for the two limits ggml-vulkan sizes its buffers by.
+struct VkBaseOut {
+    int sType;
+    void* pNext;
+};
+struct VkPhysicalDeviceMaintenance3Properties {  // VK_STRUCTURE_TYPE_…_MAINTENANCE_3_PROPERTIES = 1000168000
+    int sType;
+    void* pNext;
+    std::uint32_t maxPerSetDescriptors;
+    std::uint64_t maxMemoryAllocationSize;
+};
+struct VkPhysicalDeviceMaintenance4Properties {  // VK_STRUCTURE_TYPE_…_MAINTENANCE_4_PROPERTIES = 1000413001
+    int sType;
+    void* pNext;
+    std::uint64_t maxBufferSize;
+};
+using PFN_vkGetPhysicalDeviceProperties2 = void (*)(VkPhysicalDevice, void*);
+}
+
+// ggml-vulkan's max_memory_allocation_size: min(maxMemoryAllocationSize, maxBufferSize) where the driver
+// reports maintenance4, maxMemoryAllocationSize otherwise; 0 when neither is known.
+std::uint64_t largest_allocation(PFN_vkGetPhysicalDeviceProperties2 props2, VkPhysicalDevice pd) {
+    if (!props2) return 0;
+    VkPhysicalDeviceMaintenance4Properties m4{1000413001, nullptr, 0};
+    VkPhysicalDeviceMaintenance3Properties m3{1000168000, &m4, 0, 0};
+    // VkPhysicalDeviceProperties2 = {sType 1000059001, pNext, VkPhysicalDeviceProperties (< 1 KiB)}.
+    alignas(16) unsigned char buf[4096] = {};
+    VkBaseOut head{1000059001, &m3};
+    std::memcpy(buf, &head, sizeof head);
+    props2(pd, buf);
+    if (m3.maxMemoryAllocationSize == 0) return 0;
+    return m4.maxBufferSize ? std::min(m3.maxMemoryAllocationSize, m4.maxBufferSize) : m3.maxMemoryAllocationSize;
+}
+
+bool same_device(const Device& d, std::uint32_t vendor, const std::string& device_id) {
+    return vendor == 0x1002 && d.vendor == Vendor::amd && d.pci_device_id == device_id;
 }
 
 }  // namespace
@@ -80,7 +118,7 @@ std::string probe_vulkan(std::vector<Device>& devices) {
     if (!gipa) return "Vulkan not probed: libvulkan.so.1 has no vkGetInstanceProcAddr";
     auto create = reinterpret_cast<PFN_vkCreateInstance>(gipa(nullptr, "vkCreateInstance"));
     if (!create) return "Vulkan not probed: no vkCreateInstance";
-    VkApplicationInfo app{0, nullptr, "loch", 1, "loch", 1, (1u << 22)};  // VK_API_VERSION_1_0
+    VkApplicationInfo app{0, nullptr, "loch", 1, "loch", 1, (1u << 22) | (1u << 12)};  // VK_API_VERSION_1_1
     VkInstanceCreateInfo info{1, nullptr, 0, &app, 0, nullptr, 0, nullptr};
     VkInstance instance = nullptr;
     if (VkResult rc = create(&info, nullptr, &instance); rc != 0 || !instance)
@@ -101,6 +139,8 @@ std::string probe_vulkan(std::vector<Device>& devices) {
     auto mem_fn = reinterpret_cast<PFN_vkGetPhysicalDeviceMemoryProperties>(
         gipa(instance, "vkGetPhysicalDeviceMemoryProperties"));
     if (!enumerate || !props_fn || !mem_fn) return "Vulkan not probed: physical-device entry points missing";
+    auto props2_fn =  // Vulkan 1.1; nullptr on a 1.0 loader (the largest allocation stays unknown)
+        reinterpret_cast<PFN_vkGetPhysicalDeviceProperties2>(gipa(instance, "vkGetPhysicalDeviceProperties2"));
     std::uint32_t n = 0;
     if (enumerate(instance, &n, nullptr) != 0 || n == 0) return "Vulkan: no physical devices";
     std::vector<VkPhysicalDevice> phys(n);
@@ -122,13 +162,58 @@ std::string probe_vulkan(std::vector<Device>& devices) {
         const auto device_id = fmt::format("0x{:04x}", props.deviceID);
         for (std::size_t i = 0; i < devices.size(); ++i) {
             auto& d = devices[i];
-            if (taken[i] || props.vendorID != 0x1002 || d.vendor != Vendor::amd ||
-                d.pci_device_id != device_id)
-                continue;
+            if (taken[i] || !same_device(d, props.vendorID, device_id)) continue;
             taken[i] = true;
             const std::string name(props.deviceName, strnlen(props.deviceName, sizeof props.deviceName));
             const auto detail = fmt::format("Vulkan {} largest DEVICE_LOCAL heap", name);
             d.vulkan_device_local_heap = ProbedFigure::known({largest, Source::measured, detail}, detail);
+            if (const auto most = largest_allocation(props2_fn, pd)) {
+                const auto why = fmt::format("Vulkan {} min(maxMemoryAllocationSize, maxBufferSize)", name);
+                d.vulkan_max_allocation = ProbedFigure::known({most, Source::measured, why}, why);
+            }
+            break;
+        }
+    }
+    return {};
+}
+
+std::string probe_vulkan_capture(const Sysroot& root, std::vector<Device>& devices) {
+    const auto text = root.read("/vulkan.json");
+    if (!text) return "Vulkan not probed: captured tree (--sysroot) without vulkan.json";
+    const auto where = root.resolve("/vulkan.json").string();
+    const auto j = nlohmann::json::parse(*text.value, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("devices") || !j["devices"].is_array())
+        return where + ": not a JSON object with a \"devices\" array";
+    const auto hex = [](const nlohmann::json& v) -> std::optional<std::uint32_t> {
+        if (v.is_number_unsigned()) return v.get<std::uint32_t>();
+        if (!v.is_string()) return std::nullopt;
+        try {
+            return static_cast<std::uint32_t>(std::stoul(v.get<std::string>(), nullptr, 16));
+        } catch (const std::exception&) {
+            return std::nullopt;
+        }
+    };
+    const auto bytes = [](const nlohmann::json& e, const char* key) -> std::optional<std::uint64_t> {
+        if (!e.contains(key) || !e[key].is_number_unsigned()) return std::nullopt;
+        return e[key].get<std::uint64_t>();
+    };
+    for (const auto& e : j["devices"]) {
+        if (!e.is_object() || !e.contains("vendor_id") || !e.contains("device_id")) continue;
+        const auto vendor = hex(e["vendor_id"]);
+        const auto device = hex(e["device_id"]);
+        if (!vendor || !device) continue;
+        const auto device_id = fmt::format("0x{:04x}", *device);
+        const std::string name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
+        for (auto& d : devices) {
+            if (!same_device(d, *vendor, device_id)) continue;
+            if (const auto heap = bytes(e, "device_local_heap_bytes")) {
+                const auto detail = fmt::format("Vulkan {} largest DEVICE_LOCAL heap ({})", name, where);
+                d.vulkan_device_local_heap = ProbedFigure::known({*heap, Source::measured, detail}, detail);
+            }
+            if (const auto most = bytes(e, "max_allocation_bytes")) {
+                const auto detail = fmt::format("Vulkan {} largest allocation ({})", name, where);
+                d.vulkan_max_allocation = ProbedFigure::known({*most, Source::measured, detail}, detail);
+            }
             break;
         }
     }

@@ -56,6 +56,7 @@ nlohmann::json to_json(const Device& d) {
                      {"firmware_version", probed(d.firmware_version)},
                      {"compute", probed(d.compute)},
                      {"vulkan_device_local_heap", to_json(d.vulkan_device_local_heap)},
+                     {"vulkan_max_allocation", to_json(d.vulkan_max_allocation)},
                      {"usable", usable}};
     if (!d.pci_slot.empty()) j["pci_slot"] = d.pci_slot;
     if (!d.pci_device_id.empty()) j["pci_device_id"] = d.pci_device_id;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "devices/apu_tuning.hpp"
 #include "doctor/checks.hpp"
 
 namespace loch::doctor::checks {
@@ -68,25 +69,14 @@ const ModelDemand* largest_model(const Input& in) {
 void apu_gtt_ceiling(const DeviceReport& r, const Input&, Findings& out) {
     const auto& s = r.system;
     for (const auto& d : r.devices) {
-        if (!is_apu(d)) continue;
-        const auto* vram = d.pool(PoolKind::vram);
-        const auto* gtt = d.pool(PoolKind::gtt);
-        if (!vram || !gtt || !vram->total || !gtt->total) continue;
-        std::uint64_t ceiling = gtt->total->bytes;
-        std::string ceiling_from = "amdgpu.gttsize (mem_info_gtt_total)";
-        if (s.ttm_pages_limit && *s.ttm_pages_limit.value * kPage < ceiling) {
-            ceiling = *s.ttm_pages_limit.value * kPage;
-            ceiling_from = "ttm.pages_limit";
-        }
-        const std::uint64_t carve_out = vram->total->bytes;
-        if (carve_out <= ceiling) continue;
-
+        const auto g = devices::gtt_ceiling_below_carve_out(d, s);
+        if (!g) continue;
         Finding f;
         f.id = "apu-gtt-ceiling";
         f.severity = Severity::warning;
         f.device = d.id;
-        f.evidence.push_back(figure_evidence("VRAM (BIOS carve-out) total", vram->total));
-        f.evidence.push_back(figure_evidence("GTT total", gtt->total));
+        f.evidence.push_back(figure_evidence("VRAM (BIOS carve-out) total", d.pool(PoolKind::vram)->total));
+        f.evidence.push_back(figure_evidence("GTT total", d.pool(PoolKind::gtt)->total));
         if (s.ttm_pages_limit)
             f.evidence.push_back({"ttm.pages_limit",
                                   fmt::format("{} pages = {}", *s.ttm_pages_limit.value,
@@ -102,34 +92,14 @@ void apu_gtt_ceiling(const DeviceReport& r, const Input&, Findings& out) {
         f.evidence.push_back(figure_evidence("MemTotal (RAM the OS sees)", s.mem_total));
         f.explanation = fmt::format(
             "The BIOS reserves {} as \"VRAM\" carve-out, but on this APU ROCm/HIP allocations (hipMalloc) "
-            "come from "
-            "the GTT pool, which is capped at {} by {}{}. Tools that read the carve-out (rocm-smi, engines "
-            "that "
-            "size themselves by VRAM) see memory that models cannot actually use, and the carve-out is RAM "
-            "the OS "
-            "has lost. Models larger than the GTT ceiling fail to load.",
-            human_bytes(carve_out), human_bytes(ceiling), ceiling_from,
+            "come from the GTT pool, which is capped at {} by {}{}. Tools that read the carve-out (rocm-smi, "
+            "engines that size themselves by VRAM) see memory that models cannot actually use, and the "
+            "carve-out is RAM the OS has lost. Models larger than the GTT ceiling fail to load.",
+            human_bytes(g->carve_out), human_bytes(g->ceiling), g->ceiling_from,
             s.iommu_enabled && *s.iommu_enabled.value
-                ? "; with the IOMMU on, GTT is also bounded by the RAM the CPU "
-                  "sees"
+                ? "; with the IOMMU on, GTT is also bounded by the RAM the CPU sees"
                 : "");
-        if (s.mem_total) {
-            // Physical RAM = what the OS sees + the carve-out, rounded up to a GiB; leave 4 GiB to the OS.
-            const std::uint64_t physical = (s.mem_total->bytes + carve_out + kGiB - 1) / kGiB * kGiB;
-            const std::uint64_t target = physical > 8 * kGiB ? physical - 4 * kGiB : physical / 2;
-            f.fix = fmt::format(
-                "In the BIOS set the UMA frame buffer (carve-out) to its minimum (512 MB), then boot with "
-                "the kernel "
-                "parameters `amd_iommu=off amdgpu.gttsize={} ttm.pages_limit={}` (add them to "
-                "GRUB_CMDLINE_LINUX in "
-                "/etc/default/grub, run update-grub, reboot). GTT then covers about {} of the {} machine.",
-                target / kMiB, target / kPage, human_bytes(target), human_bytes(physical));
-        } else {
-            f.fix =
-                "In the BIOS set the UMA frame buffer (carve-out) to 512 MB and raise GTT with the kernel "
-                "parameters "
-                "`amd_iommu=off amdgpu.gttsize=<MiB> ttm.pages_limit=<4 KiB pages>` (RAM minus ~4 GiB).";
-        }
+        f.fix = g->fix();
         out.push_back(std::move(f));
     }
 }
@@ -274,9 +244,28 @@ void vulkan_heap_too_small(const DeviceReport& r, const Input& in, Findings& out
             f.severity = Severity::info;
             f.explanation =
                 "A Vulkan engine is configured on this APU, but its heap could not be read (" + heap.detail +
-                "). Mesa RADV reports only ~4 GiB device-local on Strix Halo, so Vulkan jobs fail at "
-                "sizes the GPU's GTT could hold.";
+                "). On an APU Mesa RADV reports 2/3 of GTT + carve-out as device-local and lets one buffer "
+                "be at most 4 GiB, so Vulkan jobs fail at sizes the GPU's GTT could hold.";
             out.push_back(std::move(f));
+            continue;
+        }
+        // One buffer's limit: an image's largest tensor (Flux's decoder im2col at 1024²: 4.5 GiB) fails
+        // above it however large the heap.
+        const auto& most = d.vulkan_max_allocation;
+        if (most && most->bytes < 8 * kGiB &&
+            !(model && model->bytes.bytes > heap->bytes)) {
+            Finding a = f;
+            a.severity = Severity::warning;
+            a.evidence.push_back(figure_evidence("Vulkan largest single allocation", most));
+            a.explanation = fmt::format(
+                "A Vulkan engine on this APU can allocate at most {} in one buffer (maxMemoryAllocationSize), "
+                "however large its {} heap: a tensor above it fails. Image models hit it first — the "
+                "decoder's im2col at 1024x1024 is 4.5 GiB — and loch refuses such requests up front.",
+                human_bytes(most->bytes), human_bytes(heap->bytes));
+            a.fix = "Run image models with the ROCm/HIP build on this device (devices.<id>.backend: rocm), or keep "
+                    "their tensors small: sd.vae_conv_direct or sd.vae_tiling for the decoder, sd.diffusion_fa "
+                    "for the attention scores.";
+            out.push_back(std::move(a));
             continue;
         }
         if (model && model->bytes.bytes > heap->bytes) {

@@ -91,6 +91,12 @@ struct RequestCost {
     // What the engine will do differently from what was asked, told to the client (X-Loch-Notice) rather
     // than done silently: "250x250 is generated as 256x256 (…)".
     std::string notice;
+    // Its largest single tensor on the device and what it is: a backend that caps one allocation (Vulkan:
+    // maxMemoryAllocationSize, 4 GiB on RADV) fails above it however much memory is free. 0: not known.
+    std::uint64_t largest_tensor = 0;
+    std::string largest_tensor_why;  // "decoder: the im2col of a 256-channel 3x3 convolution …"
+    // The option changes that bring the largest tensor under `limit` bytes, for the refusal.
+    std::function<std::vector<std::string>(std::uint64_t limit)> under_allocation;
 };
 
 // What a sleeping engine holds (Kind::asleep): on its device (CUDA context, graphs) and in host RAM (level

@@ -636,6 +636,16 @@ std::string random_token() {
     return out;
 }
 
+std::optional<std::string> inherited_env_value(std::string_view name) {
+    if (!inherited_env_allowed(name)) return std::nullopt;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+        const std::string_view kv(*e);
+        if (kv.size() > name.size() && kv.substr(0, name.size()) == name && kv[name.size()] == '=')
+            return std::string(kv.substr(name.size() + 1));
+    }
+    return std::nullopt;
+}
+
 bool inherited_env_allowed(std::string_view name) {
     // Exact names: what any program needs to find things and speak the user's locale.
     static constexpr std::string_view kNames[] = {"PATH",     "HOME", "USER",   "LOGNAME", "LANG",

@@ -122,6 +122,8 @@ std::string random_token();
 
 // Whether an environment variable of loch's may pass to an engine (exact names and prefixes; see above).
 bool inherited_env_allowed(std::string_view name);
+// The value of `name` in loch's environment that an engine would inherit (nullopt when unset or not allowed).
+std::optional<std::string> inherited_env_value(std::string_view name);
 
 // SIGKILLs every process (other than loch itself) whose environment has LOCH_ENGINE_TAG=`tag`; returns
 // their PIDs. A no-op for an empty tag. With `started_since_ticks` (the engine's own start, /proc stat field

@@ -68,4 +68,20 @@ EngineSpec make_engine_spec(const config::Config& cfg, const config::ModelConfig
     return kind_of(model).launch(cfg, model, where, port == 0 ? find_free_port() : port);
 }
 
+std::optional<std::string> unsafe_environment(const Placement& where, const EngineSpec& spec,
+                                              const std::optional<std::string>& inherited) {
+    constexpr const char* kVar = "GGML_CUDA_ENABLE_UNIFIED_MEMORY";
+    const auto it = spec.env.find(kVar);
+    const std::optional<std::string> value = it != spec.env.end() ? std::optional(it->second) : inherited;
+    if (!value || where.backend != "rocm" || !where.unified) return std::nullopt;
+    return std::string(kVar) + "=\"" + *value + "\" is in the environment this engine would inherit, and " +
+           where.device +
+           " is an APU on ROCm: ggml then allocates with hipMallocManaged and advises "
+           "hipMemAdviseSetCoarseGrain, which makes the memory unreadable by the CPU — the engine dies of SIGSEGV "
+           "tens of seconds into a job (even \"0\" turns it on: ggml tests only that the variable exists), and "
+           "the managed pages are charged to the memory cgroup. Remove it from loch's environment (systemd "
+           "Environment=, the container's env, the shell profile) and restart loch; on an APU the GPU already "
+           "uses the machine's RAM through GTT (raise GTT instead: `loch doctor`, apu-gtt-ceiling)";
+}
+
 }  // namespace loch::engines

@@ -26,6 +26,7 @@ struct Placement {
     std::string backend = "cpu";    // "cpu" | "cuda" | "rocm" | "vulkan"
     std::optional<int> ordinal;     // the backend's device index; unset for the CPU or when not probed
     std::uint64_t total_bytes = 0;  // the memory engines allocate from on it, as probed; 0 = unknown
+    bool unified = false;           // an APU: its GPU memory is the machine's RAM (GTT)
     std::vector<Placement> others;  // a split: the other devices, in order (same backend)
     std::vector<float> shares;      // a split: each device's share of the layers, this one first
 
@@ -73,5 +74,15 @@ std::map<std::string, std::string> device_environment(const Placement& where, bo
 
 // A model name as a file name: characters outside [A-Za-z0-9._-] become '_' ("org/m:7b" → "org_m_7b").
 std::string log_file_stem(std::string_view model_name);
+
+// Why an engine must not start with this environment on this device, or nullopt. ggml's unified memory
+// (GGML_CUDA_ENABLE_UNIFIED_MEMORY: any value, even "0", turns it on) on an AMD APU through ROCm allocates
+// with hipMallocManaged and advises hipMemAdviseSetCoarseGrain: the CPU can no longer read that memory and
+// the engine dies of SIGSEGV tens of seconds into a job, and managed memory is charged to the memory cgroup.
+// Safe elsewhere: a Vulkan or CPU engine never reads it, and on a discrete NVIDIA GPU it only lets CUDA
+// oversubscribe VRAM. `inherited`: the value loch's own environment passes on (engines/process.hpp), used
+// when spec.env does not set the variable.
+std::optional<std::string> unsafe_environment(const Placement& where, const EngineSpec& spec,
+                                              const std::optional<std::string>& inherited);
 
 }  // namespace loch::engines

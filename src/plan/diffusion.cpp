@@ -68,6 +68,24 @@ void read_model_file(const fs::path& p, DiffusionFiles& f) {
     }
 }
 
+// An LLM text encoder's width (the token embedding's rows) and FFN width (an up projection's rows), in
+// llama.cpp's names or the original ones.
+void read_llm_shape(const fs::path& p, DiffusionFiles& f) {
+    try {
+        const auto m = gguf::read_model(p, {gguf::kMaxSdCppTensorNameBytes});
+        for (const auto& t : m.tensors) {
+            if (t.dims.size() != 2) continue;
+            if (t.name.find("token_embd.weight") != std::string::npos ||
+                t.name.find("embed_tokens.weight") != std::string::npos)
+                f.llm_hidden = std::max(f.llm_hidden, t.dims[0]);
+            if (t.name.find("ffn_up.weight") != std::string::npos || t.name.find("up_proj.weight") != std::string::npos)
+                f.llm_ffn = std::max(f.llm_ffn, t.dims[1]);
+        }
+    } catch (const std::exception&) {
+        // Not GGUF: its shape is unknown, and the allowance stands (the weights count by size).
+    }
+}
+
 std::uint64_t component_bytes(const fs::path& p) {
     try {
         return gguf::read_model(p, {gguf::kMaxSdCppTensorNameBytes}).tensor_bytes();
@@ -78,12 +96,36 @@ std::uint64_t component_bytes(const fs::path& p) {
 
 constexpr double kMiBd = double(kMiB);
 
+void largest(Phase& p, double bytes, std::string what) {
+    const auto b = static_cast<std::uint64_t>(std::ceil(bytes));
+    if (b <= p.largest_tensor) return;
+    p.largest_tensor = b;
+    p.largest_tensor_what = std::move(what);
+}
+
 Phase text_encoder_phase(const DiffusionFiles& f, const DiffusionOptions& o) {
     // An allowance, not a fit: CLIP's 77 tokens take a few MiB; T5-XXL / an LLM over 256–512 tokens more.
     Phase p{"text encoder", (f.large_text_encoder ? 256 : 16) * kMiB,
             f.large_text_encoder ? "allowance for a large text encoder (T5-XXL / LLM, ≤ 512 tokens)"
                                  : "allowance for CLIP (77 tokens)",
             !(o.gpu && (o.clip_on_cpu))};
+    if (f.llm_hidden == 0 || o.prompt_bytes == 0) return p;
+    // An LLM text encoder runs the whole prompt at once and sd.cpp cuts nothing: its attention is quadratic
+    // (sd.cpp fixes Mistral's 32 heads; f32 scores, not flash), its FFN linear. bench/sd-text-encoder.sh
+    // measured ~2, 70 and 840 MiB at 5, 300 and 1200 words; tokens are bounded by bytes, not guessed.
+    const double t = double(o.prompt_bytes) + 256.0;
+    const double scores = 4.0 * 32.0 * t * t;
+    const double acts = 4.0 * t * (3.0 * double(f.llm_ffn) + 8.0 * double(f.llm_hidden));
+    const double bytes = scores + acts + 16.0 * kMiBd;
+    if (bytes > double(p.bytes)) {
+        p.bytes = static_cast<std::uint64_t>(std::ceil(bytes));
+        p.scores = static_cast<std::uint64_t>(scores);
+        p.formula = fmt::format("LLM text encoder: 4 B x 32 heads x T^2 + 4 B x T x (3 x ffn {} + 8 x width {}) "
+                                "(T = {} prompt bytes + 256)",
+                                f.llm_ffn, f.llm_hidden, o.prompt_bytes);
+    }
+    largest(p, scores, fmt::format("the text encoder's attention scores (32 heads x T^2 x 4 B, T <= {})", t));
+    largest(p, 4.0 * t * double(f.llm_ffn), "the text encoder's FFN activations (T x ffn x 4 B)");
     return p;
 }
 
@@ -104,6 +146,10 @@ Phase diffusion_phase(const DiffusionFiles& f, const DiffusionOptions& o, std::u
             p.bytes = static_cast<std::uint64_t>(std::ceil(32.0 * l * l + 10.4 * 1024 * l + 12 * kMiBd));
             p.formula = fmt::format("SD1 UNet attention: 32 B x L^2 + 10.4 KB x L (L = {})", l);
         }
+        // One head's f32 scores are one tensor per head-batch (8 heads in one GEMM output); the GEGLU's
+        // 2 x 1280 f32 activations per latent pixel otherwise.
+        largest(p, o.flash_attention ? 0.0 : 32.0 * l * l, "the attention scores (8 heads x L^2 x 4 B)");
+        largest(p, 10240.0 * l, "the feed-forward activations (2560 x 4 B per latent pixel)");
         return p;
     }
     // Flux (and an unknown DiT: Flux.1's width, the largest known). Flux.2 pads its Mistral text to at least
@@ -135,6 +181,11 @@ Phase diffusion_phase(const DiffusionFiles& f, const DiffusionOptions& o, std::u
                                   hidden, fa_mask > 0 ? " + padded mask 6 B x N x 256-aligned N" : "", n)
                     : fmt::format("{} attention: 4 B x {} heads x N^2 + {} B x width x N (N = {})", which,
                                   heads, per_token, n);
+    // The MLP's hidden activations in f32: Flux.2's SiLU-gated 2 x 3 x width, Flux.1's 4 x width.
+    const double mlp = f.flux2 ? 6.0 : 4.0;
+    largest(p, attention, fmt::format("the attention scores ({} heads x N^2 x 4 B, N = {})", heads, n));
+    largest(p, 4.0 * mlp * hidden * n, fmt::format("the MLP's activations ({} x width x N x 4 B)", mlp));
+    largest(p, fa_mask / 6.0 * 4.0, "flash attention's padded mask (N x 256-aligned N x 4 B)");
     return p;
 }
 
@@ -144,6 +195,7 @@ Phase decoder_phase(const DiffusionFiles& f, const DiffusionOptions& o, std::uin
     if (f.tiny_decoder) {
         p.bytes = static_cast<std::uint64_t>(std::ceil(1921.0 * px + kMiBd));
         p.formula = "tiny decoder: 1921 B/px";
+        largest(p, 64.0 * 9 * 2 * px, "the im2col of a 64-channel 3x3 convolution at full resolution");
         return p;
     }
     // 6656 B/px in sd.cpp's line at 512², +1 MiB per 4 Mpx more at larger sizes (the H200's 26628 MiB at
@@ -151,11 +203,21 @@ Phase decoder_phase(const DiffusionFiles& f, const DiffusionOptions& o, std::uin
     const double per_px = o.vae_conv_direct ? 2817.0 : 6657.0;
     double bytes = per_px * px + kMiBd;
     p.formula = fmt::format("VAE decode: {} B/px{}", per_px, o.vae_conv_direct ? " (conv-direct)" : "");
+    double at = px;  // the pixels one graph decodes
     if (o.vae_tiling && bytes > per_px * 256.0 * 256.0 + kMiBd) {
         bytes = per_px * 256.0 * 256.0 + kMiBd;
         p.formula += ", tiled: the 256x256 tile";
+        at = 256.0 * 256.0;
     }
     p.bytes = static_cast<std::uint64_t>(std::ceil(bytes));
+    // The decoder's full-resolution level starts from 256 channels (the upsampled features of the level
+    // below): im2col of a 3x3 kernel in the weights' f16, or — conv-direct — the f32 activations themselves;
+    // and the mid block's single-head attention at latent resolution (px / 64 positions), not flash.
+    if (o.vae_conv_direct)
+        largest(p, 256.0 * 4 * at, "the 256-channel activations at full resolution (f32)");
+    else
+        largest(p, 256.0 * 9 * 2 * at, "the im2col of a 256-channel 3x3 convolution at full resolution (f16)");
+    largest(p, 4.0 * (at / 64) * (at / 64), "the mid-block attention scores ((px/64)^2 x 4 B)");
     return p;
 }
 
@@ -175,6 +237,7 @@ DiffusionFiles read_diffusion_files(const fs::path& model,
         } else {
             f.text_encoder_bytes += bytes;
             if (role == "t5xxl" || role == "llm") f.large_text_encoder = true;
+            if (role == "llm") read_llm_shape(path, f);
         }
     }
     // A checkpoint's own VAE is not loaded when a decoder file is given (sd.cpp's `vae` line says so).
@@ -230,6 +293,11 @@ DiffusionPlan plan_diffusion(const DiffusionFiles& f, const DiffusionOptions& o,
         auto& side = ph.on_device ? p.device_compute : p.host_compute;
         side = std::max(side, ph.bytes);
         if (ph.on_device && ph.bytes >= best) best = ph.bytes, p.largest_phase = ph.name;
+        if (ph.on_device && ph.largest_tensor > p.largest_tensor) {
+            p.largest_tensor = ph.largest_tensor;
+            p.largest_tensor_phase = ph.name;
+            p.largest_tensor_what = ph.largest_tensor_what;
+        }
     }
     if (!o.gpu) {
         p.device_weights = f.diffusion_bytes + f.text_encoder_bytes + f.vae_bytes;
@@ -260,6 +328,24 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> largest_fitting(const Dif
         if (plan_diffusion(f, o, fw, fh).device_compute <= budget) return std::pair{fw, fh};
     }
     return std::nullopt;
+}
+
+std::vector<std::string> options_under_allocation(const DiffusionFiles& f, const DiffusionOptions& o,
+                                                  std::uint64_t w, std::uint64_t h, std::uint64_t limit) {
+    std::vector<std::string> out;
+    const auto try_one = [&](bool DiffusionOptions::*flag, const char* what) {
+        if (o.*flag) return;
+        DiffusionOptions t = o;
+        t.*flag = true;
+        if (const auto p = plan_diffusion(f, t, w, h); p.largest_tensor <= limit)
+            out.push_back(fmt::format("{}: its largest tensor is then {} ({})", what,
+                                      human_bytes(p.largest_tensor), p.largest_tensor_what));
+    };
+    try_one(&DiffusionOptions::vae_conv_direct, "direct VAE convolutions (sd.vae_conv_direct: true)");
+    try_one(&DiffusionOptions::vae_tiling, "VAE tiling (sd.vae_tiling: true)");
+    try_one(&DiffusionOptions::flash_attention, "flash attention (sd.diffusion_fa: true)");
+    if (o.gpu) try_one(&DiffusionOptions::vae_on_cpu, "the decoder on the CPU (sd.vae_on_cpu: true)");
+    return out;
 }
 
 std::vector<std::string> options_that_fit(const DiffusionFiles& f, const DiffusionOptions& o, std::uint64_t w,

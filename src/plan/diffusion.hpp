@@ -16,6 +16,14 @@
 //                           stays after the request
 //   VAE decode              6657 B/px + 1 MiB (2817 with conv-direct; tiling caps it at the 256² tile)
 //   TAESD / TAEF1 decode    1921 B/px + 1 MiB
+//   LLM text encoder        4 B · 32 heads · T² + 4 B · T · (3 · ffn + 8 · width) + 16 MiB, T = prompt bytes +
+//                           256 (its template; Flux.2 pads to 512 only after encoding, and never truncates)
+//
+// The largest single tensor of each phase, for a backend that caps one allocation (Vulkan: 4 GiB on RADV,
+// whatever the heap): the f32 attention scores (heads · N² · 4 B) without flash attention, the MLP's hidden
+// activations, and the decoder's im2col at full resolution (the 256-channel 3x3 convolutions: 4608 B/px in
+// f16; conv-direct has none and keeps 1024 B/px of activations), its mid-block attention ((px/64)² · 4 B),
+// at the 256² tile when tiled.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +60,9 @@ struct DiffusionFiles {
     std::uint64_t embedded_vae_bytes = 0;  // a one-file checkpoint's own VAE (unused beside --vae/--taesd)
     bool tiny_decoder = false;             // --taesd instead of a full VAE
     bool large_text_encoder = false;       // T5-XXL or an LLM (hundreds of tokens), not CLIP alone
+    // An LLM text encoder's (sd-server's `llm`: Flux.2's Mistral) width and FFN width, from its tensors; 0
+    // when there is none. Its compute grows with the prompt (docs/images.md, "Long prompts").
+    std::uint64_t llm_hidden = 0, llm_ffn = 0;
 };
 // Reads the GGUF headers (a one-file checkpoint is split by its tensors' prefixes); a file that is not GGUF
 // counts by its size and its role. `components` maps sd-server's flags (clip_l, t5xxl, llm, vae, taesd) to
@@ -65,6 +76,9 @@ struct DiffusionOptions {
     // Placement flags; they matter only when the engine runs on a GPU (on the CPU everything is host RAM).
     bool clip_on_cpu = false, vae_on_cpu = false, offload_to_cpu = false;
     bool gpu = false;
+    // The request's longest prompt (positive or negative) in bytes; 0 = unknown (the allowance). A byte-level
+    // BPE never makes more tokens than bytes, so an LLM text encoder is costed at bytes + its template.
+    std::uint64_t prompt_bytes = 0;
 };
 
 struct Phase {
@@ -75,6 +89,9 @@ struct Phase {
     // The attention scores' share of `bytes` (without flash attention): one GEMM output in the graph's
     // buffer, which ggml-cuda's pool does not grow with (see kGpuPoolShareOfScores).
     std::uint64_t scores = 0;
+    // Its largest single tensor (one allocation on Vulkan) and what it is.
+    std::uint64_t largest_tensor = 0;
+    std::string largest_tensor_what;
 };
 
 struct DiffusionPlan {
@@ -84,6 +101,9 @@ struct DiffusionPlan {
     // On a GPU: ggml-cuda's pool as the largest phase left it; the engine keeps it after the request.
     std::uint64_t device_pool = 0;
     std::string largest_phase;
+    // The largest single tensor of the phases on the device, and its phase.
+    std::uint64_t largest_tensor = 0;
+    std::string largest_tensor_phase, largest_tensor_what;
     // Resident weights: on the engine's device, and in host RAM (components the flags keep on the CPU).
     std::uint64_t device_weights = 0, host_weights = 0;
 };
@@ -101,6 +121,10 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> largest_fitting(const Dif
                                                                        const DiffusionOptions& o,
                                                                        std::uint64_t w, std::uint64_t h,
                                                                        std::uint64_t budget);
+// The single option changes after which no tensor on the device exceeds `limit` bytes (Vulkan's largest
+// allocation), each with its new largest tensor: "direct VAE convolutions (sd.vae_conv_direct: true): 1.0 GiB".
+std::vector<std::string> options_under_allocation(const DiffusionFiles& f, const DiffusionOptions& o,
+                                                  std::uint64_t w, std::uint64_t h, std::uint64_t limit);
 std::vector<std::string> options_that_fit(const DiffusionFiles& f, const DiffusionOptions& o, std::uint64_t w,
                                           std::uint64_t h, std::uint64_t budget);
 

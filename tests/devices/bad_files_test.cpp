@@ -2,6 +2,8 @@
 // fault.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "devices/probe.hpp"
 #include "devices/sysroot_fixture.hpp"
 
@@ -101,6 +103,34 @@ TEST(Parsing, EnvironAcceptsNulOrNewlineSeparators) {
     EXPECT_EQ(nul.at("B"), "x=y");
     const auto nl = parse_environ("A=1\nEMPTY=\n");
     EXPECT_EQ(nl.at("EMPTY"), "");
+}
+
+// A captured tree's vulkan.json (RADV's figures): read when it is well formed, a note naming the file when
+// it is not, and a wrong entry never crashes or fills the figures with garbage.
+TEST(BadFiles, VulkanCaptureIsReadOrExplained) {
+    const auto good = probe_at(loch::testing::sysroot_fixture("strix-halo-stock"));
+    const auto& apu = good.devices.front();
+    ASSERT_TRUE(apu.vulkan_device_local_heap.ok()) << apu.vulkan_device_local_heap.detail;
+    EXPECT_EQ(apu.vulkan_device_local_heap->bytes, 80ull << 30);  // 2/3 of 96 GiB carve-out + 24 GiB GTT
+    ASSERT_TRUE(apu.vulkan_max_allocation.ok());
+    EXPECT_EQ(apu.vulkan_max_allocation->bytes, 4294967292u);
+    EXPECT_NE(apu.vulkan_max_allocation.detail.find("vulkan.json"), std::string::npos);
+
+    ScratchSysroot tree("strix-halo-stock");
+    for (const std::string bad : {"{not json", "[]", R"({"devices": 5})",
+                                  R"({"devices": [1, {"vendor_id": "zz", "device_id": []},
+                                     {"vendor_id": "0x1002", "device_id": "0x1586",
+                                      "device_local_heap_bytes": -1, "max_allocation_bytes": "4 GiB"}]})"}) {
+        tree.write("/vulkan.json", bad);
+        const auto r = probe_at(tree.path());
+        SCOPED_TRACE(bad);
+        EXPECT_FALSE(r.devices.front().vulkan_device_local_heap.ok());
+        EXPECT_FALSE(r.devices.front().vulkan_max_allocation.ok());
+    }
+    tree.write("/vulkan.json", "{not json");
+    const auto r = probe_at(tree.path());
+    EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(),
+                            [](const std::string& n) { return n.find("vulkan.json: not a JSON object") != n.npos; }));
 }
 
 }  // namespace

@@ -283,8 +283,11 @@ TEST(ModelFit, TooBigForTheGpuButNotForRamIsAWarning) {
     EXPECT_EQ(find(fs, "model-does-not-fit")->severity, Severity::warning);
 }
 
+// The heap alone (a tree's vulkan.json also says how large one buffer may be: that is its own finding).
 DeviceReport with_vulkan_heap(std::string_view fixture, std::optional<std::uint64_t> heap) {
     auto r = fixture_report(fixture);
+    r.devices[0].vulkan_device_local_heap = devices::ProbedFigure::unknown("Vulkan not probed");
+    r.devices[0].vulkan_max_allocation = devices::ProbedFigure::unknown("Vulkan not probed");
     if (heap)
         r.devices[0].vulkan_device_local_heap =
             devices::ProbedFigure::known({*heap, Source::measured, "Vulkan RADV heap"}, "Vulkan RADV heap");
@@ -305,10 +308,23 @@ TEST(VulkanHeap, SmallHeapWithoutModelsWarnsAndUnknownHeapIsInfo) {
                    "vulkan-heap-too-small")
                   ->severity,
               Severity::warning);
-    EXPECT_EQ(
-        find(diagnose(fixture_report("strix-halo-tuned"), Input{{}, {"vulkan"}, {}}), "vulkan-heap-too-small")
-            ->severity,
-        Severity::info);
+    EXPECT_EQ(find(diagnose(with_vulkan_heap("strix-halo-tuned", std::nullopt), Input{{}, {"vulkan"}, {}}),
+                   "vulkan-heap-too-small")
+                  ->severity,
+              Severity::info);
+}
+
+// The captured RADV figures (vulkan.json): an 83 GiB heap, but 4 GiB at most in one buffer.
+TEST(VulkanHeap, ALargeHeapWithAFourGibLargestAllocationWarnsAboutImages) {
+    const auto findings = diagnose(fixture_report("strix-halo-tuned"), Input{{}, {"vulkan"}, {}});
+    const auto* f = find(findings, "vulkan-heap-too-small");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->severity, Severity::warning);
+    EXPECT_NE(f->explanation.find("4.00 GiB in one buffer"), std::string::npos) << f->explanation;
+    EXPECT_TRUE(mentions(*f, "vulkan.json"));
+    // Without a Vulkan engine configured, nothing.
+    EXPECT_EQ(find(diagnose(fixture_report("strix-halo-tuned"), Input{{}, {"rocm"}, {}}), "vulkan-heap-too-small"),
+              nullptr);
 }
 
 TEST(VulkanHeap, NoVulkanEngineOrABigEnoughHeapOrADiscreteGpuDoesNotTrip) {

@@ -282,5 +282,70 @@ TEST(DiffusionPlan, TheFilesGiveTheArchitectureAndTheWeightsPerComponent) {
     EXPECT_EQ(two.arch, DiffusionArch::flux);
     EXPECT_TRUE(two.flux2);
     EXPECT_EQ(two.flux_hidden, 256u);
+    EXPECT_EQ(two.llm_hidden, 0u);
     std::filesystem::remove_all(dir);
+}
+
+// The Vulkan trap in one number: the largest single tensor. Flux.2-dev's decoder at 1024² needs one 4.5 GiB
+// im2col buffer (the 256-channel 3x3 convolutions at full resolution, f16): above RADV's 4 GiB largest
+// allocation, at 512² far below; direct convolutions and tiling bring it under, as the refusal says.
+TEST(DiffusionPlan, TheLargestTensorIsTheDecodersIm2colAt1024AndTheOptionsBringItUnderFourGib) {
+    DiffusionFiles f = flux(6144);
+    f.flux2 = true;
+    DiffusionOptions o;
+    o.gpu = true;
+    o.flash_attention = true;
+    const std::uint64_t radv = 4294967292;
+    const auto big = plan_diffusion(f, o, 1024, 1024);
+    EXPECT_EQ(big.largest_tensor, 256ull * 9 * 2 * 1024 * 1024);  // 4.5 GiB
+    EXPECT_EQ(big.largest_tensor_phase, "decoder");
+    EXPECT_NE(big.largest_tensor_what.find("im2col"), std::string::npos);
+    EXPECT_LT(plan_diffusion(f, o, 512, 512).largest_tensor, radv);
+    const auto help = options_under_allocation(f, o, 1024, 1024, radv);
+    const auto has = [&](std::string_view what) {
+        return std::any_of(help.begin(), help.end(), [&](const std::string& h) { return h.find(what) != h.npos; });
+    };
+    EXPECT_TRUE(has("sd.vae_conv_direct: true")) << fmt::format("{}", fmt::join(help, "\n"));
+    EXPECT_TRUE(has("sd.vae_tiling: true"));
+    EXPECT_TRUE(has("sd.vae_on_cpu: true"));
+    // Without flash attention the scores are one tensor: 48 heads x N^2 x 4 B (N = 4096 + 512 at 1024²).
+    o.flash_attention = false;
+    o.vae_conv_direct = true;
+    const auto scores = plan_diffusion(f, o, 1024, 1024);
+    EXPECT_EQ(scores.largest_tensor, 48ull * 4608 * 4608 * 4);
+    EXPECT_EQ(scores.largest_tensor_phase, "diffusion step");
+    // A decoder on the CPU is not the device's allocation.
+    o.vae_conv_direct = false;
+    o.flash_attention = true;
+    o.vae_on_cpu = true;
+    EXPECT_NE(plan_diffusion(f, o, 1024, 1024).largest_tensor_phase, "decoder");
+}
+
+// An LLM text encoder (Flux.2's Mistral) is quadratic in the prompt and sd.cpp cuts nothing: each request is
+// costed from its prompt's bytes (a byte-level BPE never makes more tokens than bytes), never under what
+// bench/sd-text-encoder.sh measured, and a short prompt keeps the allowance.
+TEST(DiffusionPlan, AnLlmTextEncoderIsCostedFromThePromptsBytesAndNeverUnderTheMeasuredBuffers) {
+    DiffusionFiles f = flux(256);
+    f.flux2 = true;
+    f.large_text_encoder = true;
+    f.llm_hidden = 256;
+    f.llm_ffn = 512;
+    DiffusionOptions o;
+    const auto te = [&](std::uint64_t bytes) {
+        o.prompt_bytes = bytes;
+        return phase_mib(plan_diffusion(f, o, 64, 64), "text encoder");
+    };
+    EXPECT_EQ(te(30), 256.0);  // "a lighthouse at dusk": the allowance
+    // bench/sd-text-encoder.sh: "lighthouse" x 300 and x 1200 (3299 and 13199 bytes) took 70 and 840 MiB.
+    EXPECT_GE(te(3299), 70.0);
+    EXPECT_GE(te(13199), 840.0);
+    EXPECT_GT(te(13199), 3.5 * te(3299));  // quadratic
+    // Mistral Small's real width: the FFN term grows with it (T x (3 x 32768 + 8 x 5120) x 4 B).
+    const double tiny = te(3299);
+    f.llm_hidden = 5120;
+    f.llm_ffn = 32768;
+    EXPECT_GT(te(3299), tiny + 1500.0);
+    // Without an LLM (CLIP, T5) the allowance stays whatever the prompt.
+    f.llm_hidden = f.llm_ffn = 0;
+    EXPECT_EQ(te(13199), 256.0);
 }

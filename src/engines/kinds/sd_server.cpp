@@ -108,6 +108,14 @@ std::pair<std::uint64_t, std::uint64_t> request_size(const nlohmann::json& b) {
     return {w, h};
 }
 
+// The longest text the encoder will read: the prompt or A1111's negative prompt (encoded one after the other).
+std::uint64_t prompt_bytes(const nlohmann::json& b) {
+    std::uint64_t most = 1;
+    for (const char* key : {"prompt", "negative_prompt"})
+        if (b.contains(key) && b[key].is_string()) most = std::max<std::uint64_t>(most, b[key].get_ref<const std::string&>().size());
+    return most;
+}
+
 // An edit without a size whose image's size could not be read generates at that unknown size: costed at
 // the largest the model accepts (never under).
 bool size_unknown(const nlohmann::json& b) {
@@ -253,7 +261,8 @@ class SdServerKind final : public Kind {
         if (size_unknown(*r.body)) asked_w = sd_settings(m).max_width, asked_h = sd_settings(m).max_height;
         const auto files = files_of(m);
         const bool gpu = r.where != nullptr && r.where->backend != "cpu";
-        const auto opts = options_of(sd_settings(m), gpu);
+        auto opts = options_of(sd_settings(m), gpu);
+        opts.prompt_bytes = prompt_bytes(*r.body);
         const auto p = plan::plan_diffusion(files, opts, asked_w, asked_h);
         RequestCost c;
         c.bytes = p.device_compute;
@@ -284,7 +293,14 @@ class SdServerKind final : public Kind {
                        {"decoder_bytes", files.vae_bytes},
                        {"on_device_bytes", p.device_weights},
                        {"on_cpu_bytes", p.host_weights}}}};
+        c.details["largest_tensor_bytes"] = p.largest_tensor;
+        c.details["largest_tensor"] = p.largest_tensor_phase + ": " + p.largest_tensor_what;
+        c.largest_tensor = p.largest_tensor;
+        c.largest_tensor_why = p.largest_tensor_phase + ": " + p.largest_tensor_what;
         const auto w = p.width, h = p.height;
+        c.under_allocation = [files, opts, w, h](std::uint64_t limit) {
+            return plan::options_under_allocation(files, opts, w, h, limit);
+        };
         c.would_help = [files, opts, w, h, gpu](std::uint64_t budget) {
             std::vector<std::string> out;
             if (const auto fit = plan::largest_fitting(files, opts, w, h, budget);
