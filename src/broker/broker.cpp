@@ -156,8 +156,10 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     co_await ensure_footprint(*m);
     check_runnable(*m, needs);  // before it waits or an engine starts for it
     // The usual case — ready, a slot free — is granted without a Waiter (and its timer) being made.
+    m->start_error.reset();
     if (std::string holder; try_serve(*m, needs, &holder) == Serve::granted)
         co_return make_lease(*m, priority_of(*m, needs), "ready", {}, std::move(holder));
+    if (m->start_error) throw *m->start_error;  // the start it triggered failed before anything ran
     auto w = std::make_shared<Waiter>(next_waiter_++, m, ex_);
     w->decision = m->wait_reason;
     w->needs = needs;
@@ -335,7 +337,7 @@ std::optional<engines::RequestCost> Broker::request_cost(const std::string& name
 }
 
 std::string Broker::device_for_request(const Model& m) const {
-    if (!m.device.empty()) return m.device;  // a running model's own
+    if (!m.device.empty()) return m.device;   // a running model's own
     const auto devices = allowed_devices(m);  // a cold one: the first it may use
     return devices.empty() ? "cpu" : devices.front();
 }
@@ -349,10 +351,11 @@ void Broker::check_runnable(Model& m, const RequestNeeds& needs) {
         // The Vulkan trap: one tensor larger than the driver lets one buffer be, whatever is free.
         const std::uint64_t most = lim->largest_allocation->bytes;
         auto help = t.under_allocation ? t.under_allocation(most) : std::vector<std::string>{};
-        help.insert(help.begin(),
-                    fmt::format("the ROCm build of the engine (devices.{}.backend: rocm): HIP has no such per-buffer "
-                                "limit on this device",
-                                device));
+        help.insert(
+            help.begin(),
+            fmt::format("the ROCm build of the engine (devices.{}.backend: rocm): HIP has no such per-buffer "
+                        "limit on this device",
+                        device));
         nlohmann::json d = t.details;
         d["model"] = m.name();
         d["device"] = device;
@@ -361,17 +364,19 @@ void Broker::check_runnable(Model& m, const RequestNeeds& needs) {
         d["largest_allocation_source"] = lim->largest_allocation->detail;
         d["request_bytes"] = t.bytes;
         d["would_help"] = help;
-        Error e(ErrorKind::insufficient_memory,
-                fmt::format("model '{}': {} cannot run with the Vulkan build on {}: it needs one {} buffer ({}), "
-                            "above the largest single allocation Vulkan gives there, {} ({}); would work: {}",
-                            m.name(), t.why, device, human_bytes(t.largest_tensor), t.largest_tensor_why,
-                            human_bytes(most), lim->largest_allocation->detail, fmt::join(help, "; ")),
-                std::move(d));
+        Error e(
+            ErrorKind::insufficient_memory,
+            fmt::format("model '{}': {} cannot run with the Vulkan build on {}: it needs one {} buffer ({}), "
+                        "above the largest single allocation Vulkan gives there, {} ({}); would work: {}",
+                        m.name(), t.why, device, human_bytes(t.largest_tensor), t.largest_tensor_why,
+                        human_bytes(most), lim->largest_allocation->detail, fmt::join(help, "; ")),
+            std::move(d));
         note("refused", m, e.what(), {{"request_bytes", t.bytes}, {"largest_tensor_bytes", t.largest_tensor}},
              true);
         throw e;
     }
-    if (!m.device.empty() || !m.footprint) return;  // a running engine's own booking decides in book_transient
+    if (!m.device.empty() || !m.footprint)
+        return;  // a running engine's own booking decides in book_transient
     // A cold model: its weights as it would be booked, beside this request's compute, against the device.
     // (Weights that alone exceed the device are the model's refusal, made by admission with its own numbers.)
     for (const auto& n : m.footprint->needs)
@@ -400,6 +405,11 @@ void Broker::refuse_if_never_fits(Model& m, const std::string& device, const Mem
             human_bytes(lim->backend_bound->bytes)));
     }
     if (lim && !lim->advice.empty()) help.push_back(lim->advice);
+    if (lim && lim->total.detail.find("cgroup") != std::string::npos)  // a container's limit is the total
+        help.push_back(
+            fmt::format("a memory limit of at least {} for loch's container or unit: its engines are its "
+                        "children and are charged to it (docs/deploy.md)",
+                        human_bytes(lim->total.bytes + (engine.bytes + t.bytes - cap))));
     nlohmann::json d = t.details;
     d["model"] = m.name();
     d["device"] = device;
@@ -409,14 +419,15 @@ void Broker::refuse_if_never_fits(Model& m, const std::string& device, const Mem
     d["capacity_bytes"] = cap;
     d["capacity_source"] = ledger_.capacity_detail(device);
     d["would_help"] = help;
-    Error e(ErrorKind::insufficient_memory,
-            fmt::format("model '{}': {} does not fit beside its weights on {}: {} ({}) + {} = {} > the {} the "
-                        "device can ever give ({}){}",
-                        m.name(), t.why, device, human_bytes(engine.bytes), to_string(engine.source),
-                        human_bytes(t.bytes), human_bytes(engine.bytes + t.bytes), human_bytes(cap),
-                        ledger_.capacity_detail(device),
-                        help.empty() ? "" : fmt::format("; would fit: {}", fmt::join(help, "; "))),
-            std::move(d));
+    Error e(
+        ErrorKind::insufficient_memory,
+        fmt::format("model '{}': {} does not fit beside its weights on {}: {} ({}) + {} = {} > the {} the "
+                    "device can ever give ({}){}",
+                    m.name(), t.why, device, human_bytes(engine.bytes), to_string(engine.source),
+                    human_bytes(t.bytes), human_bytes(engine.bytes + t.bytes), human_bytes(cap),
+                    ledger_.capacity_detail(device),
+                    help.empty() ? "" : fmt::format("; would fit: {}", fmt::join(help, "; "))),
+        std::move(d));
     note("refused", m, e.what(), {{"request_bytes", t.bytes}}, true);
     throw e;
 }

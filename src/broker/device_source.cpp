@@ -17,8 +17,8 @@ std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
     // The individual probes (not devices::probe()): no Vulkan, no firmware, nothing the broker does not use.
     const devices::Sysroot root(root_);
     if (!system_)
-        system_ = devices::probe_system(root, root.is_live() ? std::optional<devices::Env>(devices::Env{})
-                                                              : std::nullopt);
+        system_ = devices::probe_system(
+            root, root.is_live() ? std::optional<devices::Env>(devices::Env{}) : std::nullopt);
     else
         devices::refresh_memory(root, *system_);
     const auto& system = *system_;
@@ -52,7 +52,8 @@ std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
         if (auto s = snapshot_of(d)) {
             if (const auto g = devices::gtt_ceiling_below_carve_out(d, system))
                 s->advice = fmt::format(
-                    "ROCm allocates from GTT here ({}, {}), not from the {} BIOS carve-out that rocm-smi reports: "
+                    "ROCm allocates from GTT here ({}, {}), not from the {} BIOS carve-out that rocm-smi "
+                    "reports: "
                     "{}",
                     human_bytes(g->ceiling), g->ceiling_from, human_bytes(g->carve_out), g->fix());
             out.push_back(std::move(*s));
@@ -75,8 +76,9 @@ void cap_to_cgroup(DeviceSnapshot& cpu, const devices::MemoryCgroup& cgroup) {
     cpu.used = MemoryFigure{
         limit - free, Source::measured,
         free < limit - working
-            ? std::string(cpu.unified ? "the limit less the GTT pool's free memory (less than the cgroup has left)"
-                                      : "the limit less the machine's MemAvailable (less than the cgroup has left)")
+            ? std::string(cpu.unified
+                              ? "the limit less the GTT pool's free memory (less than the cgroup has left)"
+                              : "the limit less the machine's MemAvailable (less than the cgroup has left)")
             : "the cgroup's working set (memory use less inactive page cache)"};
 }
 

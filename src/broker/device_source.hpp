@@ -82,8 +82,8 @@ class ProbedDevices : public DeviceSource {
     // `sysroot`: "/" for this machine, or a captured tree (`loch serve --sysroot`: replays and tests plan
     // for that machine while the engines run here). `vulkan`: probe libvulkan once (a device is configured
     // with backend: vulkan); a captured tree's vulkan.json is read instead.
-    explicit ProbedDevices(std::string nvml_library = "libnvidia-ml.so.1", std::filesystem::path sysroot = "/",
-                           bool vulkan = false)
+    explicit ProbedDevices(std::string nvml_library = "libnvidia-ml.so.1",
+                           std::filesystem::path sysroot = "/", bool vulkan = false)
         : nvml_(std::move(nvml_library)), root_(std::move(sysroot)), vulkan_(vulkan) {}
     std::vector<DeviceSnapshot> snapshot() override;
     std::optional<std::uint64_t> resident_bytes(int pid) override;  // /proc/PID/status VmRSS
@@ -103,7 +103,8 @@ class ProbedDevices : public DeviceSource {
     std::filesystem::path root_;
     bool vulkan_ = false;
     // The Vulkan figures per device id, probed once (they are the driver's constants).
-    std::optional<std::map<std::string, std::pair<devices::ProbedFigure, devices::ProbedFigure>>> vulkan_figures_;
+    std::optional<std::map<std::string, std::pair<devices::ProbedFigure, devices::ProbedFigure>>>
+        vulkan_figures_;
     std::optional<devices::SystemInfo> system_;
     std::chrono::steady_clock::time_point nvml_retry_at_{};
     struct Group {

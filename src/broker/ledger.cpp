@@ -102,7 +102,8 @@ std::string Ledger::capacity_detail(const std::string& device) const {
     if (l->cap && l->cap->bytes < l->total.bytes)
         out += fmt::format("; capped at {} by {}", human_bytes(l->cap->bytes), l->cap->detail);
     if (l->backend_bound && l->backend_bound->bytes < l->total.bytes)
-        out += fmt::format("; bounded at {} by {}", human_bytes(l->backend_bound->bytes), l->backend_bound->detail);
+        out += fmt::format("; bounded at {} by {}", human_bytes(l->backend_bound->bytes),
+                           l->backend_bound->detail);
     return out;
 }
 

@@ -68,17 +68,18 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
     try {
         auto spec = engines::make_engine_spec(*cfg_, *m.cfg, where);
         for (const auto& on : where.all())  // refused before anything starts (engines/spec.hpp says why)
-            if (auto why = engines::unsafe_environment(on, spec,
-                                                       engines::inherited_env_value("GGML_CUDA_ENABLE_UNIFIED_MEMORY")))
+            if (auto why = engines::unsafe_environment(
+                    on, spec, engines::inherited_env_value("GGML_CUDA_ENABLE_UNIFIED_MEMORY")))
                 throw std::runtime_error(*why);
         engine = launcher_->launch(ex_, std::move(spec));
     } catch (const std::exception& e) {
         for (const auto& d : devices) loading_devices_.erase(d);
         ledger_.release(m.name());
         m.state = ModelState::stopped;
-        fail_waiters(m, Error(ErrorKind::engine_failed,
-                              fmt::format("model '{}' cannot be started: {}", m.name(), e.what()),
-                              {{"model", m.name()}}));
+        m.start_error =
+            Error(ErrorKind::engine_failed,
+                  fmt::format("model '{}' cannot be started: {}", m.name(), e.what()), {{"model", m.name()}});
+        fail_waiters(m, *m.start_error);
         return;
     }
     m.load_started = Clock::now();

@@ -55,6 +55,9 @@ struct Broker::Model {
     // Mutable: asking it whether a quarantine holds prunes old failures, also from the read-only views.
     mutable engines::CrashTracker crashes;
     std::optional<engines::ExitReport> last_exit;
+    // Why the last launch could not even start (no program, an unsafe environment): the request whose
+    // arrival triggered it gets this at once rather than waiting for the next attempt.
+    std::optional<Error> start_error;
     std::optional<Footprint> footprint;
     bool planning = false;
     std::optional<MemoryFigure> measured;

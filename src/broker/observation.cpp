@@ -54,12 +54,13 @@ void Broker::refresh_devices() {
                 l.cap = MemoryFigure{*dc.budget, Source::configured, "devices." + d.id + ".budget"};
             if (d.driver_reserved) l.driver_reserved = *d.driver_reserved;
             // A Vulkan engine allocates from the driver's DEVICE_LOCAL heap, not from the pool the probe
-            // counts (GTT on an APU): where the heap is smaller it bounds the device (the ROCm build could use
-            // more); where it is larger — RADV on an APU with a large carve-out reports 2/3 of carve-out +
-            // GTT — it is the device's total for this build.
+            // counts (GTT on an APU): where the heap is smaller it bounds the device (the ROCm build could
+            // use more); where it is larger — RADV on an APU with a large carve-out reports 2/3 of carve-out
+            // + GTT — it is the device's total for this build.
             if (dc.backend == "vulkan" && d.vulkan_heap) {
-                const std::string what = "the Vulkan DEVICE_LOCAL heap (devices." + d.id + ".backend: vulkan, " +
-                                         d.vulkan_heap->detail + "): all a Vulkan engine can allocate";
+                const std::string what = "the Vulkan DEVICE_LOCAL heap (devices." + d.id +
+                                         ".backend: vulkan, " + d.vulkan_heap->detail +
+                                         "): all a Vulkan engine can allocate";
                 if (d.vulkan_heap->bytes < d.total.bytes)
                     l.backend_bound = MemoryFigure{d.vulkan_heap->bytes, Source::measured, what};
                 else

@@ -62,8 +62,8 @@ void log_platform_findings(const config::Config& cfg, const std::string& sysroot
                                                              "vulkan") != input.engines.end();
     for (const auto& f : doctor::diagnose(devices::probe(options), input)) {
         if (f.severity == doctor::Severity::info) continue;
-        const auto line = fmt::format("doctor {}{}: {} Fix: {}", f.id, f.device.empty() ? "" : " (" + f.device + ")",
-                                      f.explanation, f.fix);
+        const auto line = fmt::format("doctor {}{}: {} Fix: {}", f.id,
+                                      f.device.empty() ? "" : " (" + f.device + ")", f.explanation, f.fix);
         if (f.severity == doctor::Severity::error)
             spdlog::error("{}", line);
         else
@@ -148,9 +148,10 @@ void run_serve(const ServeOptions& o) {
     cfg.max_connections = raise_fd_limit(cfg.max_connections);
 
     if (o.sysroot != "/")
-        spdlog::warn("devices, memory cgroup and platform read from the captured tree {}: loch plans for that "
-                     "machine while its engines run on this one",
-                     o.sysroot);
+        spdlog::warn(
+            "devices, memory cgroup and platform read from the captured tree {}: loch plans for that "
+            "machine while its engines run on this one",
+            o.sysroot);
     log_platform_findings(cfg, o.sysroot);
 
     asio::io_context ioc(1);
@@ -158,11 +159,12 @@ void run_serve(const ServeOptions& o) {
     const char* nvml = std::getenv("LOCH_NVML_LIBRARY");
     const bool vulkan = std::any_of(cfg.devices.begin(), cfg.devices.end(),
                                     [](const auto& d) { return d.second.backend == "vulkan"; });
-    broker::Broker broker(ex, cfg,
-                          std::make_unique<broker::ProbedDevices>(
-                              nvml && *nvml ? nvml : (o.sysroot == "/" ? "libnvidia-ml.so.1" : ""), o.sysroot, vulkan),
-                          std::make_unique<broker::KindFootprint>(ex, cfg.state_dir / "dry-run-cache.json"),
-                          std::make_unique<engines::ProcessLauncher>(&state));
+    broker::Broker broker(
+        ex, cfg,
+        std::make_unique<broker::ProbedDevices>(
+            nvml && *nvml ? nvml : (o.sysroot == "/" ? "libnvidia-ml.so.1" : ""), o.sysroot, vulkan),
+        std::make_unique<broker::KindFootprint>(ex, cfg.state_dir / "dry-run-cache.json"),
+        std::make_unique<engines::ProcessLauncher>(&state));
     http::ServerOptions so;
     so.listen = cfg.listen;
     so.port = cfg.port;
@@ -280,9 +282,10 @@ void add_serve_command(CLI::App& app) {
                     "loch's own log: debug adds a line for every request that succeeded (the request log "
                     "has them all)")
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-    cmd->add_option("--sysroot", o->sysroot,
-                    "plan for the machine captured under DIR (its /proc, /sys, cgroup, vulkan.json) while the "
-                    "engines run here: replays of another machine's traps (docs/strix-halo.md)")
+    cmd->add_option(
+           "--sysroot", o->sysroot,
+           "plan for the machine captured under DIR (its /proc, /sys, cgroup, vulkan.json) while the "
+           "engines run here: replays of another machine's traps (docs/strix-halo.md)")
         ->check(CLI::ExistingDirectory);
     cmd->add_flag("--print-default-config", o->print_default, "print the embedded default config and exit");
     cmd->callback([o] { run_serve(*o); });

@@ -27,8 +27,8 @@ std::optional<GttCeiling> gtt_ceiling_below_carve_out(const Device& d, const Sys
         const std::uint64_t physical = (s.mem_total->bytes + g.carve_out + kGiB - 1) / kGiB * kGiB;
         g.physical = physical;
         g.target = physical > 8 * kGiB ? physical - 4 * kGiB : physical / 2;
-        g.kernel_parameters =
-            fmt::format("amd_iommu=off amdgpu.gttsize={} ttm.pages_limit={}", *g.target / kMiB, *g.target / kPage);
+        g.kernel_parameters = fmt::format("amd_iommu=off amdgpu.gttsize={} ttm.pages_limit={}",
+                                          *g.target / kMiB, *g.target / kPage);
     }
     return g;
 }
@@ -36,7 +36,8 @@ std::optional<GttCeiling> gtt_ceiling_below_carve_out(const Device& d, const Sys
 std::string GttCeiling::fix() const {
     if (!target)
         return "In the BIOS set the UMA frame buffer (carve-out) to 512 MB and raise GTT with the kernel "
-               "parameters `amd_iommu=off amdgpu.gttsize=<MiB> ttm.pages_limit=<4 KiB pages>` (RAM minus ~4 GiB).";
+               "parameters `amd_iommu=off amdgpu.gttsize=<MiB> ttm.pages_limit=<4 KiB pages>` (RAM minus ~4 "
+               "GiB).";
     return fmt::format(
         "In the BIOS set the UMA frame buffer (carve-out) to its minimum (512 MB), then boot with the kernel "
         "parameters `{}` (add them to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub, reboot). GTT "

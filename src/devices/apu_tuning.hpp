@@ -13,9 +13,9 @@
 namespace loch::devices {
 
 struct GttCeiling {
-    std::uint64_t ceiling = 0;   // min(GTT total, ttm.pages_limit x 4 KiB)
-    std::string ceiling_from;    // "amdgpu.gttsize (mem_info_gtt_total)" or "ttm.pages_limit"
-    std::uint64_t carve_out = 0; // the VRAM pool's total
+    std::uint64_t ceiling = 0;    // min(GTT total, ttm.pages_limit x 4 KiB)
+    std::string ceiling_from;     // "amdgpu.gttsize (mem_info_gtt_total)" or "ttm.pages_limit"
+    std::uint64_t carve_out = 0;  // the VRAM pool's total
     // The machine's RAM (what the OS sees + the carve-out, to a GiB) and GTT's goal (4 GiB left to the OS);
     // unknown without MemTotal.
     std::optional<std::uint64_t> physical, target;

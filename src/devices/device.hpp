@@ -97,8 +97,9 @@ struct Device {
         firmware_version;         // VBIOS / device firmware; the linux-firmware package is in SystemInfo
     Probed<std::string> compute;  // CUDA compute capability "9.0" or AMD gfx target "gfx1151"
     ProbedFigure vulkan_device_local_heap;  // largest DEVICE_LOCAL heap libvulkan reports for this device
-    // The largest single buffer a Vulkan engine can allocate there: ggml-vulkan takes min(maxMemoryAllocationSize,
-    // maxBufferSize) (4 GiB on RADV), and a tensor above it fails however large the heap is.
+    // The largest single buffer a Vulkan engine can allocate there: ggml-vulkan takes
+    // min(maxMemoryAllocationSize, maxBufferSize) (4 GiB on RADV), and a tensor above it fails however large
+    // the heap is.
     ProbedFigure vulkan_max_allocation;
     UsableBudget usable;
 

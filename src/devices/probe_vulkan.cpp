@@ -102,7 +102,8 @@ std::uint64_t largest_allocation(PFN_vkGetPhysicalDeviceProperties2 props2, VkPh
     std::memcpy(buf, &head, sizeof head);
     props2(pd, buf);
     if (m3.maxMemoryAllocationSize == 0) return 0;
-    return m4.maxBufferSize ? std::min(m3.maxMemoryAllocationSize, m4.maxBufferSize) : m3.maxMemoryAllocationSize;
+    return m4.maxBufferSize ? std::min(m3.maxMemoryAllocationSize, m4.maxBufferSize)
+                            : m3.maxMemoryAllocationSize;
 }
 
 bool same_device(const Device& d, std::uint32_t vendor, const std::string& device_id) {
@@ -140,7 +141,8 @@ std::string probe_vulkan(std::vector<Device>& devices) {
         gipa(instance, "vkGetPhysicalDeviceMemoryProperties"));
     if (!enumerate || !props_fn || !mem_fn) return "Vulkan not probed: physical-device entry points missing";
     auto props2_fn =  // Vulkan 1.1; nullptr on a 1.0 loader (the largest allocation stays unknown)
-        reinterpret_cast<PFN_vkGetPhysicalDeviceProperties2>(gipa(instance, "vkGetPhysicalDeviceProperties2"));
+        reinterpret_cast<PFN_vkGetPhysicalDeviceProperties2>(
+            gipa(instance, "vkGetPhysicalDeviceProperties2"));
     std::uint32_t n = 0;
     if (enumerate(instance, &n, nullptr) != 0 || n == 0) return "Vulkan: no physical devices";
     std::vector<VkPhysicalDevice> phys(n);
@@ -203,7 +205,8 @@ std::string probe_vulkan_capture(const Sysroot& root, std::vector<Device>& devic
         const auto device = hex(e["device_id"]);
         if (!vendor || !device) continue;
         const auto device_id = fmt::format("0x{:04x}", *device);
-        const std::string name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
+        const std::string name =
+            e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
         for (auto& d : devices) {
             if (!same_device(d, *vendor, device_id)) continue;
             if (const auto heap = bytes(e, "device_local_heap_bytes")) {

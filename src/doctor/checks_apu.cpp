@@ -252,19 +252,21 @@ void vulkan_heap_too_small(const DeviceReport& r, const Input& in, Findings& out
         // One buffer's limit: an image's largest tensor (Flux's decoder im2col at 1024²: 4.5 GiB) fails
         // above it however large the heap.
         const auto& most = d.vulkan_max_allocation;
-        if (most && most->bytes < 8 * kGiB &&
-            !(model && model->bytes.bytes > heap->bytes)) {
+        if (most && most->bytes < 8 * kGiB && !(model && model->bytes.bytes > heap->bytes)) {
             Finding a = f;
             a.severity = Severity::warning;
             a.evidence.push_back(figure_evidence("Vulkan largest single allocation", most));
             a.explanation = fmt::format(
-                "A Vulkan engine on this APU can allocate at most {} in one buffer (maxMemoryAllocationSize), "
+                "A Vulkan engine on this APU can allocate at most {} in one buffer "
+                "(maxMemoryAllocationSize), "
                 "however large its {} heap: a tensor above it fails. Image models hit it first — the "
                 "decoder's im2col at 1024x1024 is 4.5 GiB — and loch refuses such requests up front.",
                 human_bytes(most->bytes), human_bytes(heap->bytes));
-            a.fix = "Run image models with the ROCm/HIP build on this device (devices.<id>.backend: rocm), or keep "
-                    "their tensors small: sd.vae_conv_direct or sd.vae_tiling for the decoder, sd.diffusion_fa "
-                    "for the attention scores.";
+            a.fix =
+                "Run image models with the ROCm/HIP build on this device (devices.<id>.backend: rocm), or "
+                "keep "
+                "their tensors small: sd.vae_conv_direct or sd.vae_tiling for the decoder, sd.diffusion_fa "
+                "for the attention scores.";
             out.push_back(std::move(a));
             continue;
         }

@@ -77,10 +77,13 @@ std::optional<std::string> unsafe_environment(const Placement& where, const Engi
     return std::string(kVar) + "=\"" + *value + "\" is in the environment this engine would inherit, and " +
            where.device +
            " is an APU on ROCm: ggml then allocates with hipMallocManaged and advises "
-           "hipMemAdviseSetCoarseGrain, which makes the memory unreadable by the CPU — the engine dies of SIGSEGV "
-           "tens of seconds into a job (even \"0\" turns it on: ggml tests only that the variable exists), and "
+           "hipMemAdviseSetCoarseGrain, which makes the memory unreadable by the CPU — the engine dies of "
+           "SIGSEGV "
+           "tens of seconds into a job (even \"0\" turns it on: ggml tests only that the variable exists), "
+           "and "
            "the managed pages are charged to the memory cgroup. Remove it from loch's environment (systemd "
-           "Environment=, the container's env, the shell profile) and restart loch; on an APU the GPU already "
+           "Environment=, the container's env, the shell profile) and restart loch; on an APU the GPU "
+           "already "
            "uses the machine's RAM through GTT (raise GTT instead: `loch doctor`, apu-gtt-ceiling)";
 }
 

@@ -78,7 +78,8 @@ void read_llm_shape(const fs::path& p, DiffusionFiles& f) {
             if (t.name.find("token_embd.weight") != std::string::npos ||
                 t.name.find("embed_tokens.weight") != std::string::npos)
                 f.llm_hidden = std::max(f.llm_hidden, t.dims[0]);
-            if (t.name.find("ffn_up.weight") != std::string::npos || t.name.find("up_proj.weight") != std::string::npos)
+            if (t.name.find("ffn_up.weight") != std::string::npos ||
+                t.name.find("up_proj.weight") != std::string::npos)
                 f.llm_ffn = std::max(f.llm_ffn, t.dims[1]);
         }
     } catch (const std::exception&) {
@@ -120,9 +121,10 @@ Phase text_encoder_phase(const DiffusionFiles& f, const DiffusionOptions& o) {
     if (bytes > double(p.bytes)) {
         p.bytes = static_cast<std::uint64_t>(std::ceil(bytes));
         p.scores = static_cast<std::uint64_t>(scores);
-        p.formula = fmt::format("LLM text encoder: 4 B x 32 heads x T^2 + 4 B x T x (3 x ffn {} + 8 x width {}) "
-                                "(T = {} prompt bytes + 256)",
-                                f.llm_ffn, f.llm_hidden, o.prompt_bytes);
+        p.formula = fmt::format(
+            "LLM text encoder: 4 B x 32 heads x T^2 + 4 B x T x (3 x ffn {} + 8 x width {}) "
+            "(T = {} prompt bytes + 256)",
+            f.llm_ffn, f.llm_hidden, o.prompt_bytes);
     }
     largest(p, scores, fmt::format("the text encoder's attention scores (32 heads x T^2 x 4 B, T <= {})", t));
     largest(p, 4.0 * t * double(f.llm_ffn), "the text encoder's FFN activations (T x ffn x 4 B)");
@@ -216,7 +218,8 @@ Phase decoder_phase(const DiffusionFiles& f, const DiffusionOptions& o, std::uin
     if (o.vae_conv_direct)
         largest(p, 256.0 * 4 * at, "the 256-channel activations at full resolution (f32)");
     else
-        largest(p, 256.0 * 9 * 2 * at, "the im2col of a 256-channel 3x3 convolution at full resolution (f16)");
+        largest(p, 256.0 * 9 * 2 * at,
+                "the im2col of a 256-channel 3x3 convolution at full resolution (f16)");
     largest(p, 4.0 * (at / 64) * (at / 64), "the mid-block attention scores ((px/64)^2 x 4 B)");
     return p;
 }

@@ -16,7 +16,8 @@
 //                           stays after the request
 //   VAE decode              6657 B/px + 1 MiB (2817 with conv-direct; tiling caps it at the 256² tile)
 //   TAESD / TAEF1 decode    1921 B/px + 1 MiB
-//   LLM text encoder        4 B · 32 heads · T² + 4 B · T · (3 · ffn + 8 · width) + 16 MiB, T = prompt bytes +
+//   LLM text encoder        4 B · 32 heads · T² + 4 B · T · (3 · ffn + 8 · width) + 16 MiB, T = prompt bytes
+//   +
 //                           256 (its template; Flux.2 pads to 512 only after encoding, and never truncates)
 //
 // The largest single tensor of each phase, for a backend that caps one allocation (Vulkan: 4 GiB on RADV,
@@ -122,7 +123,8 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> largest_fitting(const Dif
                                                                        std::uint64_t w, std::uint64_t h,
                                                                        std::uint64_t budget);
 // The single option changes after which no tensor on the device exceeds `limit` bytes (Vulkan's largest
-// allocation), each with its new largest tensor: "direct VAE convolutions (sd.vae_conv_direct: true): 1.0 GiB".
+// allocation), each with its new largest tensor: "direct VAE convolutions (sd.vae_conv_direct: true): 1.0
+// GiB".
 std::vector<std::string> options_under_allocation(const DiffusionFiles& f, const DiffusionOptions& o,
                                                   std::uint64_t w, std::uint64_t h, std::uint64_t limit);
 std::vector<std::string> options_that_fit(const DiffusionFiles& f, const DiffusionOptions& o, std::uint64_t w,

@@ -1,8 +1,8 @@
-// The broker on the captured Strix Halo trees (ProbedDevices over tests/data/sysroots/strix-halo-*, the engines
-// through the fake launcher): the transitions the story's traps go through (docs/strix-halo.md) — a tensor
-// above Vulkan's largest allocation refused on arrival, the GTT ceiling's refusal with the kernel parameters,
-// unified memory refused before a ROCm engine starts on the APU, a request that can never fit beside a cold
-// model's weights refused before loading, and the APU's pool capped by a container's limit.
+// The broker on the captured Strix Halo trees (ProbedDevices over tests/data/sysroots/strix-halo-*, the
+// engines through the fake launcher): the transitions the story's traps go through (docs/strix-halo.md) — a
+// tensor above Vulkan's largest allocation refused on arrival, the GTT ceiling's refusal with the kernel
+// parameters, unified memory refused before a ROCm engine starts on the APU, a request that can never fit
+// beside a cold model's weights refused before loading, and the APU's pool capped by a container's limit.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -32,7 +32,8 @@ class StrixHaloBroker : public BrokerTest {
         c.bytes = compute;
         c.why = "compute at 1024x1024";
         c.largest_tensor = largest_tensor;
-        c.largest_tensor_why = "decoder: the im2col of a 256-channel 3x3 convolution at full resolution (f16)";
+        c.largest_tensor_why =
+            "decoder: the im2col of a 256-channel 3x3 convolution at full resolution (f16)";
         c.under_allocation = [](std::uint64_t) {
             return std::vector<std::string>{"direct VAE convolutions (sd.vae_conv_direct: true)"};
         };
@@ -75,7 +76,8 @@ TEST_F(StrixHaloBroker, AModelAboveTheApusGttCeilingIsRefusedWithTheCarveOutAndT
     EXPECT_EQ(e->kind(), ErrorKind::insufficient_memory);
     const std::string msg = e->what();
     EXPECT_NE(msg.find("96.00 GiB BIOS carve-out"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("amd_iommu=off amdgpu.gttsize=126976 ttm.pages_limit=32505856"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("amd_iommu=off amdgpu.gttsize=126976 ttm.pages_limit=32505856"), std::string::npos)
+        << msg;
     EXPECT_TRUE(fake->runs.empty());
 }
 
@@ -135,7 +137,8 @@ TEST_F(StrixHaloBroker, AContainersLimitCapsTheApuAndIsNamedInTheRefusal) {
     ASSERT_TRUE(settle(r, 2s));
     const auto e = error_of(r);
     ASSERT_TRUE(e);
-    EXPECT_NE(std::string(e->what()).find("memory cgroup's limit (/sys/fs/cgroup/memory.max)"), std::string::npos)
+    EXPECT_NE(std::string(e->what()).find("memory cgroup's limit (/sys/fs/cgroup/memory.max)"),
+              std::string::npos)
         << e->what();
     EXPECT_TRUE(fake->runs.empty());
 }

@@ -129,8 +129,9 @@ TEST(BadFiles, VulkanCaptureIsReadOrExplained) {
     }
     tree.write("/vulkan.json", "{not json");
     const auto r = probe_at(tree.path());
-    EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(),
-                            [](const std::string& n) { return n.find("vulkan.json: not a JSON object") != n.npos; }));
+    EXPECT_TRUE(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+        return n.find("vulkan.json: not a JSON object") != n.npos;
+    }));
 }
 
 }  // namespace

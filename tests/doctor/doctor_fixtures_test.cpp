@@ -323,8 +323,9 @@ TEST(VulkanHeap, ALargeHeapWithAFourGibLargestAllocationWarnsAboutImages) {
     EXPECT_NE(f->explanation.find("4.00 GiB in one buffer"), std::string::npos) << f->explanation;
     EXPECT_TRUE(mentions(*f, "vulkan.json"));
     // Without a Vulkan engine configured, nothing.
-    EXPECT_EQ(find(diagnose(fixture_report("strix-halo-tuned"), Input{{}, {"rocm"}, {}}), "vulkan-heap-too-small"),
-              nullptr);
+    EXPECT_EQ(
+        find(diagnose(fixture_report("strix-halo-tuned"), Input{{}, {"rocm"}, {}}), "vulkan-heap-too-small"),
+        nullptr);
 }
 
 TEST(VulkanHeap, NoVulkanEngineOrABigEnoughHeapOrADiscreteGpuDoesNotTrip) {

@@ -303,7 +303,8 @@ TEST(DiffusionPlan, TheLargestTensorIsTheDecodersIm2colAt1024AndTheOptionsBringI
     EXPECT_LT(plan_diffusion(f, o, 512, 512).largest_tensor, radv);
     const auto help = options_under_allocation(f, o, 1024, 1024, radv);
     const auto has = [&](std::string_view what) {
-        return std::any_of(help.begin(), help.end(), [&](const std::string& h) { return h.find(what) != h.npos; });
+        return std::any_of(help.begin(), help.end(),
+                           [&](const std::string& h) { return h.find(what) != h.npos; });
     };
     EXPECT_TRUE(has("sd.vae_conv_direct: true")) << fmt::format("{}", fmt::join(help, "\n"));
     EXPECT_TRUE(has("sd.vae_tiling: true"));

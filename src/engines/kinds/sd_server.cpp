@@ -108,11 +108,13 @@ std::pair<std::uint64_t, std::uint64_t> request_size(const nlohmann::json& b) {
     return {w, h};
 }
 
-// The longest text the encoder will read: the prompt or A1111's negative prompt (encoded one after the other).
+// The longest text the encoder will read: the prompt or A1111's negative prompt (encoded one after the
+// other).
 std::uint64_t prompt_bytes(const nlohmann::json& b) {
     std::uint64_t most = 1;
     for (const char* key : {"prompt", "negative_prompt"})
-        if (b.contains(key) && b[key].is_string()) most = std::max<std::uint64_t>(most, b[key].get_ref<const std::string&>().size());
+        if (b.contains(key) && b[key].is_string())
+            most = std::max<std::uint64_t>(most, b[key].get_ref<const std::string&>().size());
     return most;
 }
 
@@ -301,7 +303,8 @@ class SdServerKind final : public Kind {
         c.under_allocation = [files, opts, w, h](std::uint64_t limit) {
             return plan::options_under_allocation(files, opts, w, h, limit);
         };
-        c.would_help = [files, opts, w, h, gpu](std::uint64_t budget) {
+        const bool unified = r.where != nullptr && r.where->unified;
+        c.would_help = [files, opts, w, h, gpu, unified](std::uint64_t budget) {
             std::vector<std::string> out;
             if (const auto fit = plan::largest_fitting(files, opts, w, h, budget);
                 fit && fit->first <= w && fit->second <= h && *fit != std::pair{w, h})
@@ -309,7 +312,8 @@ class SdServerKind final : public Kind {
                     "a smaller image: it fits at {}x{} ({})", fit->first, fit->second,
                     human_bytes(plan::plan_diffusion(files, opts, fit->first, fit->second).device_compute)));
             for (auto& o : plan::options_that_fit(files, opts, w, h, budget)) out.push_back(std::move(o));
-            if (gpu && files.text_encoder_bytes > 0 && !opts.clip_on_cpu &&
+            // (On an APU the CPU's memory is the same RAM, in the same cgroup: moving it frees nothing.)
+            if (gpu && !unified && files.text_encoder_bytes > 0 && !opts.clip_on_cpu &&
                 plan::plan_diffusion(files, opts, w, h).device_compute <= budget + files.text_encoder_bytes)
                 out.push_back(
                     fmt::format("the text encoders on the CPU (sd.clip_on_cpu: true) free {} on the device",
