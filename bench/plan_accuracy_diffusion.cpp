@@ -53,7 +53,21 @@ struct Case {
     std::vector<Component> files;
     plan::DiffusionOptions opts;
     bool gpu_only = false;  // too large for a CPU run
+    std::string prompt = "x";
+    int steps = 1;
 };
+
+// "lighthouse" x words: the prompt bench/sd-text-encoder.sh measured the text encoder with.
+std::string words(int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += i ? " lighthouse" : "lighthouse";
+    return out;
+}
+
+plan::DiffusionOptions with(plan::DiffusionOptions o, bool plan::DiffusionOptions::*flag) {
+    o.*flag = true;
+    return o;
+}
 
 std::vector<Case> cases() {
     plan::DiffusionOptions fa, tiling, both;
@@ -100,6 +114,17 @@ std::vector<Case> cases() {
          {}},
         {"flux2-dev+vae", flux2_dev, {}, true},
         {"flux2-dev-fa+vae", flux2_dev, fa, true},
+        // Flux.2's settings product (issue 32): tiling, direct convolutions, each placement flag, a long
+        // prompt (the text encoder is quadratic in it) and several steps, with and without flash attention.
+        {"flux2-dev-tiling+vae", flux2_dev, with(tiling, &plan::DiffusionOptions::vae_tiling), true},
+        {"flux2-dev-fa-tiling+vae", flux2_dev, both, true},
+        {"flux2-dev-fa-convdirect+vae", flux2_dev, with(fa, &plan::DiffusionOptions::vae_conv_direct), true},
+        {"flux2-dev-fa-cliponcpu+vae", flux2_dev, with(fa, &plan::DiffusionOptions::clip_on_cpu), true},
+        {"flux2-dev-fa-vaeoncpu+vae", flux2_dev, with(fa, &plan::DiffusionOptions::vae_on_cpu), true},
+        {"flux2-dev-fa-offload+vae", flux2_dev, with(fa, &plan::DiffusionOptions::offload_to_cpu), true},
+        {"flux2-dev-fa-prompt1200+vae", flux2_dev, fa, true, words(1200)},
+        {"flux2-dev-prompt300+vae", flux2_dev, {}, true, words(300)},
+        {"flux2-dev-fa-steps4+vae", flux2_dev, fa, true, "x", 4},
     };
 }
 
@@ -210,8 +235,13 @@ int main(int argc, char** argv) {
         const auto files = plan::read_diffusion_files(main_file, parts);
         auto opts = c.opts;
         opts.gpu = gpu;
+        opts.prompt_bytes = c.prompt.size();
         if (opts.flash_attention) args.push_back("--diffusion-fa");
         if (opts.vae_tiling) args.push_back("--vae-tiling");
+        if (opts.vae_conv_direct) args.push_back("--vae-conv-direct");
+        if (opts.clip_on_cpu) args.push_back("--clip-on-cpu");
+        if (opts.vae_on_cpu) args.push_back("--vae-on-cpu");
+        if (opts.offload_to_cpu) args.push_back("--offload-to-cpu");
         for (const auto& size : sizes) {
             const auto x = size.find('x');
             const std::uint32_t w = std::stoul(size.substr(0, x)),
@@ -224,7 +254,7 @@ int main(int argc, char** argv) {
             const fs::path log = fs::path(work) / fmt::format("{}-{}x{}.log", c.id, w, h);
             std::vector<std::string> a = args;
             a.insert(a.end(), {"--listen-ip", "127.0.0.1", "--listen-port", std::to_string(port), "-v",
-                               "--steps", "1"});
+                               "--steps", std::to_string(c.steps)});
             test::Process sd(server, a, log);
             bool up = false;
             for (int i = 0; i < 1200 && sd.running() && !up; ++i) {
@@ -247,11 +277,12 @@ int main(int argc, char** argv) {
             int status = 0;
             if (up) {
                 try {
-                    status = test::http_post_json(
-                                 port, "/v1/images/generations",
-                                 nlohmann::json{{"prompt", "x"}, {"size", fmt::format("{}x{}", w, h)}}.dump(),
-                                 std::chrono::minutes(30))
-                                 .status;
+                    status =
+                        test::http_post_json(
+                            port, "/v1/images/generations",
+                            nlohmann::json{{"prompt", c.prompt}, {"size", fmt::format("{}x{}", w, h)}}.dump(),
+                            std::chrono::minutes(30))
+                            .status;
                 } catch (const std::exception& e) {
                     std::fprintf(stderr, "%s %ux%u: %s\n", c.id.c_str(), w, h, e.what());
                 }
@@ -306,9 +337,16 @@ int main(int argc, char** argv) {
                                      {"status", status},
                                      {"engine_phases_mib", engine},
                                      {"largest_phase", p.largest_phase},
-                                     {"planned_phase_mib", planned_phase}}
+                                     {"planned_phase_mib", planned_phase},
+                                     {"planned_phases_mib",
+                                      [&] {
+                                          nlohmann::json j;
+                                          for (const auto& ph : p.phases)
+                                              j[ph.name] = double(ph.bytes) / double(kMiB);
+                                          return j;
+                                      }()}}
                           .dump()
-                   << "\n";
+                   << std::endl;  // flushed: a run cut short by its time limit keeps what it measured
         }
     }
     std::printf("\n%s\nplanned below measured: %d\n", table.c_str(), under);

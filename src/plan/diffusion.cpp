@@ -284,6 +284,18 @@ DiffusionPlan plan_diffusion(const DiffusionFiles& f, const DiffusionOptions& o,
                                               (factor - 1) * 100, kGpuPoolShareOfScores * 100)
                                         : fmt::format(", x{:.2f} for the CUDA pool", factor);
         }
+    // --offload-to-cpu: the weights live in RAM and each component is moved to the device for its phase and
+    // back (the H200: the idle engine holds its context and pool only, 1164 MiB, and 1024² peaks at the
+    // diffusion model + its step). Each phase carries its own component; nothing is resident between them.
+    if (o.gpu && o.offload_to_cpu) {
+        const std::uint64_t component[] = {f.text_encoder_bytes, f.diffusion_bytes, f.vae_bytes};
+        for (std::size_t i = 0; i < p.phases.size() && i < 3; ++i) {
+            auto& ph = p.phases[i];
+            if (!ph.on_device) continue;
+            ph.bytes += component[i];
+            ph.formula += fmt::format(", + its weights {} (offload_to_cpu)", human_bytes(component[i]));
+        }
+    }
     // In host memory, beside the last phase: the image itself (f32 and 8-bit pixels, the PNG, its base64 and
     // the JSON answer) — RSS at 768² on the CPU measured it; 32 B/px keeps it never under.
     if (!o.gpu) {
@@ -309,8 +321,8 @@ DiffusionPlan plan_diffusion(const DiffusionFiles& f, const DiffusionOptions& o,
     const std::uint64_t te_dev = o.clip_on_cpu ? 0 : f.text_encoder_bytes;
     const std::uint64_t vae_dev = o.vae_on_cpu ? 0 : f.vae_bytes;
     if (o.offload_to_cpu) {
-        // Weights live in RAM and move to the device one component at a time: the largest is what it holds.
-        p.device_weights = std::max({f.diffusion_bytes, te_dev, vae_dev});
+        // Weights live in RAM and move to the device one component at a time, with their phase (above).
+        p.device_weights = 0;
         p.host_weights = f.diffusion_bytes + f.text_encoder_bytes + f.vae_bytes;
     } else {
         p.device_weights = f.diffusion_bytes + te_dev + vae_dev;

@@ -204,9 +204,34 @@ TEST(DiffusionPlan, PlacementFlagsMoveComponentsOffAGpuAndNotOffTheCpu) {
     // The decoder runs on the CPU: its 1.6 GiB is host compute, the device's largest phase is the UNet's.
     EXPECT_EQ(gpu.largest_phase, "diffusion step");
     EXPECT_GE(gpu.host_compute, 1664 * kMiB);
+    // offload_to_cpu: nothing resident between requests; each phase brings its own component.
     DiffusionOptions off;
     off.gpu = off.offload_to_cpu = true;
-    EXPECT_EQ(plan_diffusion(sd1(), off, 512, 512).device_weights, 1640 * kMiB);  // one component at a time
+    const auto moved = plan_diffusion(sd1(), off, 512, 512);
+    EXPECT_EQ(moved.device_weights, 0u);
+    EXPECT_EQ(moved.host_weights, (1640 + 235 + 160) * kMiB);
+    EXPECT_GE(phase_mib(moved, "diffusion step"), 1640 + 560);
+}
+
+// Flux.2-dev with --offload-to-cpu on the H200 (bench/results/h200-2026-12-04-flux2-settings.jsonl): the idle
+// engine held 1164 MiB (its context and pool), and 1024² peaked at 35,560 MiB — the diffusion model (32,651 MiB
+// at Q8_0) and its step, never the three components at once. Booked: context + the largest phase with its
+// component, never under and within 1 %.
+TEST(DiffusionPlan, OffloadToCpuBooksEachPhaseWithItsOwnComponentAsTheH200Measured) {
+    DiffusionFiles f = flux(6144);
+    f.flux2 = true;
+    f.diffusion_bytes = 34'237'284'352;
+    f.text_encoder_bytes = 25'046'896'640;
+    f.vae_bytes = 168'224'396;
+    DiffusionOptions o;
+    o.gpu = o.offload_to_cpu = o.flash_attention = true;
+    const auto p = plan_diffusion(f, o, 1024, 1024);
+    const double peak = double(p.device_weights + kDiffusionGpuContextBytes + p.device_compute) / double(kMiB);
+    EXPECT_GE(peak, 35560.0);
+    EXPECT_LE(peak, 35560.0 * 1.01);
+    const double idle = double(p.device_weights + kDiffusionGpuContextBytes + p.device_pool) / double(kMiB);
+    EXPECT_GE(idle, 1164.0);
+    EXPECT_EQ(p.largest_phase, "diffusion step");
 }
 
 TEST(DiffusionPlan, InverseQuestionsFindTheLargestSizeAndTheOptionsThatFit) {
