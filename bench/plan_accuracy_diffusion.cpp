@@ -247,8 +247,8 @@ int main(int argc, char** argv) {
             const std::uint32_t w = std::stoul(size.substr(0, x)),
                                 h = x == std::string::npos ? w : std::stoul(size.substr(x + 1));
             const auto p = plan::plan_diffusion(files, opts, w, h);
-            const std::uint64_t process =
-                gpu ? std::uint64_t(gpu_overhead_mib * double(kMiB)) : plan::kDiffusionProcessBytes;
+            const std::uint64_t process = gpu ? std::uint64_t(gpu_overhead_mib * double(kMiB))
+                                              : plan::diffusion_process_bytes(files, false);
             const std::uint64_t planned = p.device_weights + process + p.device_compute;
             const auto port = test::free_port();
             const fs::path log = fs::path(work) / fmt::format("{}-{}x{}.log", c.id, w, h);

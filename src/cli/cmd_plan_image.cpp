@@ -46,7 +46,7 @@ void run_image_plan(const ImagePlanOptions& io, const std::string& file, const s
     opts.gpu = device != "cpu";
     const std::uint64_t w = io.width ? io.width : io.height, h = io.height ? io.height : io.width;
     const auto p = plan::plan_diffusion(files, opts, w, h);
-    const std::uint64_t process = opts.gpu ? plan::kDiffusionGpuContextBytes : plan::kDiffusionProcessBytes;
+    const std::uint64_t process = plan::diffusion_process_bytes(files, opts.gpu);
     const std::uint64_t peak = p.device_weights + process + p.device_compute;
     nlohmann::json phases = nlohmann::json::array();
     for (const auto& ph : p.phases)

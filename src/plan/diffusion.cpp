@@ -25,6 +25,11 @@ std::string_view to_string(DiffusionArch a) {
     return "unknown";
 }
 
+std::uint64_t diffusion_process_bytes(const DiffusionFiles& f, bool gpu) {
+    if (gpu) return kDiffusionGpuContextBytes;
+    return kDiffusionProcessBytes + (f.llm_hidden > 0 ? kLlmTokenizerBytes : 0);
+}
+
 namespace {
 
 std::uint64_t file_size_or_zero(const fs::path& p) {

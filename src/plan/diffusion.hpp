@@ -40,6 +40,9 @@ enum class DiffusionArch { flux, sd1, unknown };
 // The process outside ggml's buffers (binary, HTTP server, tokenizers, image encode): measured ~40 MiB RSS
 // on the CPU beyond params + the largest phase; 64 MiB keeps it never under.
 inline constexpr std::uint64_t kDiffusionProcessBytes = 64ull << 20;
+// With an LLM text encoder, its tokenizer too (sd.cpp's built-in Mistral Tekken: a 131k-entry vocabulary and
+// its merges, expanded at load): the CPU run of the Flux.2 set at 256² was 2 MiB over the 64 alone.
+inline constexpr std::uint64_t kLlmTokenizerBytes = 32ull << 20;
 // On a GPU: the CUDA context and cuBLAS workspace in the process's device memory (nvidia-smi per process),
 // beside the params and the compute buffers.
 inline constexpr std::uint64_t kDiffusionGpuContextBytes = 700ull << 20;
@@ -51,6 +54,11 @@ inline constexpr double kGpuPoolFactorUnetFlashAttn = 1.16;
 // 101 MiB beside 41842) and under 0.1 % (Flux at 3008x2000) on the H200; booked at 0.5 %.
 inline constexpr double kGpuPoolShareOfScores = 0.005;
 std::string_view to_string(DiffusionArch a);
+
+struct DiffusionFiles;
+// The process beside the buffers: on a GPU its context (kDiffusionGpuContextBytes), on the CPU the process
+// (kDiffusionProcessBytes, + kLlmTokenizerBytes with an LLM text encoder).
+std::uint64_t diffusion_process_bytes(const DiffusionFiles& f, bool gpu);
 
 // What the files say: the architecture, Flux's width, and the weights by component.
 struct DiffusionFiles {

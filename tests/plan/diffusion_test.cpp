@@ -214,8 +214,8 @@ TEST(DiffusionPlan, PlacementFlagsMoveComponentsOffAGpuAndNotOffTheCpu) {
 }
 
 // Flux.2-dev with --offload-to-cpu on the H200 (bench/results/h200-2026-12-04-flux2-settings.jsonl): the idle
-// engine held 1164 MiB (its context and pool), and 1024² peaked at 35,560 MiB — the diffusion model (32,651 MiB
-// at Q8_0) and its step, never the three components at once. Booked: context + the largest phase with its
+// engine held 1164 MiB (its context and pool), and 1024² peaked at 35,560 MiB — the diffusion model (32,651
+// MiB at Q8_0) and its step, never the three components at once. Booked: context + the largest phase with its
 // component, never under and within 1 %.
 TEST(DiffusionPlan, OffloadToCpuBooksEachPhaseWithItsOwnComponentAsTheH200Measured) {
     DiffusionFiles f = flux(6144);
@@ -226,7 +226,8 @@ TEST(DiffusionPlan, OffloadToCpuBooksEachPhaseWithItsOwnComponentAsTheH200Measur
     DiffusionOptions o;
     o.gpu = o.offload_to_cpu = o.flash_attention = true;
     const auto p = plan_diffusion(f, o, 1024, 1024);
-    const double peak = double(p.device_weights + kDiffusionGpuContextBytes + p.device_compute) / double(kMiB);
+    const double peak =
+        double(p.device_weights + kDiffusionGpuContextBytes + p.device_compute) / double(kMiB);
     EXPECT_GE(peak, 35560.0);
     EXPECT_LE(peak, 35560.0 * 1.01);
     const double idle = double(p.device_weights + kDiffusionGpuContextBytes + p.device_pool) / double(kMiB);
@@ -374,4 +375,28 @@ TEST(DiffusionPlan, AnLlmTextEncoderIsCostedFromThePromptsBytesAndNeverUnderTheM
     // Without an LLM (CLIP, T5) the allowance stays whatever the prompt.
     f.llm_hidden = f.llm_ffn = 0;
     EXPECT_EQ(te(13199), 256.0);
+}
+
+// The inverse answers for Flux.2-dev on the GPU: beside its 56 GiB of weights in a 64 GiB container (the
+// Strix Halo traps tree: 5 GiB of room), 1024² does not fit; the largest square that does is the first whose
+// compute is within the room and the next size up is not, and each option offered really fits.
+TEST(DiffusionPlan, Flux2InverseAnswersAreTheLargestSizeThatFitsAndOptionsThatDo) {
+    DiffusionFiles f = flux(6144);
+    f.flux2 = true;
+    f.large_text_encoder = true;
+    DiffusionOptions o;
+    o.gpu = o.flash_attention = true;
+    const std::uint64_t room = 5 * kGiB;
+    ASSERT_GT(plan_diffusion(f, o, 1024, 1024).device_compute, room);
+    const auto fit = largest_fitting(f, o, 1024, 1024, room);
+    ASSERT_TRUE(fit);
+    EXPECT_EQ(fit->first, fit->second);  // the same aspect
+    EXPECT_LE(plan_diffusion(f, o, fit->first, fit->second).device_compute, room);
+    EXPECT_GT(plan_diffusion(f, o, fit->first + 64, fit->second + 64).device_compute, room);
+    const auto options = options_that_fit(f, o, 1024, 1024, room);
+    ASSERT_FALSE(options.empty());
+    DiffusionOptions tiled = o;
+    tiled.vae_tiling = true;
+    EXPECT_LE(plan_diffusion(f, tiled, 1024, 1024).device_compute, room);
+    EXPECT_NE(options.front().find("sd.vae_tiling: true"), std::string::npos) << options.front();
 }

@@ -372,8 +372,7 @@ class SdServerKind final : public Kind {
             const auto placed = plan::plan_diffusion(files_of(m), options_of(s, gpu), 64, 64);
             const std::uint64_t weights =
                 gpu ? placed.device_weights : std::max(files, placed.device_weights);
-            const std::uint64_t kProcess =
-                gpu ? plan::kDiffusionGpuContextBytes : plan::kDiffusionProcessBytes;
+            const std::uint64_t kProcess = plan::diffusion_process_bytes(files_of(m), gpu);
             fp.detail = fmt::format("{} {} + {} {} (each request reserves its compute)",
                                     gpu ? "weights on the device" : "component files", human_bytes(weights),
                                     gpu ? "GPU context" : "process", human_bytes(kProcess));
