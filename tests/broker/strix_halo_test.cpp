@@ -27,6 +27,21 @@ class StrixHaloBroker : public BrokerTest {
         for (auto& m : cfg.models) m.devices = {kApu};
         start_on(ProbedDevices("", loch::testing::sysroot_fixture(tree)).snapshot(), fast());
     }
+    // The request's refusal (it must be one, at once).
+    Error refused(const std::string& model, RequestNeeds needs = {}) {
+        auto r = acquire(model, std::move(needs));
+        EXPECT_TRUE(settle(r, 2s));
+        auto e = error_of(r);
+        if (!e) throw std::runtime_error("'" + model + "' was not refused");
+        return *e;
+    }
+    // GGML_CUDA_ENABLE_UNIFIED_MEMORY in loch's own environment (the engines inherit it) for one test.
+    struct UnifiedMemoryVariable {
+        explicit UnifiedMemoryVariable(const char* value) {
+            ::setenv("GGML_CUDA_ENABLE_UNIFIED_MEMORY", value, 1);
+        }
+        ~UnifiedMemoryVariable() { ::unsetenv("GGML_CUDA_ENABLE_UNIFIED_MEMORY"); }
+    };
     static RequestNeeds image(std::uint64_t compute, std::uint64_t largest_tensor) {
         engines::RequestCost c;
         c.bytes = compute;
@@ -46,17 +61,14 @@ class StrixHaloBroker : public BrokerTest {
 TEST_F(StrixHaloBroker, ATensorAboveVulkansLargestAllocationIsRefusedOnArrivalBeforeAnyEngineStarts) {
     add_model("flux2", 20 * kGiB);
     start_tree("strix-halo-stock", "vulkan");
-    auto big = acquire("flux2", image(8 * kGiB, 4608ull * kMiB));
-    ASSERT_TRUE(settle(big, 2s));
-    const auto e = error_of(big);
-    ASSERT_TRUE(e);
-    EXPECT_EQ(e->kind(), ErrorKind::insufficient_memory);
-    const std::string msg = e->what();
+    const auto e = refused("flux2", image(8 * kGiB, 4608ull * kMiB));
+    EXPECT_EQ(e.kind(), ErrorKind::insufficient_memory);
+    const std::string msg = e.what();
     EXPECT_NE(msg.find("one 4.50 GiB buffer"), std::string::npos) << msg;
     EXPECT_NE(msg.find("4.00 GiB"), std::string::npos) << msg;
     EXPECT_NE(msg.find("devices.amd:card0.backend: rocm"), std::string::npos) << msg;
     EXPECT_NE(msg.find("sd.vae_conv_direct"), std::string::npos) << msg;
-    EXPECT_EQ(e->details()["largest_allocation_bytes"], 4294967292u);
+    EXPECT_EQ(e.details()["largest_allocation_bytes"], 4294967292u);
     EXPECT_TRUE(fake->runs.empty()) << "refused before the engine started";
     // Under the limit it is served, and the Vulkan heap (80 GiB: 2/3 of carve-out + GTT on RADV) — not the
     // 24 GiB GTT pool a ROCm engine would see — is the device's total for this build.
@@ -69,12 +81,9 @@ TEST_F(StrixHaloBroker, ATensorAboveVulkansLargestAllocationIsRefusedOnArrivalBe
 TEST_F(StrixHaloBroker, AModelAboveTheApusGttCeilingIsRefusedWithTheCarveOutAndTheKernelParameters) {
     add_model("flux2", 57 * kGiB);
     start_tree("strix-halo-stock", "rocm");
-    auto r = acquire("flux2");
-    ASSERT_TRUE(settle(r, 2s));
-    const auto e = error_of(r);
-    ASSERT_TRUE(e);
-    EXPECT_EQ(e->kind(), ErrorKind::insufficient_memory);
-    const std::string msg = e->what();
+    const auto e = refused("flux2");
+    EXPECT_EQ(e.kind(), ErrorKind::insufficient_memory);
+    const std::string msg = e.what();
     EXPECT_NE(msg.find("96.00 GiB BIOS carve-out"), std::string::npos) << msg;
     EXPECT_NE(msg.find("amd_iommu=off amdgpu.gttsize=126976 ttm.pages_limit=32505856"), std::string::npos)
         << msg;
@@ -82,27 +91,19 @@ TEST_F(StrixHaloBroker, AModelAboveTheApusGttCeilingIsRefusedWithTheCarveOutAndT
 }
 
 TEST_F(StrixHaloBroker, UnifiedMemoryInLochsEnvironmentRefusesARocmEngineOnTheApuButNotAVulkanOne) {
-    ::setenv("GGML_CUDA_ENABLE_UNIFIED_MEMORY", "0", 1);  // any value turns it on in ggml
-    struct Unset {
-        ~Unset() { ::unsetenv("GGML_CUDA_ENABLE_UNIFIED_MEMORY"); }
-    } unset;
+    const UnifiedMemoryVariable set("0");  // any value turns it on in ggml
     add_model("flux2", 20 * kGiB);
     start_tree("strix-halo-tuned", "rocm");
-    auto r = acquire("flux2");
-    ASSERT_TRUE(settle(r, 2s));
-    const auto e = error_of(r);
-    ASSERT_TRUE(e);
-    EXPECT_EQ(e->kind(), ErrorKind::engine_failed);
-    EXPECT_NE(std::string(e->what()).find("hipMemAdviseSetCoarseGrain"), std::string::npos) << e->what();
-    EXPECT_NE(std::string(e->what()).find("GGML_CUDA_ENABLE_UNIFIED_MEMORY=\"0\""), std::string::npos);
+    const auto e = refused("flux2");
+    EXPECT_EQ(e.kind(), ErrorKind::engine_failed);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("hipMemAdviseSetCoarseGrain"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("GGML_CUDA_ENABLE_UNIFIED_MEMORY=\"0\""), std::string::npos) << msg;
     EXPECT_TRUE(fake->runs.empty());
 }
 
 TEST_F(StrixHaloBroker, UnderTheVulkanBuildTheVariableIsNeverReadAndTheEngineStarts) {
-    ::setenv("GGML_CUDA_ENABLE_UNIFIED_MEMORY", "1", 1);
-    struct Unset {
-        ~Unset() { ::unsetenv("GGML_CUDA_ENABLE_UNIFIED_MEMORY"); }
-    } unset;
+    const UnifiedMemoryVariable set("1");
     add_model("flux2", 20 * kGiB);
     start_tree("strix-halo-tuned", "vulkan");
     auto r = acquire("flux2");
@@ -113,12 +114,9 @@ TEST_F(StrixHaloBroker, UnderTheVulkanBuildTheVariableIsNeverReadAndTheEngineSta
 TEST_F(StrixHaloBroker, ARequestThatCanNeverFitBesideAColdModelsWeightsIsRefusedBeforeLoading) {
     add_model("flux2", 115 * kGiB);
     start_tree("strix-halo-tuned", "rocm");  // GTT 124 GiB
-    auto r = acquire("flux2", image(12 * kGiB, 1 * kGiB));
-    ASSERT_TRUE(settle(r, 2s));
-    const auto e = error_of(r);
-    ASSERT_TRUE(e);
-    EXPECT_EQ(e->kind(), ErrorKind::insufficient_memory);
-    EXPECT_NE(std::string(e->what()).find("does not fit beside its weights"), std::string::npos) << e->what();
+    const auto e = refused("flux2", image(12 * kGiB, 1 * kGiB));
+    EXPECT_EQ(e.kind(), ErrorKind::insufficient_memory);
+    EXPECT_NE(std::string(e.what()).find("does not fit beside its weights"), std::string::npos) << e.what();
     EXPECT_TRUE(fake->runs.empty());
 }
 
@@ -133,13 +131,10 @@ TEST_F(StrixHaloBroker, AContainersLimitCapsTheApuAndIsNamedInTheRefusal) {
     EXPECT_NE(apu->total.detail.find("the memory cgroup's limit"), std::string::npos) << apu->total.detail;
     add_model("flux2", 57 * kGiB);
     start_tree("strix-halo-traps", "rocm");
-    auto r = acquire("flux2", image(8 * kGiB, 1 * kGiB));
-    ASSERT_TRUE(settle(r, 2s));
-    const auto e = error_of(r);
-    ASSERT_TRUE(e);
-    EXPECT_NE(std::string(e->what()).find("memory cgroup's limit (/sys/fs/cgroup/memory.max)"),
+    const auto e = refused("flux2", image(8 * kGiB, 1 * kGiB));
+    EXPECT_NE(std::string(e.what()).find("memory cgroup's limit (/sys/fs/cgroup/memory.max)"),
               std::string::npos)
-        << e->what();
+        << e.what();
     EXPECT_TRUE(fake->runs.empty());
 }
 
