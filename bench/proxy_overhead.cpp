@@ -566,6 +566,7 @@ int main(int argc, char** argv) {
             while (std::getline(in, a, '\0')) argv_engine.push_back(a);
         }
         std::vector<double> alone, through;
+        std::map<std::string, std::vector<double>> timeline;  // loch's own record of each cold start, µs
         for (int r = 0; r < cold_rounds; ++r) {
             {
                 auto args_engine = std::vector<std::string>(argv_engine.begin() + 1, argv_engine.end());
@@ -596,7 +597,12 @@ int main(int argc, char** argv) {
                     const json s = json::parse(loch::test::http_get(loch_port, "/loch/status").body);
                     bool stopped = false;
                     for (const auto& e : s["engines"])
-                        if (e["name"] == "cold") stopped = e["state"] == "stopped";
+                        if (e["name"] == "cold") {
+                            stopped = e["state"] == "stopped";
+                            if (stopped && e.contains("last_cold_start"))
+                                for (const auto& [phase, v] : e["last_cold_start"].items())
+                                    timeline[phase].push_back(v.get<double>() * 1000);
+                        }
                     if (stopped) break;
                     std::this_thread::sleep_for(20ms);
                 }
@@ -607,6 +613,14 @@ int main(int argc, char** argv) {
             "loch adds %.1f ms (goal ≤ 5 ms)\n",
             cold_rounds, median(alone) / 1000, median(through) / 1000,
             (median(through) - median(alone)) / 1000);
+        // Where loch's part goes (medians of its /loch/status last_cold_start): a regression shows by phase.
+        if (!timeline.empty()) {
+            std::printf("  loch's timeline (median ms):");
+            for (const char* phase : {"devices_read_ms", "planned_ms", "admitted_ms", "engine_ready_ms",
+                                      "engine_own_ms", "facts_ms", "granted_ms", "loch_ms", "total_ms"})
+                if (timeline.contains(phase)) std::printf(" %s %.2f", phase, median(timeline[phase]) / 1000);
+            std::printf("\n");
+        }
 
         // Idle: one model loaded, nothing asked for `settle_s` (loch's tick slows down once nothing happened
         // for 10 ticks), then measured over `idle_s`.

@@ -152,8 +152,12 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     check_needs(*m, needs);
     if (needs.keep_alive) m->keep_alive_override = *needs.keep_alive;
     last_request_ = Clock::now();
+    const bool cold = (m->state == ModelState::stopped || m->state == ModelState::asleep) && !m->cold.open;
+    if (cold) m->cold = {true, last_request_};
     if (m->state != ModelState::ready && last_request_ - last_refresh_ > options_.tick) refresh_devices();
+    if (cold) m->cold.devices_read = Clock::now();
     co_await ensure_footprint(*m);
+    if (cold) m->cold.planned = Clock::now();
     check_runnable(*m, needs);  // before it waits or an engine starts for it
     // The usual case — ready, a slot free — is granted without a Waiter (and its timer) being made.
     m->start_error.reset();
@@ -201,6 +205,26 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     throw timeout;
 }
 
+void Broker::close_cold_start(Model& m, Clock::time_point granted) {
+    const auto ms = [](Clock::time_point from, Clock::time_point to) {
+        return from == Clock::time_point{} || to < from
+                   ? 0.0
+                   : std::chrono::duration<double, std::milli>(to - from).count();
+    };
+    const auto& c = m.cold;
+    const double total = ms(c.arrived, granted), engine = double(c.engine_took.count());
+    m.last_cold_start = {{"total_ms", total},
+                         {"devices_read_ms", ms(c.arrived, c.devices_read)},
+                         {"planned_ms", ms(c.devices_read, c.planned)},
+                         {"admitted_ms", ms(c.planned, c.launched)},
+                         {"engine_ready_ms", ms(c.launched, c.engine_ready)},
+                         {"engine_own_ms", engine},
+                         {"facts_ms", ms(c.engine_ready, c.facts_read)},
+                         {"granted_ms", ms(c.facts_read, granted)},
+                         {"loch_ms", std::max(0.0, total - engine)}};
+    m.cold.open = false;
+}
+
 Lease Broker::make_lease(Model& m, config::Priority priority, std::string decision, Clock::duration waited,
                          std::string transient_holder) {
     Lease l;
@@ -213,6 +237,7 @@ Lease Broker::make_lease(Model& m, config::Priority priority, std::string decisi
     l.alive_ = alive_;
     l.granted_at_ = Clock::now();
     l.model_ = m.name();
+    if (m.cold.open && m.cold.facts_read != Clock::time_point{}) close_cold_start(m, l.granted_at_);
     if (m.engine) l.address_ = {m.engine->host(), m.engine->port(), m.engine->spec().api_key};
     l.facts_ = m.facts;
     l.kind_ = m.kind;

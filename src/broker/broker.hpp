@@ -231,6 +231,7 @@ class Broker {
     void refuse_if_never_fits(Model& m, const std::string& device, const MemoryFigure& engine,
                               const engines::RequestCost& t);
     std::string device_for_request(const Model& m) const;
+    void close_cold_start(Model& m, std::chrono::steady_clock::time_point granted);
     Lease make_lease(Model& m, config::Priority priority, std::string decision,
                      std::chrono::steady_clock::duration waited, std::string transient_holder = {});
     void release(const std::string& model, std::chrono::steady_clock::duration held,

@@ -83,6 +83,7 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
         return;
     }
     m.load_started = Clock::now();
+    if (m.cold.open) m.cold.launched = m.load_started;
     const auto cgroup = devices_->memory_cgroup();
     m.oom_kills_at_launch = cgroup ? cgroup->oom_kills : std::nullopt;
     std::vector<std::string> reserved;
@@ -118,6 +119,10 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
     auto alive = alive_;
     const auto res = co_await engine->start();
     if (!*alive) co_return;
+    if (m.cold.open) {
+        m.cold.engine_ready = Clock::now();
+        m.cold.engine_took = std::chrono::duration_cast<std::chrono::milliseconds>(res.took);
+    }
     for (const auto& d : devices_of(m)) loading_devices_.erase(d);
     if (m.engine != engine) co_return;  // superseded (shut down meanwhile)
     if (!res.ready) {
@@ -169,6 +174,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
         co_await m.kind->after_ready(ex_, {engine->host(), engine->port(), engine->spec().api_key}, *m.cfg);
     if (!*alive || m.engine != engine) co_return;
     m.facts = std::move(facts);
+    if (m.cold.open) m.cold.facts_read = Clock::now();
     if (const auto& gone = engine->exit_report()) {  // died between ready and now
         m.state = ModelState::stopped;
         ledger_.release(m.name());

@@ -58,6 +58,16 @@ struct Broker::Model {
     // Why the last launch could not even start (no program, an unsafe environment): the request whose
     // arrival triggered it gets this at once rather than waiting for the next attempt.
     std::optional<Error> start_error;
+    // The last cold start's timeline (issue 33: loch's part of a cold start ≤ 5 ms): when the request that
+    // found the model stopped arrived, had the devices read, had a footprint, was admitted (launch), when
+    // the engine answered its health check, when the kind had read its facts, and when the request was
+    // granted. `last_cold_start` is its milliseconds, shown in /loch/status.
+    struct ColdStart {
+        bool open = false;
+        Clock::time_point arrived, devices_read, planned, launched, engine_ready, facts_read;
+        std::chrono::milliseconds engine_took{0};  // the engine's own: spawn → its first healthy answer
+    } cold;
+    nlohmann::json last_cold_start;
     std::optional<Footprint> footprint;
     bool planning = false;
     std::optional<MemoryFigure> measured;

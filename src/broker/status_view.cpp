@@ -88,6 +88,7 @@ nlohmann::json Broker::model_status(const Model& m) const {
                      {"exits", m.exits}};
     j["idle_s"] = m.active > 0 ? 0.0 : std::chrono::duration<double>(Clock::now() - m.last_used).count();
     if (m.load_s) j["load_s"] = *m.load_s;
+    if (!m.last_cold_start.is_null()) j["last_cold_start"] = m.last_cold_start;
     if (m.facts.slot_ctx) j["slot_ctx"] = *m.facts.slot_ctx;
     if (m.facts.image_tokens) j["image_tokens"] = *m.facts.image_tokens;
     if (m.footprint) {
