@@ -152,7 +152,10 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     check_needs(*m, needs);
     if (needs.keep_alive) m->keep_alive_override = *needs.keep_alive;
     last_request_ = Clock::now();
-    const bool cold = (m->state == ModelState::stopped || m->state == ModelState::asleep) && !m->cold.open;
+    // A record that launched and is still open while the model is stopped again is a start that failed:
+    // this request starts a new one.
+    const bool cold = (m->state == ModelState::stopped || m->state == ModelState::asleep) &&
+                      (!m->cold.open || m->cold.launched != Clock::time_point{});
     if (cold) m->cold = {true, last_request_};
     if (m->state != ModelState::ready && last_request_ - last_refresh_ > options_.tick) refresh_devices();
     if (cold) m->cold.devices_read = Clock::now();
@@ -352,12 +355,8 @@ std::optional<engines::RequestCost> Broker::request_cost(const std::string& name
     // Costed for the device it runs on (the first it may use while cold): placement flags (clip_on_cpu …)
     // change what a GPU holds; on the CPU everything counts.
     engines::RequestView placed = r;
-    std::string device = m->device;  // a running model's own (the device walk below is for a cold one)
-    if (device.empty()) {
-        const auto devices = allowed_devices(*m);
-        device = devices.empty() ? "cpu" : devices.front();
-    }
-    if (auto it = placements_.find(device); it != placements_.end()) placed.where = &it->second;
+    if (auto it = placements_.find(device_for_request(*m)); it != placements_.end())
+        placed.where = &it->second;
     return m->kind->request_cost(*m->cfg, placed);
 }
 

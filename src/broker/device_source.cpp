@@ -33,7 +33,9 @@ std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
     }
     for (auto& d : devices::probe_amd(root)) found.push_back(std::move(d));
     if (vulkan_ || !root.is_live()) {
-        if (!vulkan_figures_) {  // once: libvulkan's instance is not a per-tick cost
+        // Once, at the first snapshot (Broker::start's, before the loop runs): libvulkan's instance is not a
+        // per-tick cost, and the figures are the driver's constants.
+        if (!vulkan_figures_) {
             std::vector<devices::Device> probed = found;
             if (root.is_live())
                 devices::probe_vulkan(probed);

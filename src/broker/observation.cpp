@@ -57,20 +57,21 @@ void Broker::refresh_devices() {
             // counts (GTT on an APU): where the heap is smaller it bounds the device (the ROCm build could
             // use more); where it is larger — RADV on an APU with a large carve-out reports 2/3 of carve-out
             // + GTT — it is the device's total for this build.
-            if (dc.backend == "vulkan" && d.vulkan_heap) {
-                const std::string what = "the Vulkan DEVICE_LOCAL heap (devices." + d.id +
-                                         ".backend: vulkan, " + d.vulkan_heap->detail +
-                                         "): all a Vulkan engine can allocate";
-                if (d.vulkan_heap->bytes < d.total.bytes)
-                    l.backend_bound = MemoryFigure{d.vulkan_heap->bytes, Source::measured, what};
-                else
-                    l.total = MemoryFigure{d.vulkan_heap->bytes, Source::measured, what};
+            if (dc.backend == "vulkan") {
+                if (d.vulkan_heap) {
+                    const std::string what = "the Vulkan DEVICE_LOCAL heap (devices." + d.id +
+                                             ".backend: vulkan, " + d.vulkan_heap->detail +
+                                             "): all a Vulkan engine can allocate";
+                    if (d.vulkan_heap->bytes < d.total.bytes)
+                        l.backend_bound = MemoryFigure{d.vulkan_heap->bytes, Source::measured, what};
+                    else
+                        l.total = MemoryFigure{d.vulkan_heap->bytes, Source::measured, what};
+                }
+                if (d.vulkan_max_allocation) l.largest_allocation = *d.vulkan_max_allocation;
+            } else {
+                l.advice =
+                    d.advice;  // about ROCm's GTT ceiling; a Vulkan engine allocates from the carve-out
             }
-            if (dc.backend == "vulkan" && d.vulkan_max_allocation)
-                l.largest_allocation = MemoryFigure{d.vulkan_max_allocation->bytes, Source::measured,
-                                                    d.vulkan_max_allocation->detail};
-            // The carve-out advice is about ROCm's GTT ceiling; a Vulkan engine allocates from the carve-out.
-            if (dc.backend != "vulkan") l.advice = d.advice;
             ledger_.set_device(std::move(l));
         }
         if (d.used) ledger_.observe_used(d.id, d.used->bytes);

@@ -37,5 +37,28 @@ TEST_F(BrokerTest, AColdStartRecordsItsTimelineAndTheEnginesOwnPart) {
         EXPECT_TRUE(cold.contains(phase)) << phase;
 }
 
+// A start that failed leaves no stale record: the next cold start is timed from its own request.
+TEST_F(BrokerTest, AFailedStartDoesNotLeaveItsArrivalInTheNextColdStartsTimeline) {
+    add_model("m", 1 * kGiB);
+    cfg.restart.backoff_initial = std::chrono::seconds(0);
+    int runs = 0;
+    fake->configure = [&runs](test::FakeRun& r) {
+        r.ready_after = ++runs == 1 ? 400ms : 20ms;
+        if (runs == 1) r.fail_start = engines::ExitReport{};
+    };
+    start(fast());
+    auto failed = acquire("m");
+    ASSERT_TRUE(settle(failed));
+    ASSERT_TRUE(error_of(failed));
+    auto lease = acquire("m");
+    ASSERT_TRUE(settle(lease));
+    ASSERT_TRUE(lease.get().valid());
+    auto status = asio::co_spawn(ioc, broker->status(), asio::use_future);
+    ASSERT_TRUE(settle(status));
+    const auto st = status.get();
+    for (const auto& e : st["engines"])
+        if (e["name"] == "m") EXPECT_LT(e["last_cold_start"]["total_ms"].get<double>(), 300.0) << st.dump(2);
+}
+
 }  // namespace
 }  // namespace loch::broker

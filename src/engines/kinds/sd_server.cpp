@@ -295,10 +295,10 @@ class SdServerKind final : public Kind {
                        {"decoder_bytes", files.vae_bytes},
                        {"on_device_bytes", p.device_weights},
                        {"on_cpu_bytes", p.host_weights}}}};
-        c.details["largest_tensor_bytes"] = p.largest_tensor;
-        c.details["largest_tensor"] = p.largest_tensor_phase + ": " + p.largest_tensor_what;
         c.largest_tensor = p.largest_tensor;
         c.largest_tensor_why = p.largest_tensor_phase + ": " + p.largest_tensor_what;
+        c.details["largest_tensor_bytes"] = c.largest_tensor;
+        c.details["largest_tensor"] = c.largest_tensor_why;
         const auto w = p.width, h = p.height;
         c.under_allocation = [files, opts, w, h](std::uint64_t limit) {
             return plan::options_under_allocation(files, opts, w, h, limit);
