@@ -35,6 +35,7 @@ Broker::Broker(asio::any_io_executor ex, const config::Config& cfg, std::unique_
       options_(options),
       queue_(cfg.queue.interactive, cfg.queue.batch, options.aging),
       remembered_(cfg.state_dir.empty() ? std::filesystem::path() : cfg.state_dir / "footprints.json"),
+      saved_slots_(cfg.state_dir.empty() ? std::filesystem::path() : cfg.state_dir / "slots", cfg.slot_save),
       alive_(std::make_shared<bool>(true)) {
     for (const auto& m : cfg_->models) models_[m.name] = std::make_unique<Model>(m, cfg_->restart);
 }
@@ -293,9 +294,10 @@ void Broker::release(const std::string& name, Clock::duration held, const std::s
         });
         const auto keep_alive = m.keep_alive();
         if (m.unload_when_idle)
-            begin_stop(m, m.idle_stop_reason.empty() ? "unloaded on request" : m.idle_stop_reason);
+            begin_stop(m, m.idle_stop_reason.empty() ? "unloaded on request" : m.idle_stop_reason,
+                       m.idle_stop_reason.empty());
         else if (keep_alive && keep_alive->count() == 0 && !m.cfg->pinned)
-            begin_stop(m, "keep_alive 0: stopped when its request ended");
+            begin_stop(m, "keep_alive 0: stopped when its request ended", true);
     }
     pump();
 }

@@ -36,6 +36,7 @@
 #include "broker/ledger.hpp"
 #include "broker/outlook.hpp"
 #include "broker/remembered.hpp"
+#include "broker/saved_slots.hpp"
 #include "broker/wait_queue.hpp"
 #include "config/config.hpp"
 #include "engines/engine_client.hpp"
@@ -179,6 +180,17 @@ class Broker {
     // After an upstream failure: how the engine ended, if it did within `wait` (polls; never hangs).
     boost::asio::awaitable<std::optional<engines::ExitReport>> exit_report(
         std::shared_ptr<engines::EngineRun> e, std::chrono::milliseconds wait);
+    // Conversations that survive an eviction (broker/saved_slots.hpp): when the lease's engine was started
+    // with slot files and a saved slot matches the request's prompt, restores it into an idle slot and pins
+    // `body` to that slot. {"file", "tokens", "ms", "slot"} of what was restored, or nullopt (nothing to do,
+    // no match, or the engine could not: the request then goes on as it came).
+    // Whether restore_conversation has anything to try for this request (without a coroutine or the engine:
+    // a saved slot of this launch contains the request's first text).
+    bool has_saved_slots(const Lease& lease);
+    bool may_restore(const Lease& lease, const engines::RequestView& r);
+    boost::asio::awaitable<std::optional<nlohmann::json>> restore_conversation(const Lease& lease,
+                                                                               const engines::RequestView& r,
+                                                                               std::string& body);
     // Stops every engine and fails every waiter; the broker accepts nothing afterwards.
     boost::asio::awaitable<void> shutdown();
 
@@ -285,7 +297,11 @@ class Broker {
     template <class F>
     static void each_device(const Model& m, F&& f);
     boost::asio::awaitable<void> load(Model& m, std::shared_ptr<engines::EngineRun> engine);
-    void begin_stop(Model& m, std::string why);
+    void with_slot_files(Model& m, const engines::Placement& where, engines::EngineSpec& spec);
+    // keep_conversations: the engine first saves its slots (broker/saved_slots.hpp) — an eviction, an idle
+    // or requested stop; not a shutdown, a reload or a move, nor after a failure.
+    void begin_stop(Model& m, std::string why, bool keep_conversations = false);
+    boost::asio::awaitable<void> save_slots(Model& m, std::shared_ptr<engines::EngineRun> engine);
     // Evicted: asleep where its kind can sleep (its device memory mostly freed, its weights maybe in host
     // RAM:
     // `<model>#asleep` in the CPU's ledger), else stopped.
@@ -372,6 +388,7 @@ class Broker {
     std::map<std::string, engines::Placement> placements_;  // device → as the last probe numbered it
     std::map<std::string, std::string> drivers_;            // device → its driver's version, where probed
     RememberedFootprints remembered_;                       // <state_dir>/footprints.json
+    SavedSlots saved_slots_;                                // <state_dir>/slots: conversations kept on disk
     std::deque<nlohmann::json> events_;                     // the most recent kMaxEvents
     std::chrono::system_clock::time_point started_at_ = std::chrono::system_clock::now();
     std::uint64_t next_waiter_ = 1;

@@ -50,6 +50,19 @@ void Broker::begin_load(Model& m, const std::string& device) {
     begin_load(m, placement_of(device), {need});
 }
 
+// Conversations that survive an eviction: the engine is launched with its folder of saved slots, keyed by
+// the launch itself (broker/saved_slots.hpp), where its kind can save slots and saving is on.
+void Broker::with_slot_files(Model& m, const engines::Placement& where, engines::EngineSpec& spec) {
+    m.slot_key.clear();
+    m.restored.clear();
+    if (!saved_slots_.config().enabled || !m.kind->keeps_slot_files(*m.cfg)) return;
+    const auto key = slot_key(engines::make_engine_spec(*cfg_, *m.cfg, where, 1).argv);  // a fixed port
+    const auto folder = saved_slots_.folder(key);
+    if (!folder) return;
+    m.kind->launch_with_slot_files(*folder, spec);
+    m.slot_key = key.folder;
+}
+
 void Broker::begin_load(Model& m, const engines::Placement& where, const std::vector<Need>& parts) {
     std::uint64_t total = 0;
     for (const auto& n : parts) {
@@ -67,6 +80,7 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
     std::shared_ptr<engines::EngineRun> engine;
     try {
         auto spec = engines::make_engine_spec(*cfg_, *m.cfg, where);
+        with_slot_files(m, where, spec);
         for (const auto& on : where.all())  // refused before anything starts (engines/spec.hpp says why)
             if (auto why = engines::unsafe_environment(
                     on, spec, engines::inherited_env_value("GGML_CUDA_ENABLE_UNIFIED_MEMORY")))
@@ -223,21 +237,103 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
     if (m.unload_when_idle && m.active == 0) begin_stop(m, "unloaded on request");
 }
 
-void Broker::begin_stop(Model& m, std::string why) {
+void Broker::begin_stop(Model& m, std::string why, bool keep_conversations) {
     if (!m.engine || m.state == ModelState::stopping || m.state == ModelState::stopped) return;
+    // Only a ready, idle engine that was launched with slot files has slots worth saving.
+    const bool save = keep_conversations && m.state == ModelState::ready && m.active == 0 &&
+                      !m.slot_key.empty() && saved_slots_.may_save(m.slot_key);
     m.unload_when_idle = false;
     m.idle_stop_reason.clear();
     note("stop", m, why);
     m.state = ModelState::stopping;
     m.stop_reason = std::move(why);
     auto engine = m.engine;
+    if (!save) {
+        asio::co_spawn(
+            ex_, [engine]() -> asio::awaitable<void> { co_await engine->stop(); }, asio::detached);
+        return;
+    }
+    // Its memory stays booked while the engine writes its slots (the state is `stopping`).
+    auto alive = alive_;
     asio::co_spawn(
-        ex_, [engine]() -> asio::awaitable<void> { co_await engine->stop(); }, asio::detached);
+        ex_,
+        [this, alive, &m, engine]() -> asio::awaitable<void> {
+            co_await save_slots(m, engine);
+            co_await engine->stop();
+        },
+        asio::detached);
+}
+
+asio::awaitable<void> Broker::save_slots(Model& m, std::shared_ptr<engines::EngineRun> engine) {
+    auto alive = alive_;
+    const std::string key = m.slot_key;
+    const engines::EngineAddress to{engine->host(), engine->port(), engine->spec().api_key};
+    const auto started = Clock::now();
+    const auto prefix = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count());
+    auto saved = co_await m.kind->save_slots(ex_, to, prefix, saved_slots_.config().min_tokens);
+    if (!*alive || saved.empty()) co_return;
+    std::uint64_t tokens = 0, bytes = 0;
+    for (const auto& s : saved) tokens += s.tokens, bytes += s.bytes;
+    const auto n = saved.size();
+    const auto dropped = co_await saved_slots_.add(key, std::move(saved));
+    if (!*alive) co_return;
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    note("slots_saved", m,
+         fmt::format("{} slot(s) saved before the stop: {} tokens, {} in {:.0f} ms{}", n, tokens,
+                     human_bytes(bytes), ms,
+                     dropped.empty() ? std::string()
+                                     : fmt::format("; {} older file(s) dropped (slot_save.max_disk {})",
+                                                   dropped.size(), human_bytes(saved_slots_.config().max_disk))),
+         {{"slots", n}, {"tokens", tokens}, {"bytes", bytes}, {"ms", ms}, {"dropped", dropped.size()}});
+}
+
+bool Broker::has_saved_slots(const Lease& lease) {
+    const Model* m = find(lease.model());
+    return m && !m->slot_key.empty() && m->engine == lease.engine() && saved_slots_.has(m->slot_key);
+}
+
+bool Broker::may_restore(const Lease& lease, const engines::RequestView& r) {
+    if (!has_saved_slots(lease)) return false;
+    const Model* m = find(lease.model());
+    return saved_slots_.may_match(m->slot_key, m->kind->prompt_probe(r), m->restored);
+}
+
+asio::awaitable<std::optional<nlohmann::json>> Broker::restore_conversation(const Lease& lease,
+                                                                           const engines::RequestView& r,
+                                                                           std::string& body) {
+    if (!may_restore(lease, r)) co_return std::nullopt;
+    Model* m = find(lease.model());
+    auto alive = alive_;
+    const auto engine = lease.engine();
+    const auto text = co_await lease.kind().prompt_text(ex_, lease.address(), r);
+    if (!*alive || !text || m->engine != engine) co_return std::nullopt;
+    const auto entry = saved_slots_.match(m->slot_key, *text, m->restored);
+    if (!entry) co_return std::nullopt;
+    m->restored.insert(entry->file);  // tried once per run, whatever comes of it
+    const auto started = Clock::now();
+    const auto got = co_await lease.kind().restore_slot(ex_, lease.address(), entry->file);
+    if (!*alive || m->engine != engine) co_return std::nullopt;
+    if (!got) {
+        note("slot_restore_failed", *m,
+             fmt::format("the engine did not restore {} ({} tokens): the request reads its prompt", entry->file,
+                         entry->tokens),
+             {{"file", entry->file}}, true);
+        co_return std::nullopt;
+    }
+    lease.kind().pin_to_slot(body, got->slot);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    note("slot_restored", *m,
+         fmt::format("restored a saved conversation into slot {}: {} tokens in {:.0f} ms (saved {})", got->slot,
+                     got->tokens, ms, entry->file),
+         {{"file", entry->file}, {"slot", got->slot}, {"tokens", got->tokens}, {"ms", ms}});
+    co_return nlohmann::json{{"file", entry->file}, {"slot", got->slot}, {"tokens", got->tokens}, {"ms", ms}};
 }
 
 void Broker::begin_evict(Model& m, std::string why) {
     const auto level = m.kind->sleep_level(*m.cfg);
-    if (level == 0 || m.state != ModelState::ready || !m.engine) return begin_stop(m, std::move(why));
+    if (level == 0 || m.state != ModelState::ready || !m.engine) return begin_stop(m, std::move(why), true);
     note("sleep", m, fmt::format("{}: asleep at level {} instead of stopped", why, level));
     m.state = ModelState::stopping;
     m.stop_reason = why + " (going to sleep)";
@@ -340,7 +436,7 @@ asio::awaitable<nlohmann::json> Broker::unload(std::string model) {
     Model* m = find(model);
     if (!m) throw Error(ErrorKind::model_not_found, "no model named '" + model + "'", {{"model", model}});
     if ((m->state == ModelState::ready && m->active == 0) || m->state == ModelState::asleep)
-        begin_stop(*m, "unloaded on request");
+        begin_stop(*m, "unloaded on request", true);
     else if (m->state == ModelState::ready || m->state == ModelState::loading)
         m->unload_when_idle = true;  // once its requests end (a loading model: once its first ones have)
     co_return model_status(*m);

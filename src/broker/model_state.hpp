@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <boost/asio/steady_timer.hpp>
@@ -68,6 +69,10 @@ struct Broker::Model {
         std::chrono::milliseconds engine_took{0};  // the engine's own: spawn → its first healthy answer
     } cold;
     nlohmann::json last_cold_start;
+    // Slot files (broker/saved_slots.hpp): this run's launch key when its engine saves slots (empty: it
+    // does not) and the saved files already restored in this run.
+    std::string slot_key;
+    std::set<std::string> restored;
     std::optional<Footprint> footprint;
     bool planning = false;
     std::optional<MemoryFigure> measured;

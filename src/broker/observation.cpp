@@ -307,7 +307,8 @@ void Broker::evict_expired() {
             begin_stop(
                 *m, fmt::format("idle for {} s (keep_alive {} s)",
                                 std::chrono::duration_cast<std::chrono::seconds>(now - m->last_used).count(),
-                                keep_alive->count()));
+                                keep_alive->count()),
+                true);
     }
 }
 

@@ -206,6 +206,7 @@ asio::awaitable<nlohmann::json> Broker::status() {
                   {"waiting", waiting}}},
                 {"gpu_locks", locks},
                 {"holds", holds()},
+                {"saved_slots", saved_slots_.status()},
                 {"events", nlohmann::json(std::vector<nlohmann::json>(events_.begin(), events_.end()))},
                 {"loading_devices",
                  std::vector<std::string>(loading_devices_.begin(), loading_devices_.end())},

@@ -137,6 +137,16 @@ struct RestartConfig {
     Seconds quarantine{900};  // how long a quarantined model refuses requests
 };
 
+// Conversations that survive an eviction (docs/conversations.md): before loch stops a llama-server engine to
+// make room, for idleness or on request, the engine saves each slot's KV state to a file under
+// <state_dir>/slots; a later request that continues one of those conversations gets its file restored into
+// a slot of the restarted engine instead of re-reading the whole prompt.
+struct SlotSaveConfig {
+    bool enabled = true;
+    std::uint64_t max_disk = std::uint64_t{16} << 30;  // all saved slots together; the oldest go first
+    std::uint32_t min_tokens = 512;  // a slot holding fewer is re-read faster than its file is written
+};
+
 // How long loch waits on a client connection (http/server.hpp has the rules).
 struct ClientTimeouts {
     Seconds idle{30};    // keep-alive connection without a request
@@ -173,6 +183,7 @@ struct Config {
     Seconds max_wait{300};                 // longest a request may wait in a queue before 503
     Seconds stop_grace{10};                // SIGTERM → SIGKILL
     RestartConfig restart;
+    SlotSaveConfig slot_save;
     std::map<std::string, DeviceConfig> devices;
     std::vector<ModelConfig> models;
     std::vector<std::string> notes;  // things worth telling the user that are not errors (skipped files)

@@ -511,6 +511,26 @@ class Loader : public Walker {
                       if (r.backoff_max < r.backoff_initial)
                           error(v, k, "backoff_max is smaller than backoff_initial");
                   }},
+                 {"slot_save",
+                  [&](auto&, auto& v, auto& k) {
+                      auto& ss = c.slot_save;
+                      walk(v, k,
+                           {
+                               {"enabled",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto b = boolean(v2, k2)) ss.enabled = *b;
+                                }},
+                               {"max_disk",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto b = size(v2, k2, 0)) ss.max_disk = *b;
+                                }},
+                               {"min_tokens",
+                                [&](auto&, auto& v2, auto& k2) {
+                                    if (auto x = integer(v2, k2, 1, 100000000))
+                                        ss.min_tokens = static_cast<std::uint32_t>(*x);
+                                }},
+                           });
+                  }},
                  {"devices",
                   [&](auto&, auto& v, auto& k) {
                       if (!v.IsMap()) {

@@ -80,6 +80,21 @@ asio::awaitable<bool> Kind::wake(asio::any_io_executor, const EngineAddress&, st
     co_return false;
 }
 
+asio::awaitable<std::vector<SavedSlot>> Kind::save_slots(asio::any_io_executor, const EngineAddress&,
+                                                         std::string, std::uint64_t) const {
+    co_return std::vector<SavedSlot>{};
+}
+
+asio::awaitable<std::optional<std::string>> Kind::prompt_text(asio::any_io_executor, const EngineAddress&,
+                                                              const RequestView&) const {
+    co_return std::nullopt;
+}
+
+asio::awaitable<std::optional<RestoredSlot>> Kind::restore_slot(asio::any_io_executor, const EngineAddress&,
+                                                                std::string) const {
+    co_return std::nullopt;
+}
+
 std::string Kind::upstream(std::string_view route, std::string_view, std::string&) const {
     return std::string(route);
 }

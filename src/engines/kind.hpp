@@ -19,6 +19,9 @@
 //                 on its device and moved to host RAM;                        default: no sleep (stop)
 //   describe_file — what the model's file says about itself (size, architecture, parameters, quantization,
 //                 context, embedding or not), for clients that list models;   default: the files' size
+//   slot files  — conversations that survive a stop (llama-server's --slot-save-path): how to launch it so,
+//                 save its slots to files before a stop, the request's prompt as the engine renders it,
+//                 restore a file into a free slot and pin the request there;   default: none (stop loses them)
 //   upstream    — the engine's own path for a route, and what its body needs   default: the route, as sent
 //                 (whisper-server answers both audio routes on one path, translation as a form field)
 // For every optional hook, doing nothing is correct: loch then relies on the formula, the per-process
@@ -107,6 +110,22 @@ struct SleepFootprint {
     std::string why;
 };
 
+// One slot an engine saved to a file before it was stopped (Kind::save_slots).
+struct SavedSlot {
+    std::string file;            // the file's name in the folder the engine was launched with
+    std::string prompt;          // what the slot held, as text the way prompt_text renders a request
+    std::uint64_t tokens = 0;    // tokens in the slot (prompt and generated)
+    std::uint64_t bytes = 0;     // the file's size
+    double ms = 0;               // how long the engine took to write it
+};
+
+// A saved slot restored into a running engine (Kind::restore_slot).
+struct RestoredSlot {
+    int slot = 0;
+    std::uint64_t tokens = 0;
+    double ms = 0;
+};
+
 // Why a kind refuses a request (the HTTP layer renders it: status, type, message, details).
 struct Refusal {
     enum class Kind { context_length_exceeded, invalid_request, too_large } kind = Kind::invalid_request;
@@ -175,6 +194,30 @@ class Kind : public config::KindSchema {
                                                std::uint32_t level) const;
     virtual boost::asio::awaitable<bool> wake(boost::asio::any_io_executor ex, const EngineAddress& engine,
                                               std::uint32_t level) const;
+    // Slot files. Whether this kind can save and restore this model's slots (false: none of the calls
+    // below is made), and the launch changed so that the engine keeps them in `folder` (which exists).
+    virtual bool keeps_slot_files(const config::ModelConfig&) const { return false; }
+    virtual void launch_with_slot_files(const std::filesystem::path& /*folder*/, EngineSpec& /*spec*/) const {}
+    // Saves every idle slot holding at least `min_tokens` as "<prefix>-<slot>.bin": what was saved.
+    virtual boost::asio::awaitable<std::vector<SavedSlot>> save_slots(boost::asio::any_io_executor ex,
+                                                                      const EngineAddress& engine,
+                                                                      std::string prefix,
+                                                                      std::uint64_t min_tokens) const;
+    // A short text a saved slot's text must contain for the request to continue it (found without asking
+    // the engine; empty: the request cannot continue one).
+    virtual std::string prompt_probe(const RequestView&) const { return {}; }
+    // The request's prompt as text, rendered the way save_slots records a slot's (nullopt: this route or
+    // body cannot be rendered; no restore is tried).
+    virtual boost::asio::awaitable<std::optional<std::string>> prompt_text(boost::asio::any_io_executor ex,
+                                                                           const EngineAddress& engine,
+                                                                           const RequestView& request) const;
+    // Restores `file` into the idle slot holding the least: which one, or nullopt (nothing restored). (Two
+    // restores at once may pick the same slot; the engine then re-reads what the second one lost.)
+    virtual boost::asio::awaitable<std::optional<RestoredSlot>> restore_slot(boost::asio::any_io_executor ex,
+                                                                             const EngineAddress& engine,
+                                                                             std::string file) const;
+    // `body` (the client's JSON) sent to `slot`, where the restored conversation is.
+    virtual void pin_to_slot(std::string& /*body*/, int /*slot*/) const {}
     // The engine's path for an API route; `body` (the client's, with its Content-Type) may be changed for it.
     virtual std::string upstream(std::string_view route, std::string_view content_type,
                                  std::string& body) const;

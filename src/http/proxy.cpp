@@ -508,6 +508,16 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                             *call.num_ctx, lease.model(), *lease.slot_ctx(), *lease.slot_ctx()),
                 {{"model", lease.model()}, {"num_ctx", *call.num_ctx}, {"slot_ctx", *lease.slot_ctx()}});
         co_await check_request(lease, oreq);
+        // A conversation saved when its engine was stopped goes back into a slot before it is re-read.
+        if (broker_.has_saved_slots(lease)) {
+            engines::RequestView view;
+            view.route = to_string(oreq.endpoint);
+            view.body = &oreq.body;
+            view.images = oreq.images;
+            if (broker_.may_restore(lease, view))
+                if (auto restored = co_await broker_.restore_conversation(lease, view, req.body()))
+                    rec.restored_tokens = (*restored)["tokens"].get<std::uint64_t>();
+        }
         if (!tr && !lease.kind().names_model_as_configured()) {
             rename.emplace(lease.model());
             tr = &*rename;

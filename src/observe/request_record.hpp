@@ -25,6 +25,8 @@ struct RequestRecord {
     std::optional<std::uint64_t> prompt_tokens, completion_tokens;
     // Images and audio (their engines' issues fill them): seconds per sampling step, real-time factor.
     std::optional<double> seconds_per_step, real_time_factor;
+    // A saved conversation restored for it (broker/saved_slots.hpp): the tokens the engine did not re-read.
+    std::optional<std::uint64_t> restored_tokens;
     double duration_s = 0;
     unsigned status = 0;     // the HTTP status the client got (200 also for a stream that ended by an error)
     std::string error_type;  // loch's error.type, "" when it succeeded

@@ -169,6 +169,27 @@ std::optional<RequestCost> LlamaServerKind::request_cost(const config::ModelConf
     return c;
 }
 
+asio::awaitable<std::optional<std::string>> templated_prompt(asio::any_io_executor ex,
+                                                            const EngineAddress& engine,
+                                                            const nlohmann::json& body) {
+    if (!body.contains("messages") || !body["messages"].is_array()) co_return std::nullopt;
+    // The text only: the engine would decode images to apply the template.
+    nlohmann::json messages_text = body["messages"];
+    for (auto& m : messages_text)
+        if (m.is_object() && m.contains("content") && m["content"].is_array()) {
+            nlohmann::json kept = nlohmann::json::array();
+            for (auto& part : m["content"])
+                if (!part.is_object() || part.value("type", "") != "image_url") kept.push_back(std::move(part));
+            m["content"] = std::move(kept);
+        }
+    nlohmann::json tpl = {{"messages", std::move(messages_text)}};
+    auto reply = co_await engine_request(ex, engine, "POST", "/apply-template", tpl.dump(), 30s);
+    auto j = nlohmann::json::parse(reply.body, nullptr, false);
+    if (reply.status != 200 || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
+        co_return std::nullopt;
+    co_return j["prompt"].get<std::string>();
+}
+
 asio::awaitable<std::optional<Refusal>> LlamaServerKind::check_request(asio::any_io_executor ex,
                                                                        const EngineAddress& engine,
                                                                        const ReadyFacts& facts,
@@ -189,22 +210,9 @@ asio::awaitable<std::optional<Refusal>> LlamaServerKind::check_request(asio::any
     // Exact count from the engine itself: the chat template applied, then its tokenizer.
     std::string prompt;
     if (r.route == "/v1/chat/completions") {
-        // The text only: images are counted above, and the engine would decode them to apply the template.
-        nlohmann::json messages_text = body["messages"];
-        for (auto& m : messages_text)
-            if (m.is_object() && m.contains("content") && m["content"].is_array()) {
-                nlohmann::json kept = nlohmann::json::array();
-                for (auto& part : m["content"])
-                    if (!part.is_object() || part.value("type", "") != "image_url")
-                        kept.push_back(std::move(part));
-                m["content"] = std::move(kept);
-            }
-        nlohmann::json tpl = {{"messages", std::move(messages_text)}};
-        auto reply = co_await engine_request(ex, engine, "POST", "/apply-template", tpl.dump(), 30s);
-        auto j = nlohmann::json::parse(reply.body, nullptr, false);
-        if (reply.status != 200 || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
-            co_return std::nullopt;
-        prompt = j["prompt"].get<std::string>();
+        auto text = co_await templated_prompt(ex, engine, body);
+        if (!text) co_return std::nullopt;
+        prompt = std::move(*text);
     } else {
         if (!body.contains("prompt") || !body["prompt"].is_string())
             co_return std::nullopt;  // arrays: the engine checks each prompt itself

@@ -98,6 +98,12 @@ struct ExtraPlanFlags {
 // nullopt and `out` filled, or the refusal's text.
 std::optional<std::string> read_extra_plan_flags(const std::vector<std::string>& extra, ExtraPlanFlags& out);
 
+// A chat body's prompt as the engine renders it (its chat template, POST /apply-template), image parts
+// left out; nullopt when the engine did not answer.
+boost::asio::awaitable<std::optional<std::string>> templated_prompt(boost::asio::any_io_executor ex,
+                                                                    const EngineAddress& engine,
+                                                                    const nlohmann::json& body);
+
 class LlamaServerKind final : public Kind {
   public:
     std::string_view name() const override { return "llama-server"; }
@@ -143,6 +149,20 @@ class LlamaServerKind final : public Kind {
                                                                  const EngineAddress& engine,
                                                                  const ReadyFacts& facts,
                                                                  const RequestView& request) const override;
+    // Slot files (llama_server_slots.cpp): --slot-save-path, GET /slots, POST /slots/{id}?action=….
+    bool keeps_slot_files(const config::ModelConfig& model) const override;
+    void launch_with_slot_files(const std::filesystem::path& folder, EngineSpec& spec) const override;
+    boost::asio::awaitable<std::vector<SavedSlot>> save_slots(boost::asio::any_io_executor ex,
+                                                              const EngineAddress& engine, std::string prefix,
+                                                              std::uint64_t min_tokens) const override;
+    boost::asio::awaitable<std::optional<std::string>> prompt_text(boost::asio::any_io_executor ex,
+                                                                   const EngineAddress& engine,
+                                                                   const RequestView& request) const override;
+    boost::asio::awaitable<std::optional<RestoredSlot>> restore_slot(boost::asio::any_io_executor ex,
+                                                                     const EngineAddress& engine,
+                                                                     std::string file) const override;
+    std::string prompt_probe(const RequestView& request) const override;
+    void pin_to_slot(std::string& body, int slot) const override;
     // "… does not support embeddings. Start it with `--embeddings`" → the model's `args: {extra: […]}`.
     std::optional<Refusal> explain_error(const config::ModelConfig& model, std::string_view route,
                                          unsigned status, std::string_view body) const override;
