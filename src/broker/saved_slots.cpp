@@ -145,7 +145,7 @@ SavedSlots::SavedSlots(fs::path root, config::SlotSaveConfig cfg) : root_(std::m
 SavedSlots::~SavedSlots() { work_.join(); }
 
 std::optional<fs::path> SavedSlots::folder(const SlotKey& key) {
-    if (!cfg_.enabled || cfg_.max_disk == 0) return std::nullopt;
+    if (!cfg_.enabled || cfg_.max_disk == 0 || root_.empty()) return std::nullopt;
     const fs::path dir = root_ / key.folder;
     std::error_code ec;
     fs::create_directories(dir, ec);
@@ -166,7 +166,7 @@ std::optional<fs::path> SavedSlots::folder(const SlotKey& key) {
 }
 
 bool SavedSlots::may_save(const std::string& key) const {
-    if (!cfg_.enabled || cfg_.max_disk == 0) return false;
+    if (!cfg_.enabled || cfg_.max_disk == 0 || root_.empty()) return false;
     struct statvfs st{};
     if (::statvfs((root_ / key).c_str(), &st) != 0) return false;
     const double total = double(st.f_blocks) * double(st.f_frsize);

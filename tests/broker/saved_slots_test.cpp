@@ -1,0 +1,161 @@
+// Conversations that survive an eviction (broker/saved_slots): which saved slot a prompt continues, what
+// the disk limit drops, that a changed file or setting is another key, and what a restart finds on disk.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "broker/saved_slots.hpp"
+#include "support/temp_dir.hpp"
+
+namespace loch::broker {
+namespace {
+
+namespace fs = std::filesystem;
+
+SavedEntry entry(std::string file, std::string prompt, std::uint64_t bytes = 100, std::int64_t at = 0,
+                 std::string key = "k") {
+    return {std::move(key), std::move(file), std::move(prompt), 10, bytes, at};
+}
+
+const std::string kLong(400, 'a');  // longer than the least worth restoring (256 bytes)
+
+TEST(SavedSlotsMatch, APromptThatContinuesASavedSlotPicksTheOneItContinuesFurthest) {
+    const std::vector<SavedEntry> saved = {entry("short", kLong), entry("long", kLong + "bbbb" + kLong),
+                                           entry("other", std::string(400, 'z'))};
+    const auto m = best_match(saved, kLong + "bbbb" + kLong + " and the next question", {});
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->file, "long");
+    // Skipped (already restored in this run): the next best.
+    const auto n = best_match(saved, kLong + "bbbb" + kLong + " and more", {"long"});
+    ASSERT_TRUE(n);
+    EXPECT_EQ(n->file, "short");
+}
+
+TEST(SavedSlotsMatch, TooLittleInCommonIsNotWorthARestore) {
+    // Half of the saved text at least, and 256 bytes at least.
+    const std::vector<SavedEntry> saved = {entry("half", kLong + kLong)};
+    EXPECT_FALSE(best_match(saved, kLong.substr(0, 399) + "x", {}));  // just under half
+    EXPECT_TRUE(best_match(saved, kLong + "x", {}));                  // half
+    const std::vector<SavedEntry> small = {entry("small", std::string(200, 'a'))};
+    EXPECT_FALSE(best_match(small, std::string(200, 'a') + "more", {}));
+    EXPECT_FALSE(best_match({}, kLong, {}));
+}
+
+TEST(SavedSlotsLimit, TheOldestGoFirstUntilTheRestFits) {
+    const std::vector<SavedEntry> saved = {entry("c", "c" + kLong, 100, 3), entry("a", "a" + kLong, 100, 1),
+                                           entry("b", "b" + kLong, 100, 2)};
+    EXPECT_TRUE(over_limit(saved, 300).empty());
+    const auto drop = over_limit(saved, 250);
+    ASSERT_EQ(drop.size(), 1u);
+    EXPECT_EQ(drop[0].file, "a");
+    EXPECT_EQ(over_limit(saved, 0).size(), 3u);
+}
+
+TEST(SavedSlotsLimit, ALaterSaveOfTheSameConversationReplacesTheEarlierOneButOnlyForTheSameLaunch) {
+    const std::vector<SavedEntry> saved = {entry("old", kLong, 100, 1), entry("new", kLong + " more", 100, 2),
+                                           entry("elsewhere", kLong, 100, 0, "other-key")};
+    const auto drop = over_limit(saved, 1000);
+    ASSERT_EQ(drop.size(), 1u);
+    EXPECT_EQ(drop[0].file, "old");
+}
+
+TEST(SlotKeys, AChangedSettingOrModelFileIsAnotherKey) {
+    test::TempDir dir("loch-slot-key");
+    const auto model = dir.path() / "m.gguf";
+    std::ofstream(model) << "weights";
+    const std::vector<std::string> argv = {"/bin/true", "-m", model.string(), "-c", "4096"};
+    const auto a = slot_key(argv);
+    EXPECT_EQ(a.folder, slot_key(argv).folder);
+    EXPECT_EQ(a.folder.size(), 16u);
+    auto other = argv;
+    other[4] = "8192";
+    EXPECT_NE(a.folder, slot_key(other).folder);
+    // The same path, another file: its mtime and size differ.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::ofstream(model) << "other weights";
+    EXPECT_NE(a.folder, slot_key(argv).folder);
+}
+
+template <class T>
+T run(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
+    auto f = boost::asio::co_spawn(io, std::move(a), boost::asio::use_future);
+    io.run();
+    io.restart();
+    return f.get();
+}
+
+TEST(SavedSlotsStore, WhatWasSavedIsFoundAgainAfterARestartAndAnOrphanedFileIsRemoved) {
+    test::TempDir dir("loch-saved-slots");
+    const auto root = dir.path() / "slots";
+    config::SlotSaveConfig cfg;
+    const std::vector<std::string> argv = {"/bin/true", "-c", "4096"};
+    const auto key = slot_key(argv);
+    {
+        SavedSlots store(root, cfg);
+        const auto folder = store.folder(key);
+        ASSERT_TRUE(folder);
+        std::ofstream(*folder / "1-0.bin") << std::string(1000, 'x');  // what the engine wrote
+        std::ofstream(*folder / "2-0.bin") << "never recorded";         // loch stopped before it recorded it
+        boost::asio::io_context io;
+        const auto dropped = run(io, store.add(key.folder, {{"1-0.bin", kLong, 10, 1000, 1.0}}));
+        EXPECT_TRUE(dropped.empty());
+        EXPECT_TRUE(store.has(key.folder));
+        EXPECT_TRUE(store.may_match(key.folder, "aaaa", {}));
+        EXPECT_FALSE(store.may_match(key.folder, "zzzz", {}));
+        EXPECT_FALSE(store.may_match(key.folder, "aaaa", {"1-0.bin"}));
+    }
+    SavedSlots again(root, cfg);
+    EXPECT_TRUE(again.has(key.folder));
+    const auto m = again.match(key.folder, kLong + " next", {});
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->file, "1-0.bin");
+    EXPECT_EQ(m->bytes, 1000u);  // the file's size on disk
+    EXPECT_FALSE(fs::exists(root / key.folder / "2-0.bin"));
+    EXPECT_EQ(again.status()["files"], 1);
+}
+
+TEST(SavedSlotsStore, OverTheDiskLimitTheOldestFilesAreDeleted) {
+    test::TempDir dir("loch-saved-slots");
+    config::SlotSaveConfig cfg;
+    cfg.max_disk = 1500;
+    SavedSlots store(dir.path() / "slots", cfg);
+    const auto key = slot_key({"/bin/true"});
+    const auto folder = store.folder(key);
+    ASSERT_TRUE(folder);
+    boost::asio::io_context io;
+    std::ofstream(*folder / "1-0.bin") << std::string(1000, 'x');
+    run(io, store.add(key.folder, {{"1-0.bin", "a" + kLong, 10, 1000, 1.0}}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a later save
+    std::ofstream(*folder / "2-0.bin") << std::string(1000, 'y');
+    const auto dropped = run(io, store.add(key.folder, {{"2-0.bin", "b" + kLong, 10, 1000, 1.0}}));
+    ASSERT_EQ(dropped.size(), 1u);
+    EXPECT_EQ(dropped[0].file, "1-0.bin");
+    EXPECT_FALSE(fs::exists(*folder / "1-0.bin"));
+    EXPECT_FALSE(fs::exists(*folder / "1-0.bin.json"));
+    EXPECT_TRUE(fs::exists(*folder / "2-0.bin"));
+    EXPECT_EQ(store.status()["bytes"], 1000);
+}
+
+TEST(SavedSlotsStore, OffOrWithoutAStateFolderNothingIsSaved) {
+    test::TempDir dir("loch-saved-slots");
+    config::SlotSaveConfig off;
+    off.enabled = false;
+    EXPECT_FALSE(SavedSlots(dir.path() / "slots", off).folder(slot_key({"/bin/true"})));
+    EXPECT_FALSE(SavedSlots(dir.path() / "slots", off).may_save("x"));
+    EXPECT_FALSE(SavedSlots({}, config::SlotSaveConfig{}).folder(slot_key({"/bin/true"})));  // no state_dir
+    // A folder whose launch.txt names another launch (a hash collision) is never shared.
+    SavedSlots store(dir.path() / "slots", config::SlotSaveConfig{});
+    auto key = slot_key({"/bin/true"});
+    ASSERT_TRUE(store.folder(key));
+    key.text = "another launch";
+    EXPECT_FALSE(store.folder(key));
+}
+
+}  // namespace
+}  // namespace loch::broker
