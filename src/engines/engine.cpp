@@ -212,12 +212,15 @@ asio::awaitable<StartResult> Engine::start() {
     // while the engine writes (its last lines come just before it answers), and otherwise backs off to 50 ms.
     // (Doubling from 5 ms made the 19 ms engine wait until 35; backing off to 250 ms without the log wake
     // added ~125 ms to every cold start over 300 ms.)
-    proc_->watch_output();
+    // The log is watched only after the first 300 ms: until then loch polls every 2 ms anyway, and a wake
+    // per log line (hundreds at -lv 4 within a small model's ~20 ms load) takes CPU from the engine on a
+    // small box.
     auto interval = 2ms;
     auto last_write = t0;
     while (true) {
         if (proc_->exited() || stop_requested_) break;
         const auto now = std::chrono::steady_clock::now();
+        if (now - t0 > 300ms) proc_->watch_output();  // (once: it returns at once when already watching)
         if (now >= deadline) {
             startup_timed_out_ = true;
             proc_->signal_group(SIGKILL);

@@ -85,7 +85,7 @@ asio::awaitable<std::vector<SavedSlot>> LlamaServerKind::save_slots(asio::any_io
     std::vector<SavedSlot> saved;
     const auto slots = reply_json(co_await engine_request(ex, engine, "GET", "/slots", "", 10s));
     if (!slots.is_array()) co_return saved;
-    const std::string bos = co_await bos_text(ex, engine);
+    std::optional<std::string> bos;  // asked once, when a slot is worth saving
     for (const auto& s : slots) {
         if (!s.is_object() || !s.contains("id") || !s["id"].is_number_integer()) continue;
         if (s.value("is_processing", true)) continue;  // never while a request runs in it (none should)
@@ -98,7 +98,8 @@ asio::awaitable<std::vector<SavedSlot>> LlamaServerKind::save_slots(asio::any_io
                                                nlohmann::json{{"filename", one.file}}.dump(), 300s);
         const auto j = reply_json(r);
         if (!j.is_object() || unsigned_field(j, "n_saved") == 0) continue;
-        one.prompt = comparable(s["prompt"].get<std::string>(), bos);
+        if (!bos) bos = co_await bos_text(ex, engine);
+        one.prompt = comparable(s["prompt"].get<std::string>(), *bos);
         one.tokens = unsigned_field(j, "n_saved");
         one.bytes = unsigned_field(j, "n_written");
         one.ms = ms_field(j, "save_ms");
