@@ -115,7 +115,7 @@ void Broker::check_needs(const Model& m, const RequestNeeds& needs) const {
 
 std::optional<Lease> Broker::try_acquire(const std::string& name, const RequestNeeds& needs) {
     Model* m = shutting_down_ ? nullptr : find(name);
-    if (!m || m->state != ModelState::ready) return std::nullopt;
+    if (!m || m->state != ModelState::ready || head_of_line_blocked()) return std::nullopt;
     check_needs(*m, needs);
     check_runnable(*m, needs);
     std::string holder;
@@ -165,7 +165,7 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     check_runnable(*m, needs);  // before it waits or an engine starts for it
     // The usual case — ready, a slot free — is granted without a Waiter (and its timer) being made.
     m->start_error.reset();
-    if (std::string holder; try_serve(*m, needs, &holder) == Serve::granted)
+    if (std::string holder; !head_of_line_blocked() && try_serve(*m, needs, &holder) == Serve::granted)
         co_return make_lease(*m, priority_of(*m, needs), "ready", {}, std::move(holder));
     if (m->start_error) throw *m->start_error;  // the start it triggered failed before anything ran
     auto w = std::make_shared<Waiter>(next_waiter_++, m, ex_);
@@ -310,12 +310,40 @@ int Broker::retry_after_s(const Model& m) const {
     return std::clamp(static_cast<int>(std::ceil(est)), 1, 300);
 }
 
+bool Broker::exclusive(const Model& m) const {
+    return m.cfg->exclusive || options_.policy == Policy::fifo_lock;
+}
+
+bool Broker::head_of_line_blocked() const {
+    if (options_.policy != Policy::fifo_lock) return false;
+    for (const auto& [id, w] : waiters_)
+        if (!w->granted && !w->error) return true;
+    return false;
+}
+
+bool Broker::one_model_at_a_time(Model& m) {
+    // llama-swap's swap: every other engine is stopped (once its requests end) before this one starts.
+    std::vector<std::string> others, busy;
+    for (auto& [n, o] : models_) {
+        if (o.get() == &m || o->state == ModelState::stopped) continue;
+        if (o->state == ModelState::ready && o->active == 0)
+            others.push_back(n);
+        else
+            busy.push_back(n);
+    }
+    if (others.empty() && busy.empty()) return true;
+    m.wait_reason = fmt::format("one model at a time: waiting for {} to stop",
+                                fmt::join(others.empty() ? busy : others, ", "));
+    if (!others.empty()) evict(others, m.name(), "one model at a time (the fifo_lock policy)");
+    return false;
+}
+
 bool Broker::exclusive_ok(const Model& m) const {
     bool ok = true;
     each_device(m, [&](const std::string& d) {
         auto lock = gpu_lock_.find(d);
         if (lock != gpu_lock_.end() && lock->second != m.name()) ok = false;
-        if (!m.cfg->exclusive) return;
+        if (!exclusive(m)) return;
         // Takes its devices only when no other model runs a request on any of them.
         for (const auto& [n, o] : models_) {
             if (o.get() == &m || o->active == 0 || o->state == ModelState::stopped) continue;
@@ -521,7 +549,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                 } else {
                     ++batch_active_;
                 }
-                if (m.cfg->exclusive) each_device(m, [&](const std::string& d) { gpu_lock_[d] = m.name(); });
+                if (exclusive(m)) each_device(m, [&](const std::string& d) { gpu_lock_[d] = m.name(); });
                 return Serve::granted;
             }
             if (m.active < m.slots()) {
@@ -562,6 +590,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
         residue = ledger_.reservation(m.device, m.name());
         ledger_.release(m.name());
     }
+    if (options_.policy == Policy::fifo_lock && !one_model_at_a_time(m)) return Serve::wait;
     const AdmissionInput input = admission_input(m, priority);
     const Decision d = decide(input, ledger_);
     if (yield_to && (d.kind == Decision::Kind::start || d.kind == Decision::Kind::evict_then_start)) {
@@ -680,6 +709,8 @@ void Broker::pump() {
                 w->granted = true;
                 queue_.remove(id);
                 w->timer.cancel();
+            } else if (options_.policy == Policy::fifo_lock) {
+                break;  // head of line: nothing behind it goes first
             }
         } catch (const Error& e) {
             w->error = e;

@@ -118,7 +118,17 @@ struct RequestNeeds {
     std::optional<config::Priority> priority;
 };
 
+// How the broker schedules. `loch` is the product. The other two are the anchors' policies, built into the
+// broker only so that bench/mixed-trace can run them side by side on the same engines (docs/performance.md);
+// `loch serve --bench-policy` selects one, nothing else does:
+//   fifo_lock     — llama-swap's default: one model at a time (every model exclusive; the others are stopped
+//                   before one starts), one queue in arrival order with no priorities, served head of line;
+//   keepalive_lru — Ollama's: no priorities (one queue in arrival order, no yielding to people), models stay
+//                   for their keep_alive and idle ones are evicted when a model does not fit.
+enum class Policy { loch, fifo_lock, keepalive_lru };
+
 struct BrokerOptions {
+    Policy policy = Policy::loch;
     std::chrono::milliseconds tick{1000};  // probe refresh, keep-alive eviction, backoff expiry
     std::chrono::seconds aging{30};        // batch waiters compete as interactive after this
     std::chrono::seconds free_wait{10};    // after a stop: how long to wait for the memory to show as free
@@ -284,6 +294,11 @@ class Broker {
     // `priority`: the request's, when lower than the model's (a batch item evicts only batch engines).
     AdmissionInput admission_input(const Model& m, std::optional<config::Priority> priority = {}) const;
     bool exclusive_ok(const Model& m) const;
+    // The anchors' policies (Policy): a model that takes its devices alone; whether an earlier waiter holds
+    // the queue (fifo_lock); every other engine stopped before `m` starts (fifo_lock).
+    bool exclusive(const Model& m) const;
+    bool head_of_line_blocked() const;
+    bool one_model_at_a_time(Model& m);
     void begin_load(Model& m, const std::string& device);
     // A start on every device of `where` at once, each with its part of the reservation (a split).
     void begin_load(Model& m, const engines::Placement& where, const std::vector<Need>& parts);

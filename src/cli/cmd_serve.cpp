@@ -47,6 +47,7 @@ struct ServeOptions {
     bool print_default = false;
     std::string log_level = "info";  // loch's own log; debug adds every successful request's line
     std::string sysroot = "/";       // a captured tree: plan for that machine (replays, tests)
+    std::string bench_policy = "loch";  // the anchors' policies, for bench/mixed-trace only (broker.hpp)
 };
 
 // The platform traps `loch doctor` knows, checked once at start and logged with their fixes: a person who
@@ -164,7 +165,14 @@ void run_serve(const ServeOptions& o) {
         std::make_unique<broker::ProbedDevices>(
             nvml && *nvml ? nvml : (o.sysroot == "/" ? "libnvidia-ml.so.1" : ""), o.sysroot, vulkan),
         std::make_unique<broker::KindFootprint>(ex, cfg.state_dir / "dry-run-cache.json"),
-        std::make_unique<engines::ProcessLauncher>(&state));
+        std::make_unique<engines::ProcessLauncher>(&state),
+        broker::BrokerOptions{.policy = o.bench_policy == "fifo-lock"       ? broker::Policy::fifo_lock
+                                        : o.bench_policy == "keepalive-lru" ? broker::Policy::keepalive_lru
+                                                                            : broker::Policy::loch});
+    if (o.bench_policy != "loch")
+        spdlog::warn("scheduling as the {} policy (--bench-policy): an anchor's policy for bench/mixed-trace, "
+                     "not loch's",
+                     o.bench_policy);
     http::ServerOptions so;
     so.listen = cfg.listen;
     so.port = cfg.port;
@@ -287,6 +295,10 @@ void add_serve_command(CLI::App& app) {
            "plan for the machine captured under DIR (its /proc, /sys, cgroup, vulkan.json) while the "
            "engines run here: replays of another machine's traps (docs/strix-halo.md)")
         ->check(CLI::ExistingDirectory);
+    cmd->add_option("--bench-policy", o->bench_policy,
+                    "for bench/mixed-trace only: schedule as llama-swap (fifo-lock) or Ollama (keepalive-lru) "
+                    "would, to compare loch with them on the same engines")
+        ->check(CLI::IsMember({"loch", "fifo-lock", "keepalive-lru"}));
     cmd->add_flag("--print-default-config", o->print_default, "print the embedded default config and exit");
     cmd->callback([o] { run_serve(*o); });
 }
