@@ -196,8 +196,8 @@ class Bench {
             const auto r = loch::test::http_post_json(port_, "/loch/plan", json{{"model", m}}.dump(), 300s);
             log << r.body << "\n";
             const auto j = json::parse(r.body, nullptr, false);
-            if (!j.is_object() || !j.contains("admission")) continue;
-            for (const auto& n : j["admission"].value("needs", json::array()))
+            if (!j.is_object() || !j.contains("status") || !j["status"].contains("footprint")) continue;
+            for (const auto& n : j["status"]["footprint"].value("needs", json::array()))
                 if (n.value("device", "") == o_.device) out[m] = n.value("bytes", std::uint64_t{0});
         }
         loch->stop(30s);

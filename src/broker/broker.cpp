@@ -591,7 +591,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
         ledger_.release(m.name());
     }
     if (options_.policy == Policy::fifo_lock && !one_model_at_a_time(m)) return Serve::wait;
-    const AdmissionInput input = admission_input(m, priority);
+    const AdmissionInput input = admission_input(m, priority, aged);
     const Decision d = decide(input, ledger_);
     if (yield_to && (d.kind == Decision::Kind::start || d.kind == Decision::Kind::evict_then_start)) {
         if (residue) ledger_.reserve(m.device, m.name(), *residue);

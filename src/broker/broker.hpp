@@ -292,7 +292,8 @@ class Broker {
     // How the engines' runtimes number a device: from the probe, else placement_without_probe().
     engines::Placement placement_of(const std::string& device) const;
     // `priority`: the request's, when lower than the model's (a batch item evicts only batch engines).
-    AdmissionInput admission_input(const Model& m, std::optional<config::Priority> priority = {}) const;
+    AdmissionInput admission_input(const Model& m, std::optional<config::Priority> priority = {},
+                                   bool aged = false) const;
     bool exclusive_ok(const Model& m) const;
     // The anchors' policies (Policy): a model that takes its devices alone; whether an earlier waiter holds
     // the queue (fifo_lock); every other engine stopped before `m` starts (fifo_lock).

@@ -242,7 +242,7 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
         for (const auto& d : devices_of(*o))
             if (d != o->device)
                 v.also_on.emplace_back(d, ledger_.reservation(d, name).value_or(MemoryFigure{}).bytes);
-        v.priority = rank(o->cfg->priority);
+        v.priority = rank(options_.policy == Policy::loch ? o->cfg->priority : config::Priority::interactive);
         v.evictable = (o->state == ModelState::ready || o->state == ModelState::asleep) && o->active == 0 &&
                       !o->cfg->pinned && !wanted;
         v.held_as = o->state != ModelState::ready ? std::string(to_string(o->state))

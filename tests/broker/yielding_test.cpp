@@ -82,3 +82,67 @@ TEST_F(BrokerTest, ABatchItemWaitingPastAgingNoLongerYields) {
 
 }  // namespace
 }  // namespace loch::broker
+
+namespace loch::broker {
+namespace {
+
+using namespace std::chrono_literals;
+using test_fixture::BrokerTest;
+using test_fixture::fast;
+
+// Found by bench/mixed-trace: an idle chat model, resident for its keep_alive, kept a batch model's requests
+// waiting until max_wait — a batch request may not stop an interactive engine, and aging changed only its
+// place in the queue. Once aged it is admitted as interactive: the idle engine is evicted for it.
+TEST_F(BrokerTest, AnAgedBatchRequestEvictsAnIdleInteractiveEngineRatherThanWaitingForever) {
+    add_model("chat", 6 * kGiB);
+    add_model("captioner", 6 * kGiB, config::Priority::batch);  // the device holds one of them
+    start(fast(1s));
+    {
+        auto c = acquire("chat");
+        ASSERT_TRUE(settle(c));
+    }  // chat is idle now, and stays (no keep_alive)
+    RequestNeeds item;
+    item.priority = config::Priority::batch;
+    auto b = acquire("captioner", item);
+    run_for(500ms);
+    EXPECT_NE(b.wait_for(0s), std::future_status::ready) << "a fresh batch request stopped an interactive engine";
+    ASSERT_TRUE(settle(b, 3s)) << "the aged batch request never got the device";
+    EXPECT_TRUE(fake->of("chat")[0]->ended());
+}
+
+// The anchors' policies, as bench/mixed-trace runs them (Policy): llama-swap's runs one model at a time and
+// serves the queue head first; neither knows priorities.
+TEST_F(BrokerTest, TheFifoLockPolicyRunsOneModelAtATimeAndServesTheQueueInArrivalOrder) {
+    add_model("a", 2 * kGiB);
+    add_model("b", 2 * kGiB);  // both would fit together
+    auto o = fast();
+    o.policy = Policy::fifo_lock;
+    start(o);
+    auto a1 = acquire("a");
+    ASSERT_TRUE(settle(a1));
+    Lease running = a1.get();
+    auto b1 = acquire("b");
+    run_for(100ms);
+    auto a2 = acquire("a");  // 'a' is ready with a free slot, but 'b' asked first
+    run_for(100ms);
+    EXPECT_NE(b1.wait_for(0s), std::future_status::ready) << "b started beside a";
+    EXPECT_NE(a2.wait_for(0s), std::future_status::ready) << "a later request overtook the queue head";
+    running.release();
+    ASSERT_TRUE(settle(b1));
+    EXPECT_TRUE(fake->of("a")[0]->ended()) << "a still ran while b started";
+}
+
+TEST_F(BrokerTest, TheAnchorPoliciesKnowNoPriorities) {
+    add_model("chat", 4 * kGiB);
+    auto o = fast();
+    o.policy = Policy::keepalive_lru;
+    start(o);
+    RequestNeeds item;
+    item.priority = config::Priority::batch;
+    auto b = acquire("chat", item);
+    ASSERT_TRUE(settle(b));
+    EXPECT_EQ(b.get().priority(), "interactive");
+}
+
+}  // namespace
+}  // namespace loch::broker
