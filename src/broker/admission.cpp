@@ -94,7 +94,9 @@ std::optional<EvictionPlan> plan_eviction(const AdmissionInput& in, const Ledger
         else if (e.evictable && e.priority <= in.priority)
             candidates.push_back(&e);
     }
+    // Less important engines go first (batch work before a person's idle chat model), then the best victims.
     std::stable_sort(candidates.begin(), candidates.end(), [](const EngineView* a, const EngineView* b) {
+        if (a->priority != b->priority) return a->priority < b->priority;
         return victim_score(*a) > victim_score(*b);
     });
     EvictionPlan plan = chosen;
@@ -253,6 +255,33 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
         d.victims = plan.victims;
         d.freed_bytes = plan.freed;
     };
+    // 2a. People's work displaces batch work, not other people's idle engines: when the plan would stop an
+    // engine as important as this request while engines on that device that are busy with batch work only
+    // (which yields to this request now: broker/yielding.cpp), with the idle less important ones, hold
+    // enough, it waits for them instead.
+    if (best && !best->fits_empty_device && in.priority > 0) {
+        const auto important_victim = std::any_of(best->victims.begin(), best->victims.end(), [&](const auto& v) {
+            return std::any_of(in.engines.begin(), in.engines.end(),
+                               [&](const EngineView& e) { return e.name == v && e.priority >= in.priority; });
+        });
+        std::uint64_t lower = 0;
+        std::vector<std::string> yielding;
+        for (const auto& e : in.engines)
+            if (e.batch_only && bytes_on(e, best_need->device) > 0) {
+                lower += bytes_on(e, best_need->device);
+                yielding.push_back(e.name);
+            }
+        for (const auto& e : in.engines)
+            if (e.priority < in.priority && e.evictable) lower += bytes_on(e, best_need->device);
+        if (important_victim && !yielding.empty() &&
+            ledger.free(best_need->device) + lower >= best_need->bytes) {
+            d.kind = Decision::Kind::wait;
+            d.reason = fmt::format("waiting for the batch work of {} on {} to finish (it yields to this request) "
+                                   "rather than stopping {}",
+                                   fmt::join(yielding, ", "), best_need->device, fmt::join(best->victims, ", "));
+            return d;
+        }
+    }
     if (best) {
         evicting(*best, {best_need->device});
         d.reason =

@@ -40,6 +40,9 @@ struct EngineView {
     double load_s = 1;    // last measured load time, or an estimate
     double weight = 1;    // configured importance
     std::string held_as;  // why it stays when not evictable: "busy", "loading", "pinned", "wanted", …
+    // Busy with batch requests only: it yields to interactive work (no new batch request is granted while
+    // an interactive one waits for its device), so it is idle within its current requests' time.
+    bool batch_only = false;
 };
 
 // Higher = a better victim (idle long, cheap to reload, unimportant).

@@ -245,6 +245,8 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
         v.priority = rank(options_.policy == Policy::loch ? o->cfg->priority : config::Priority::interactive);
         v.evictable = (o->state == ModelState::ready || o->state == ModelState::asleep) && o->active == 0 &&
                       !o->cfg->pinned && !wanted;
+        v.batch_only = o->state == ModelState::ready && o->active > 0 && o->active_interactive == 0 &&
+                       options_.policy == Policy::loch;
         v.held_as = o->state != ModelState::ready ? std::string(to_string(o->state))
                     : o->active > 0               ? "busy"
                     : o->cfg->pinned              ? "pinned"

@@ -206,3 +206,34 @@ TEST(Admission, ALoadInFlightIsNotCountedAsOthersUseForRefusal) {
     AdmissionInput in{{need(12 * kGiB)}, 1, {}, {"gpu0"}};
     EXPECT_EQ(decide(in, l).kind, Decision::Kind::wait);
 }
+
+// People's work displaces batch work (issue 33, found by bench/mixed-trace): an interactive request that
+// would otherwise stop a person's idle chat model waits for the batch work holding the device — which yields
+// to it, so its engine is idle within its current items — and then that engine goes first.
+TEST(Admission, AnInteractiveRequestWaitsForYieldingBatchWorkRatherThanStoppingAnIdleChatModel) {
+    Ledger l = ledger_with(10 * kGiB);
+    l.reserve("gpu0", "chat", {3 * kGiB, Source::formula, ""});
+    l.reserve("gpu0", "captioner", {6 * kGiB, Source::formula, ""});
+    auto chat = engine("chat", 3 * kGiB, true, 60, 1);
+    auto captioner = engine("captioner", 6 * kGiB, false, 0, 1, 0);
+    captioner.held_as = "busy";
+    captioner.batch_only = true;
+    AdmissionInput in{{need(4 * kGiB)}, 1, {chat, captioner}, {}};
+    auto d = decide(in, l);
+    EXPECT_EQ(d.kind, Decision::Kind::wait) << d.reason;
+    EXPECT_NE(d.reason.find("captioner"), std::string::npos) << d.reason;
+    // Once idle, the batch engine is the victim, not the chat model (less important first).
+    in.engines[1].evictable = true;
+    in.engines[1].batch_only = false;
+    in.engines[1].held_as = "idle";
+    d = decide(in, l);
+    ASSERT_EQ(d.kind, Decision::Kind::evict_then_start) << d.reason;
+    EXPECT_EQ(d.victims, std::vector<std::string>{"captioner"});
+    // A busy engine serving people does not yield: the idle chat model is stopped as before.
+    in.engines[1].evictable = false;
+    in.engines[1].held_as = "busy";
+    in.engines[1].priority = 1;
+    d = decide(in, l);
+    ASSERT_EQ(d.kind, Decision::Kind::evict_then_start) << d.reason;
+    EXPECT_EQ(d.victims, std::vector<std::string>{"chat"});
+}
