@@ -5,9 +5,11 @@
 # side in the same run: that turn's time to its first token (max_tokens 1, the whole request: engine start,
 # restore, the prompt read) with slot_save on and off, and the engine's own prompt_ms and cache_n.
 #   bash bench/conversation-restore.sh [TOKENS]      (default 16000; needs build/bin from scripts/setup.sh)
-# MODEL_ARGS: loch-synth flags of the model (default a small llama with a 32 k context).
+# MODEL_ARGS: loch-synth flags of the model (default a small llama with a 32 k context). DEVICE (default cpu),
+# BUDGET and OTHER_MEMORY (what `other` is booked at: enough that the two never fit together).
 set -euo pipefail
 TOKENS=${1:-16000}
+DEVICE=${DEVICE:-cpu}
 R=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$R/build/bin}
 W=$(mktemp -d /tmp/loch-restore.XXXXXX)
@@ -25,10 +27,10 @@ listen: 127.0.0.1
 state_dir: $W/state-$mode
 engine_dir: $BIN
 slot_save: {enabled: $enabled, min_tokens: 512}
-devices: {cpu: {budget: ${BUDGET:-1GiB}}}
+devices: {$DEVICE: {budget: ${BUDGET:-1GiB}}}
 models:
-  - {name: chat, path: $W/chat.gguf, args: {ctx: $((TOKENS + 2048)), parallel: 1}}
-  - {name: other, path: $W/other.gguf, args: {ctx: 2048, parallel: 1}, memory: ${OTHER_MEMORY:-1GiB}}
+  - {name: chat, path: $W/chat.gguf, args: {ctx: $((TOKENS + 2048)), parallel: 1}, devices: [$DEVICE]}
+  - {name: other, path: $W/other.gguf, args: {ctx: 2048, parallel: 1}, memory: ${OTHER_MEMORY:-1GiB}, devices: [$DEVICE]}
 YAML
   "$BIN/loch" serve --config "$W/$mode.yaml" --port "$port" > "$W/$mode.log" 2>&1 &
   echo $! > "$W/$mode.pid"
