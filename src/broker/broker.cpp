@@ -630,6 +630,11 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
             m.wait_reason =
                 fmt::format("evicting {} to start on {}: {}", fmt::join(d.victims, ", "), d.device, d.reason);
             note("admission", m, d.reason, {{"decision", "evict_then_start"}, {"victims", d.victims}});
+            // Room taken from batch work is lent: once idle, this engine is the first to go for it.
+            for (const auto& v : d.victims)
+                if (auto it = models_.find(v);
+                    it != models_.end() && rank(it->second->cfg->priority) < rank(m.cfg->priority))
+                    m.borrowed_from_batch = true;
             evict(d.victims, m.name(), "evicted to make room for '" + m.name() + "'");
             return Serve::wait;
         }

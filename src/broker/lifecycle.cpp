@@ -417,6 +417,7 @@ void Broker::on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine
     m.last_engine = engine;
     m.engine.reset();
     m.state = ModelState::stopped;
+    m.borrowed_from_batch = false;
     ledger_.release(m.name());
     ledger_.release(m.name() + "#asleep");
     apply_pending_config(m);

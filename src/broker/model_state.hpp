@@ -73,6 +73,9 @@ struct Broker::Model {
     // does not) and the saved files already restored in this run.
     std::string slot_key;
     std::set<std::string> restored;
+    // This run took its room from batch work (its start stopped a batch engine): idle, it counts as batch
+    // work itself in admission, so the batch it displaced gets the room back (docs/broker.md).
+    bool borrowed_from_batch = false;
     std::optional<Footprint> footprint;
     bool planning = false;
     std::optional<MemoryFigure> measured;

@@ -110,6 +110,29 @@ TEST_F(BrokerTest, AnAgedBatchRequestEvictsAnIdleInteractiveEngineRatherThanWait
     EXPECT_TRUE(fake->of("chat")[0]->ended());
 }
 
+// Room taken from batch work is lent (issue 33): an image model that displaced the captioner gives the room
+// back as soon as it is idle — the captioner's next item does not wait for aging — while a person's chat
+// model that displaced nothing stays.
+TEST_F(BrokerTest, AnEngineThatDisplacedBatchWorkGivesTheRoomBackOnceIdle) {
+    add_model("captioner", 6 * kGiB, config::Priority::batch);
+    add_model("image", 6 * kGiB);  // the device holds one of them
+    start(fast(30s));
+    RequestNeeds item;
+    item.priority = config::Priority::batch;
+    {
+        auto b = acquire("captioner", item);
+        ASSERT_TRUE(settle(b));
+    }  // the captioner is idle between items
+    {
+        auto i = acquire("image");
+        ASSERT_TRUE(settle(i));
+        EXPECT_TRUE(fake->of("captioner")[0]->ended());
+    }  // the image is done
+    auto b2 = acquire("captioner", item);
+    ASSERT_TRUE(settle(b2, 2s)) << "the batch waited for aging although the image only borrowed its room";
+    EXPECT_TRUE(fake->of("image")[0]->ended());
+}
+
 // The anchors' policies, as bench/mixed-trace runs them (Policy): llama-swap's runs one model at a time and
 // serves the queue head first; neither knows priorities.
 TEST_F(BrokerTest, TheFifoLockPolicyRunsOneModelAtATimeAndServesTheQueueInArrivalOrder) {
