@@ -5,7 +5,8 @@
 //
 //   loch           loch's broker as it ships;
 //   fifo-lock      llama-swap's default: one model at a time, one queue in arrival order, no priorities;
-//   keepalive-lru  Ollama's: no priorities, models kept by keep_alive, idle ones evicted when one does not fit.
+//   keepalive-lru  Ollama's: no priorities, models kept by keep_alive, idle ones evicted when one does not
+//   fit.
 //
 // (The anchors' policies are modes of loch's broker built for this bench: `loch serve --bench-policy`.)
 // Rounds interleave the policies (this box's speed drifts over minutes). Per policy: the person's time to
@@ -15,7 +16,8 @@
 // throughput ≥ 0.9× of it, no OOM.
 //
 //   mixed-trace --loch build/bin/loch [--seconds 60] [--rounds 2] [--seed 7] [--json OUT] [--gpu nvidia:0]
-// Exit status 0 when it ran (goals are reported, not enforced: a bench, not a test).
+// Exit status 0 when it ran (goals are reported, not enforced: a bench, not a test); 2 when loch's own
+// policy failed a request or answered no chat (the CI smoke, scripts/test.sh, runs 15 s per policy).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -46,10 +48,12 @@ namespace {
 struct Options {
     std::string loch, work = "/tmp/loch-mixed-trace", json_out, device = "cpu";
     // The person's chat model and the batch's captioner: small llamas a 2-core CPU runs at a useful speed.
-    std::string chat = "--arch llama --layers 4 --embd 512 --heads 8 --ff 1408 --vocab 32000 --ctx 4096 "
-                       "--weights zeros";
-    std::string captioner = "--arch llama --layers 12 --embd 1024 --heads 16 --ff 2816 --vocab 32000 "
-                            "--ctx 4096 --weights zeros";
+    std::string chat =
+        "--arch llama --layers 4 --embd 512 --heads 8 --ff 1408 --vocab 32000 --ctx 4096 "
+        "--weights zeros";
+    std::string captioner =
+        "--arch llama --layers 12 --embd 1024 --heads 16 --ff 2816 --vocab 32000 "
+        "--ctx 4096 --weights zeros";
     double seconds = 60, chat_gap_s = 4, image_every_s = 20;
     int rounds = 2, chat_tokens = 16, item_tokens = 24, workers = 2, image_side = 128, threads = 2;
     unsigned seed = 7;
@@ -107,15 +111,17 @@ class Bench {
         std::uint64_t total = 0, least = UINT64_MAX;
         for (const auto& [m, b] : sizes) total += b, least = std::min(least, b);
         budget_ = total - least / 2;
-        std::printf("mixed-trace: %.0f s per policy and round, %d round(s), seed %u, on %s; budget %.0f MiB "
-                    "(chat %.0f, captioner %.0f, image %.0f MiB planned: any two fit, not three)\n",
-                    o_.seconds, o_.rounds, o_.seed, o_.device.c_str(), double(budget_) / 1048576,
-                    double(sizes.at("chat")) / 1048576, double(sizes.at("captioner")) / 1048576,
-                    double(sizes.at("image")) / 1048576);
-        std::printf("  trace: a person chats every %.1f s on average (%d tokens, streamed), an image (%dx%d) "
-                    "every ~%.0f s, %d batch workers (items of %d tokens, batch priority)\n",
-                    o_.chat_gap_s, o_.chat_tokens, o_.image_side, o_.image_side, o_.image_every_s, o_.workers,
-                    o_.item_tokens);
+        std::printf(
+            "mixed-trace: %.0f s per policy and round, %d round(s), seed %u, on %s; budget %.0f MiB "
+            "(chat %.0f, captioner %.0f, image %.0f MiB planned: any two fit, not three)\n",
+            o_.seconds, o_.rounds, o_.seed, o_.device.c_str(), double(budget_) / 1048576,
+            double(sizes.at("chat")) / 1048576, double(sizes.at("captioner")) / 1048576,
+            double(sizes.at("image")) / 1048576);
+        std::printf(
+            "  trace: a person chats every %.1f s on average (%d tokens, streamed), an image (%dx%d) "
+            "every ~%.0f s, %d batch workers (items of %d tokens, batch priority)\n",
+            o_.chat_gap_s, o_.chat_tokens, o_.image_side, o_.image_side, o_.image_every_s, o_.workers,
+            o_.item_tokens);
         std::map<std::string, Figures> all;
         for (int round = 0; round < o_.rounds; ++round)
             for (const auto& p : o_.policies) {
@@ -130,6 +136,13 @@ class Bench {
                             static_cast<unsigned long long>(f.swaps));
             }
         report(all);
+        // A smoke run (CI) fails when loch's own policy lost a request or answered no person at all.
+        if (all.contains("loch") && (all.at("loch").errors > 0 || all.at("loch").chat_ttft.empty())) {
+            std::fprintf(
+                stderr, "mixed-trace: loch's policy had %llu failed request(s), %zu chats answered\n",
+                static_cast<unsigned long long>(all.at("loch").errors), all.at("loch").chat_ttft.size());
+            return 2;
+        }
         return 0;
     }
 
@@ -143,8 +156,8 @@ class Bench {
         const auto out = fs::path(o_.work) / file;
         if (fs::exists(out)) return true;
         args.insert(args.end(), {"--out", out.string()});
-        return loch::test::run_to_completion(bin_ / "loch-synth", args, fs::path(o_.work) / "synth.log", 600s) ==
-               0;
+        return loch::test::run_to_completion(bin_ / "loch-synth", args, fs::path(o_.work) / "synth.log",
+                                             600s) == 0;
     }
 
     std::string config(const std::string& policy, std::uint64_t budget) const {
@@ -156,8 +169,10 @@ class Bench {
             "listen: 127.0.0.1\nstate_dir: {}\nengine_dir: {}\nqueue: {{interactive: 4096, batch: 4096}}\n"
             "devices:\n  {}: {{budget: {}}}\nmodels:\n"
             "  - {{name: chat, path: {}, args: {{ctx: 4096, parallel: 2, threads: {}}}{}{}}}\n"
-            "  - {{name: captioner, path: {}, priority: batch, args: {{ctx: 4096, parallel: 2, threads: {}}}{}{}}}\n"
-            "  - {{name: image, engine: sd-server, path: {}, sd: {{clip_l: {}, taesd: {}, steps: 2, threads: {}, "
+            "  - {{name: captioner, path: {}, priority: batch, args: {{ctx: 4096, parallel: 2, threads: "
+            "{}}}{}{}}}\n"
+            "  - {{name: image, engine: sd-server, path: {}, sd: {{clip_l: {}, taesd: {}, steps: 2, threads: "
+            "{}, "
             "max_size: 512x512}}{}{}}}\n",
             (w / ("state-" + policy)).string(), bin_.string(), o_.device, budget, (w / "chat.gguf").string(),
             o_.threads, devices, keep, (w / "captioner.gguf").string(), o_.threads, devices, keep,
@@ -205,11 +220,12 @@ class Bench {
     }
 
     std::string chat_body(int i) const {
-        return json{{"model", "chat"},
-                    {"stream", true},
-                    {"max_tokens", o_.chat_tokens},
-                    {"ignore_eos", true},
-                    {"messages", json::array({{{"role", "user"}, {"content", fmt::format("Question {}?", i)}}})}}
+        return json{
+            {"model", "chat"},
+            {"stream", true},
+            {"max_tokens", o_.chat_tokens},
+            {"ignore_eos", true},
+            {"messages", json::array({{{"role", "user"}, {"content", fmt::format("Question {}?", i)}}})}}
             .dump();
     }
 
@@ -227,7 +243,8 @@ class Bench {
         std::uniform_real_distribution<double> jitter(0.75, 1.25);
         std::vector<std::pair<double, std::string>> arrivals;  // (second, kind)
         for (double t = gap(rng); t < o_.seconds; t += gap(rng)) arrivals.emplace_back(t, "chat");
-        for (double t = o_.image_every_s * jitter(rng) / 2; t < o_.seconds; t += o_.image_every_s * jitter(rng))
+        for (double t = o_.image_every_s * jitter(rng) / 2; t < o_.seconds;
+             t += o_.image_every_s * jitter(rng))
             arrivals.emplace_back(t, "image");
         std::sort(arrivals.begin(), arrivals.end());
 
@@ -265,20 +282,21 @@ class Bench {
                          json{{"model", "captioner"},
                               {"max_tokens", o_.item_tokens},
                               {"ignore_eos", true},
-                              {"messages", json::array({{{"role", "user"},
-                                                         {"content", fmt::format("Caption photo {}-{}.", w, i)}}})}}
+                              {"messages",
+                               json::array({{{"role", "user"},
+                                             {"content", fmt::format("Caption photo {}-{}.", w, i)}}})}}
                              .dump(),
                          true);
             });
         std::vector<std::thread> people;
         int n = 0;
         for (const auto& [at, kind] : arrivals) {
-            std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
-                                                   std::chrono::duration<double>(at)));
+            std::this_thread::sleep_until(
+                t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at)));
             const int i = n++;
             if (kind == "chat")
-                people.emplace_back(send, "chat", fmt::format("chat-{}", i), "/v1/chat/completions", chat_body(i),
-                                    false);
+                people.emplace_back(send, "chat", fmt::format("chat-{}", i), "/v1/chat/completions",
+                                    chat_body(i), false);
             else
                 people.emplace_back(send, "image", fmt::format("image-{}", i), "/v1/images/generations",
                                     json{{"model", "image"},
@@ -288,8 +306,8 @@ class Bench {
                                         .dump(),
                                     false);
         }
-        std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(o_.seconds)));
+        std::this_thread::sleep_until(
+            t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.seconds)));
         f.window = o_.seconds;
         stop = true;
         for (auto& t : people) t.join();
@@ -337,17 +355,17 @@ class Bench {
     }
 
     void report(const std::map<std::string, Figures>& all) {
-        std::printf("\n%-14s %9s %9s %11s %10s %6s %4s %7s %6s\n", "policy", "chat p50", "chat p95", "items/min",
-                    "image p50", "swaps", "OOM", "idle %", "errors");
+        std::printf("\n%-14s %9s %9s %11s %10s %6s %4s %7s %6s\n", "policy", "chat p50", "chat p95",
+                    "items/min", "image p50", "swaps", "OOM", "idle %", "errors");
         json out = json::object();
         for (const auto& p : o_.policies) {
             const auto& f = all.at(p);
             const double ipm = 60 * f.items / std::max(1e-9, f.window);
-            std::printf("%-14s %8.3fs %8.3fs %11.1f %9.2fs %6llu %4llu %6.1f%% %6llu\n", p.c_str(),
-                        percentile(f.chat_ttft, 0.5), percentile(f.chat_ttft, 0.95), ipm,
-                        percentile(f.image_s, 0.5), static_cast<unsigned long long>(f.swaps),
-                        static_cast<unsigned long long>(f.ooms), 100 * (1 - f.busy / std::max(1e-9, f.window)),
-                        static_cast<unsigned long long>(f.errors));
+            std::printf(
+                "%-14s %8.3fs %8.3fs %11.1f %9.2fs %6llu %4llu %6.1f%% %6llu\n", p.c_str(),
+                percentile(f.chat_ttft, 0.5), percentile(f.chat_ttft, 0.95), ipm, percentile(f.image_s, 0.5),
+                static_cast<unsigned long long>(f.swaps), static_cast<unsigned long long>(f.ooms),
+                100 * (1 - f.busy / std::max(1e-9, f.window)), static_cast<unsigned long long>(f.errors));
             out[p] = {{"chat_ttft_p50_s", percentile(f.chat_ttft, 0.5)},
                       {"chat_ttft_p95_s", percentile(f.chat_ttft, 0.95)},
                       {"chats", f.chat_ttft.size()},
@@ -364,11 +382,13 @@ class Bench {
                 if (!all.contains(anchor)) continue;
                 const auto& l = all.at("loch");
                 const auto& a = all.at(anchor);
-                const double p95 = percentile(a.chat_ttft, 0.95) / std::max(1e-9, percentile(l.chat_ttft, 0.95));
+                const double p95 =
+                    percentile(a.chat_ttft, 0.95) / std::max(1e-9, percentile(l.chat_ttft, 0.95));
                 const double tput = (l.items / l.window) / std::max(1e-9, a.items / a.window);
-                std::printf("loch vs %-13s interactive p95 %.1fx better (goal >= 3x vs fifo-lock), batch "
-                            "throughput %.2fx (goal >= 0.9x), OOM %llu\n",
-                            anchor, p95, tput, static_cast<unsigned long long>(l.ooms));
+                std::printf(
+                    "loch vs %-13s interactive p95 %.1fx better (goal >= 3x vs fifo-lock), batch "
+                    "throughput %.2fx (goal >= 0.9x), OOM %llu\n",
+                    anchor, p95, tput, static_cast<unsigned long long>(l.ooms));
                 out["loch"]["vs_" + std::string(anchor)] = {{"p95_better", p95}, {"throughput_ratio", tput}};
             }
         if (!o_.json_out.empty()) std::ofstream(o_.json_out) << out.dump(2) << "\n";
@@ -385,7 +405,8 @@ class Bench {
 int main(int argc, char** argv) {
     Options o;
     CLI::App app{"mixed-trace: loch's scheduling against llama-swap's and Ollama's policies on one trace"};
-    app.add_option("--loch", o.loch, "the loch binary (its folder has loch-synth and the engines)")->required();
+    app.add_option("--loch", o.loch, "the loch binary (its folder has loch-synth and the engines)")
+        ->required();
     app.add_option("--work", o.work, "working folder (models, states, logs)");
     app.add_option("--seconds", o.seconds, "trace length per policy and round");
     app.add_option("--rounds", o.rounds, "rounds (each runs every policy)");

@@ -52,4 +52,9 @@ scenario=$(mktemp -d)
 "$ASAN/bin/admission-scenario" --loch "$ASAN/bin/loch" --engine-dir "$ASAN/bin" --device cpu --preset demo \
   --budget 1073741824 --work "$scenario"
 rm -rf "$scenario"
+
+stage "Mixed trace smoke (bench/mixed_trace.cpp: loch and the anchors' policies, 15 s each, the release build)"
+trace=$(mktemp -d)
+"$BUILD/bin/mixed-trace" --loch "$BUILD/bin/loch" --work "$trace" --seconds 15 --rounds 1 --threads 1
+rm -rf "$trace"
 stage "Done"

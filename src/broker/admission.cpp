@@ -260,10 +260,12 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
     // (which yields to this request now: broker/yielding.cpp), with the idle less important ones, hold
     // enough, it waits for them instead.
     if (best && !best->fits_empty_device && in.priority > 0) {
-        const auto important_victim = std::any_of(best->victims.begin(), best->victims.end(), [&](const auto& v) {
-            return std::any_of(in.engines.begin(), in.engines.end(),
-                               [&](const EngineView& e) { return e.name == v && e.priority >= in.priority; });
-        });
+        const auto important_victim =
+            std::any_of(best->victims.begin(), best->victims.end(), [&](const auto& v) {
+                return std::any_of(in.engines.begin(), in.engines.end(), [&](const EngineView& e) {
+                    return e.name == v && e.priority >= in.priority;
+                });
+            });
         std::uint64_t lower = 0;
         std::vector<std::string> yielding;
         for (const auto& e : in.engines)
@@ -276,9 +278,10 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
         if (important_victim && !yielding.empty() &&
             ledger.free(best_need->device) + lower >= best_need->bytes) {
             d.kind = Decision::Kind::wait;
-            d.reason = fmt::format("waiting for the batch work of {} on {} to finish (it yields to this request) "
-                                   "rather than stopping {}",
-                                   fmt::join(yielding, ", "), best_need->device, fmt::join(best->victims, ", "));
+            d.reason = fmt::format(
+                "waiting for the batch work of {} on {} to finish (it yields to this request) "
+                "rather than stopping {}",
+                fmt::join(yielding, ", "), best_need->device, fmt::join(best->victims, ", "));
             return d;
         }
     }

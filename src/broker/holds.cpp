@@ -242,7 +242,7 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
         for (const auto& d : devices_of(*o))
             if (d != o->device)
                 v.also_on.emplace_back(d, ledger_.reservation(d, name).value_or(MemoryFigure{}).bytes);
-        v.priority = rank(options_.policy != Policy::loch ? config::Priority::interactive
+        v.priority = rank(options_.policy != Policy::loch            ? config::Priority::interactive
                           : o->borrowed_from_batch && o->active == 0 ? config::Priority::batch
                                                                      : o->cfg->priority);
         v.evictable = (o->state == ModelState::ready || o->state == ModelState::asleep) && o->active == 0 &&

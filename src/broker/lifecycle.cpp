@@ -283,9 +283,10 @@ asio::awaitable<void> Broker::save_slots(Model& m, std::shared_ptr<engines::Engi
     note("slots_saved", m,
          fmt::format("{} slot(s) saved before the stop: {} tokens, {} in {:.0f} ms{}", n, tokens,
                      human_bytes(bytes), ms,
-                     dropped.empty() ? std::string()
-                                     : fmt::format("; {} older file(s) dropped (slot_save.max_disk {})",
-                                                   dropped.size(), human_bytes(saved_slots_.config().max_disk))),
+                     dropped.empty()
+                         ? std::string()
+                         : fmt::format("; {} older file(s) dropped (slot_save.max_disk {})", dropped.size(),
+                                       human_bytes(saved_slots_.config().max_disk))),
          {{"slots", n}, {"tokens", tokens}, {"bytes", bytes}, {"ms", ms}, {"dropped", dropped.size()}});
 }
 
@@ -301,8 +302,8 @@ bool Broker::may_restore(const Lease& lease, const engines::RequestView& r) {
 }
 
 asio::awaitable<std::optional<nlohmann::json>> Broker::restore_conversation(const Lease& lease,
-                                                                           const engines::RequestView& r,
-                                                                           std::string& body) {
+                                                                            const engines::RequestView& r,
+                                                                            std::string& body) {
     if (!may_restore(lease, r)) co_return std::nullopt;
     Model* m = find(lease.model());
     auto alive = alive_;
@@ -317,16 +318,16 @@ asio::awaitable<std::optional<nlohmann::json>> Broker::restore_conversation(cons
     if (!*alive || m->engine != engine) co_return std::nullopt;
     if (!got) {
         note("slot_restore_failed", *m,
-             fmt::format("the engine did not restore {} ({} tokens): the request reads its prompt", entry->file,
-                         entry->tokens),
+             fmt::format("the engine did not restore {} ({} tokens): the request reads its prompt",
+                         entry->file, entry->tokens),
              {{"file", entry->file}}, true);
         co_return std::nullopt;
     }
     lease.kind().pin_to_slot(body, got->slot);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
     note("slot_restored", *m,
-         fmt::format("restored a saved conversation into slot {}: {} tokens in {:.0f} ms (saved {})", got->slot,
-                     got->tokens, ms, entry->file),
+         fmt::format("restored a saved conversation into slot {}: {} tokens in {:.0f} ms (saved {})",
+                     got->slot, got->tokens, ms, entry->file),
          {{"file", entry->file}, {"slot", got->slot}, {"tokens", got->tokens}, {"ms", ms}});
     co_return nlohmann::json{{"file", entry->file}, {"slot", got->slot}, {"tokens", got->tokens}, {"ms", ms}};
 }

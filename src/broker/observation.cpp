@@ -305,9 +305,10 @@ void Broker::evict_expired() {
                                         [&](const auto& w) { return w.second->model == mp; });
         if (!wanted)
             begin_stop(
-                *m, fmt::format("idle for {} s (keep_alive {} s)",
-                                std::chrono::duration_cast<std::chrono::seconds>(now - m->last_used).count(),
-                                keep_alive->count()),
+                *m,
+                fmt::format("idle for {} s (keep_alive {} s)",
+                            std::chrono::duration_cast<std::chrono::seconds>(now - m->last_used).count(),
+                            keep_alive->count()),
                 true);
     }
 }

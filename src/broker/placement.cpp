@@ -53,9 +53,10 @@ AdmissionInput Broker::admission_input(const Model& m, std::optional<config::Pri
     // A batch request that has waited `aging` is admitted as an interactive one: it may stop idle
     // interactive engines too (else an idle chat model resident for its keep_alive starves a batch). The
     // anchors' policies (Policy) know no priorities.
-    in.priority = aged || options_.policy != Policy::loch
-                      ? rank(config::Priority::interactive)
-                      : std::min(rank(m.cfg->priority), rank(priority.value_or(config::Priority::interactive)));
+    in.priority =
+        aged || options_.policy != Policy::loch
+            ? rank(config::Priority::interactive)
+            : std::min(rank(m.cfg->priority), rank(priority.value_or(config::Priority::interactive)));
     if (m.footprint)
         for (const auto& n : m.footprint->needs) in.needs.push_back(need_on(m, n));
     // Keep room for pinned models: a device that a pinned model not running now is configured for comes

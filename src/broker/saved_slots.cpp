@@ -142,7 +142,9 @@ SavedSlots::SavedSlots(fs::path root, config::SlotSaveConfig cfg) : root_(std::m
     }
 }
 
-SavedSlots::~SavedSlots() { work_.join(); }
+SavedSlots::~SavedSlots() {
+    work_.join();
+}
 
 std::optional<fs::path> SavedSlots::folder(const SlotKey& key) {
     if (!cfg_.enabled || cfg_.max_disk == 0 || root_.empty()) return std::nullopt;
@@ -167,7 +169,7 @@ std::optional<fs::path> SavedSlots::folder(const SlotKey& key) {
 
 bool SavedSlots::may_save(const std::string& key) const {
     if (!cfg_.enabled || cfg_.max_disk == 0 || root_.empty()) return false;
-    struct statvfs st{};
+    struct statvfs st {};
     if (::statvfs((root_ / key).c_str(), &st) != 0) return false;
     const double total = double(st.f_blocks) * double(st.f_frsize);
     const double avail = double(st.f_bavail) * double(st.f_frsize);
@@ -219,7 +221,8 @@ boost::asio::awaitable<std::vector<SavedEntry>> SavedSlots::add(std::string key,
     });
     // The same file name written again (the same slot of a later save) replaces its entry.
     for (const auto& e : fresh)
-        std::erase_if(entries_, [&](const SavedEntry& old) { return old.key == e.key && old.file == e.file; });
+        std::erase_if(entries_,
+                      [&](const SavedEntry& old) { return old.key == e.key && old.file == e.file; });
     entries_.insert(entries_.end(), fresh.begin(), fresh.end());
     auto drop = over_limit(entries_, cfg_.max_disk);
     for (const auto& d : drop)
@@ -235,8 +238,8 @@ boost::asio::awaitable<std::vector<SavedEntry>> SavedSlots::add(std::string key,
 nlohmann::json SavedSlots::status() const {
     std::uint64_t bytes = 0;
     for (const auto& e : entries_) bytes += e.bytes;
-    return {{"enabled", cfg_.enabled},    {"files", entries_.size()},         {"bytes", bytes},
-            {"max_disk", cfg_.max_disk},  {"min_tokens", cfg_.min_tokens},    {"folder", root_.string()}};
+    return {{"enabled", cfg_.enabled},   {"files", entries_.size()},      {"bytes", bytes},
+            {"max_disk", cfg_.max_disk}, {"min_tokens", cfg_.min_tokens}, {"folder", root_.string()}};
 }
 
 }  // namespace loch::broker

@@ -81,7 +81,8 @@ class SavedSlots {
                                     const std::set<std::string>& skip) const;
     // Records what an engine saved (sidecars written), then drops what is over the limit: the entries
     // dropped.
-    boost::asio::awaitable<std::vector<SavedEntry>> add(std::string key, std::vector<engines::SavedSlot> saved);
+    boost::asio::awaitable<std::vector<SavedEntry>> add(std::string key,
+                                                        std::vector<engines::SavedSlot> saved);
     // {"files", "bytes", "max_disk", "min_tokens", "enabled", "folder"}.
     nlohmann::json status() const;
 

@@ -45,8 +45,8 @@ struct ServeOptions {
     int port = -1;
     std::string state_dir, log_dir;  // override the config's
     bool print_default = false;
-    std::string log_level = "info";  // loch's own log; debug adds every successful request's line
-    std::string sysroot = "/";       // a captured tree: plan for that machine (replays, tests)
+    std::string log_level = "info";     // loch's own log; debug adds every successful request's line
+    std::string sysroot = "/";          // a captured tree: plan for that machine (replays, tests)
     std::string bench_policy = "loch";  // the anchors' policies, for bench/mixed-trace only (broker.hpp)
 };
 
@@ -170,9 +170,10 @@ void run_serve(const ServeOptions& o) {
                                         : o.bench_policy == "keepalive-lru" ? broker::Policy::keepalive_lru
                                                                             : broker::Policy::loch});
     if (o.bench_policy != "loch")
-        spdlog::warn("scheduling as the {} policy (--bench-policy): an anchor's policy for bench/mixed-trace, "
-                     "not loch's",
-                     o.bench_policy);
+        spdlog::warn(
+            "scheduling as the {} policy (--bench-policy): an anchor's policy for bench/mixed-trace, "
+            "not loch's",
+            o.bench_policy);
     http::ServerOptions so;
     so.listen = cfg.listen;
     so.port = cfg.port;
@@ -295,9 +296,10 @@ void add_serve_command(CLI::App& app) {
            "plan for the machine captured under DIR (its /proc, /sys, cgroup, vulkan.json) while the "
            "engines run here: replays of another machine's traps (docs/strix-halo.md)")
         ->check(CLI::ExistingDirectory);
-    cmd->add_option("--bench-policy", o->bench_policy,
-                    "for bench/mixed-trace only: schedule as llama-swap (fifo-lock) or Ollama (keepalive-lru) "
-                    "would, to compare loch with them on the same engines")
+    cmd->add_option(
+           "--bench-policy", o->bench_policy,
+           "for bench/mixed-trace only: schedule as llama-swap (fifo-lock) or Ollama (keepalive-lru) "
+           "would, to compare loch with them on the same engines")
         ->check(CLI::IsMember({"loch", "fifo-lock", "keepalive-lru"}));
     cmd->add_flag("--print-default-config", o->print_default, "print the embedded default config and exit");
     cmd->callback([o] { run_serve(*o); });

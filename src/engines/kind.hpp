@@ -21,7 +21,8 @@
 //                 context, embedding or not), for clients that list models;   default: the files' size
 //   slot files  — conversations that survive a stop (llama-server's --slot-save-path): how to launch it so,
 //                 save its slots to files before a stop, the request's prompt as the engine renders it,
-//                 restore a file into a free slot and pin the request there;   default: none (stop loses them)
+//                 restore a file into a free slot and pin the request there;   default: none (stop loses
+//                 them)
 //   upstream    — the engine's own path for a route, and what its body needs   default: the route, as sent
 //                 (whisper-server answers both audio routes on one path, translation as a form field)
 // For every optional hook, doing nothing is correct: loch then relies on the formula, the per-process
@@ -112,11 +113,11 @@ struct SleepFootprint {
 
 // One slot an engine saved to a file before it was stopped (Kind::save_slots).
 struct SavedSlot {
-    std::string file;            // the file's name in the folder the engine was launched with
-    std::string prompt;          // what the slot held, as text the way prompt_text renders a request
-    std::uint64_t tokens = 0;    // tokens in the slot (prompt and generated)
-    std::uint64_t bytes = 0;     // the file's size
-    double ms = 0;               // how long the engine took to write it
+    std::string file;          // the file's name in the folder the engine was launched with
+    std::string prompt;        // what the slot held, as text the way prompt_text renders a request
+    std::uint64_t tokens = 0;  // tokens in the slot (prompt and generated)
+    std::uint64_t bytes = 0;   // the file's size
+    double ms = 0;             // how long the engine took to write it
 };
 
 // A saved slot restored into a running engine (Kind::restore_slot).
@@ -197,7 +198,8 @@ class Kind : public config::KindSchema {
     // Slot files. Whether this kind can save and restore this model's slots (false: none of the calls
     // below is made), and the launch changed so that the engine keeps them in `folder` (which exists).
     virtual bool keeps_slot_files(const config::ModelConfig&) const { return false; }
-    virtual void launch_with_slot_files(const std::filesystem::path& /*folder*/, EngineSpec& /*spec*/) const {}
+    virtual void launch_with_slot_files(const std::filesystem::path& /*folder*/, EngineSpec& /*spec*/) const {
+    }
     // Saves every idle slot holding at least `min_tokens` as "<prefix>-<slot>.bin": what was saved.
     virtual boost::asio::awaitable<std::vector<SavedSlot>> save_slots(boost::asio::any_io_executor ex,
                                                                       const EngineAddress& engine,

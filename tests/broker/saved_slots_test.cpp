@@ -101,7 +101,7 @@ TEST(SavedSlotsStore, WhatWasSavedIsFoundAgainAfterARestartAndAnOrphanedFileIsRe
         const auto folder = store.folder(key);
         ASSERT_TRUE(folder);
         std::ofstream(*folder / "1-0.bin") << std::string(1000, 'x');  // what the engine wrote
-        std::ofstream(*folder / "2-0.bin") << "never recorded";         // loch stopped before it recorded it
+        std::ofstream(*folder / "2-0.bin") << "never recorded";        // loch stopped before it recorded it
         boost::asio::io_context io;
         const auto dropped = run(io, store.add(key.folder, {{"1-0.bin", kLong, 10, 1000, 1.0}}));
         EXPECT_TRUE(dropped.empty());

@@ -105,7 +105,8 @@ TEST_F(BrokerTest, AnAgedBatchRequestEvictsAnIdleInteractiveEngineRatherThanWait
     item.priority = config::Priority::batch;
     auto b = acquire("captioner", item);
     run_for(500ms);
-    EXPECT_NE(b.wait_for(0s), std::future_status::ready) << "a fresh batch request stopped an interactive engine";
+    EXPECT_NE(b.wait_for(0s), std::future_status::ready)
+        << "a fresh batch request stopped an interactive engine";
     ASSERT_TRUE(settle(b, 3s)) << "the aged batch request never got the device";
     EXPECT_TRUE(fake->of("chat")[0]->ended());
 }

@@ -170,8 +170,8 @@ std::optional<RequestCost> LlamaServerKind::request_cost(const config::ModelConf
 }
 
 asio::awaitable<std::optional<std::string>> templated_prompt(asio::any_io_executor ex,
-                                                            const EngineAddress& engine,
-                                                            const nlohmann::json& body) {
+                                                             const EngineAddress& engine,
+                                                             const nlohmann::json& body) {
     if (!body.contains("messages") || !body["messages"].is_array()) co_return std::nullopt;
     // The text only: the engine would decode images to apply the template.
     nlohmann::json messages_text = body["messages"];
@@ -179,7 +179,8 @@ asio::awaitable<std::optional<std::string>> templated_prompt(asio::any_io_execut
         if (m.is_object() && m.contains("content") && m["content"].is_array()) {
             nlohmann::json kept = nlohmann::json::array();
             for (auto& part : m["content"])
-                if (!part.is_object() || part.value("type", "") != "image_url") kept.push_back(std::move(part));
+                if (!part.is_object() || part.value("type", "") != "image_url")
+                    kept.push_back(std::move(part));
             m["content"] = std::move(kept);
         }
     nlohmann::json tpl = {{"messages", std::move(messages_text)}};

@@ -35,7 +35,7 @@ nlohmann::json reply_json(const EngineReply& r) {
 std::uint64_t unsigned_field(const nlohmann::json& j, const char* key) {
     const auto it = j.find(key);
     return it != j.end() && it->is_number_integer() && it->get<std::int64_t>() > 0 ? it->get<std::uint64_t>()
-                                                                                  : 0;
+                                                                                   : 0;
 }
 
 double ms_field(const nlohmann::json& j, const char* key) {
@@ -153,7 +153,8 @@ std::string LlamaServerKind::prompt_probe(const RequestView& r) const {
         for (const auto& m : b["messages"]) {
             if (!m.is_object() || !m.contains("content")) continue;
             const auto& c = m["content"];
-            if (c.is_string()) first = c.get<std::string>();
+            if (c.is_string())
+                first = c.get<std::string>();
             else if (c.is_array())
                 for (const auto& part : c)
                     if (part.is_object() && part.value("type", "") == "text" && part.contains("text") &&

@@ -34,7 +34,9 @@ json ask(LochServer& loch, const std::string& model, const json& messages) {
 }
 
 // The answer's own account: tokens the engine took from its cache rather than reading them.
-std::uint64_t cached(const json& answer) { return answer["timings"]["cache_n"].get<std::uint64_t>(); }
+std::uint64_t cached(const json& answer) {
+    return answer["timings"]["cache_n"].get<std::uint64_t>();
+}
 
 json continued(const json& first_messages, const json& answer, const std::string& next) {
     json m = first_messages;
@@ -131,8 +133,9 @@ TEST_F(Conversations, SavedSlotsOutliveLochButNeverGoIntoAnEngineLaunchedWithOth
     }
     {
         // Another context size: another launch, so the file is not restored (and stays for its own launch).
-        LochServer loch(dir.path(), two_models(kSaveSmall, "    args:\n      ctx: 1536\n      parallel: 1\n"
-                                                          "      threads: 1\n"));
+        LochServer loch(dir.path(), two_models(kSaveSmall,
+                                               "    args:\n      ctx: 1536\n      parallel: 1\n"
+                                               "      threads: 1\n"));
         const json a2 = ask(loch, "chat", continued(first, a1, "and then?"));
         EXPECT_EQ(cached(a2), 0u) << a2["timings"].dump();
         EXPECT_EQ(events(loch, "slot_restored"), 0u);
@@ -149,7 +152,8 @@ TEST_F(Conversations, SavedSlotsOutliveLochButNeverGoIntoAnEngineLaunchedWithOth
 TEST_F(Conversations, AReplacedModelFileIsAnotherLaunchAndGetsNothingRestored) {
     const auto model = dir.path() / "chat.gguf";
     fs::copy_file(models().tiny.path(), model);
-    const std::string yaml = config(dir, "512MiB", model_entry("chat", model, kTwoModelsOneAtATime), kSaveSmall);
+    const std::string yaml =
+        config(dir, "512MiB", model_entry("chat", model, kTwoModelsOneAtATime), kSaveSmall);
     LochServer loch(dir.path(), yaml);
     const json first = json::array({{{"role", "user"}, {"content", long_text("fig")}}});
     const json a1 = ask(loch, "chat", first);
