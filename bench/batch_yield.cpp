@@ -223,17 +223,7 @@ class Bench {
         return 1;
     }
 
-    bool wait_health() {
-        const auto until = Clock::now() + 60s;
-        while (Clock::now() < until) {
-            try {
-                if (loch::test::http_get(port_, "/health", 1s).status == 200) return true;
-            } catch (const std::exception&) {
-            }
-            std::this_thread::sleep_for(100ms);
-        }
-        return false;
-    }
+    bool wait_health() { return loch::test::wait_until_ok(port_, "/health", 60s); }
 
     loch::test::HttpResponse post(const std::string& target, const std::string& body) {
         return loch::test::http_post_json(port_, target, body, 600s);

@@ -190,15 +190,7 @@ class Bench {
             std::vector<std::string>{"serve", "--config", cfg.string(), "--port", std::to_string(port_),
                                      "--bench-policy", policy},
             fs::path(o_.work) / ("loch-" + policy + ".log"));
-        const auto until = Clock::now() + 60s;
-        while (Clock::now() < until) {
-            try {
-                if (loch::test::http_get(port_, "/health", 1s).status == 200) return p;
-            } catch (const std::exception&) {
-            }
-            std::this_thread::sleep_for(100ms);
-        }
-        return nullptr;
+        return loch::test::wait_until_ok(port_, "/health", 60s) ? std::move(p) : nullptr;
     }
 
     // Each model's reservation as loch plans it (POST /loch/plan), with room for all three.

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -136,6 +137,19 @@ inline HttpResponse http_post_json(std::uint16_t port, const std::string& target
     r.content_type = "application/json";
     r.timeout = timeout;
     return http_request(std::move(r));
+}
+
+// Polls GET `target` until it answers 200 (true) or `limit` passes (false): a server just started.
+inline bool wait_until_ok(std::uint16_t port, const std::string& target, std::chrono::milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        try {
+            if (http_get(port, target, std::chrono::seconds(1)).status == 200) return true;
+        } catch (const std::exception&) {
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
 }
 
 }  // namespace loch::test
