@@ -195,7 +195,8 @@ class Broker {
     // `body` to that slot. {"file", "tokens", "ms", "slot"} of what was restored, or nullopt (nothing to do,
     // no match, or the engine could not: the request then goes on as it came).
     // Whether restore_conversation has anything to try for this request (without a coroutine or the engine:
-    // a saved slot of this launch contains the request's first text).
+    // a saved slot of this launch contains the request's first text). restore_conversation does not ask
+    // again: call it only after may_restore said yes (the substring test costs a scan of saved texts).
     bool has_saved_slots(const Lease& lease);
     bool may_restore(const Lease& lease, const engines::RequestView& r);
     boost::asio::awaitable<std::optional<nlohmann::json>> restore_conversation(const Lease& lease,
@@ -313,7 +314,10 @@ class Broker {
     template <class F>
     static void each_device(const Model& m, F&& f);
     boost::asio::awaitable<void> load(Model& m, std::shared_ptr<engines::EngineRun> engine);
-    void with_slot_files(Model& m, const engines::Placement& where, engines::EngineSpec& spec);
+    std::optional<std::vector<std::string>> with_slot_files(Model& m, const engines::Placement& where,
+                                                            engines::EngineSpec& spec);
+    boost::asio::awaitable<void> prepare_slot_files(Model& m, std::shared_ptr<engines::EngineRun> engine,
+                                                    std::vector<std::string> argv);
     // keep_conversations: the engine first saves its slots (broker/saved_slots.hpp) — an eviction, an idle
     // or requested stop; not a shutdown, a reload or a move, nor after a failure.
     void begin_stop(Model& m, std::string why, bool keep_conversations = false);

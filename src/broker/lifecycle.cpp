@@ -50,17 +50,30 @@ void Broker::begin_load(Model& m, const std::string& device) {
     begin_load(m, placement_of(device), {need});
 }
 
-// Conversations that survive an eviction: the engine is launched with its folder of saved slots, keyed by
-// the launch itself (broker/saved_slots.hpp), where its kind can save slots and saving is on.
-void Broker::with_slot_files(Model& m, const engines::Placement& where, engines::EngineSpec& spec) {
+// Conversations that survive an eviction: the engine is launched with its folder of saved slots, named by
+// the launch itself (broker/saved_slots.hpp), where its kind can save slots and saving is on. The launch's
+// argv (at a fixed port) comes back for prepare_slot_files.
+std::optional<std::vector<std::string>> Broker::with_slot_files(Model& m, const engines::Placement& where,
+                                                                engines::EngineSpec& spec) {
     m.slot_key.clear();
     m.restored.clear();
-    if (!saved_slots_.config().enabled || !m.kind->keeps_slot_files(*m.cfg)) return;
-    const auto key = slot_key(engines::make_engine_spec(*cfg_, *m.cfg, where, 1).argv);  // a fixed port
-    const auto folder = saved_slots_.folder(key);
-    if (!folder) return;
+    if (!saved_slots_.config().enabled || !m.kind->keeps_slot_files(*m.cfg)) return std::nullopt;
+    auto argv = engines::make_engine_spec(*cfg_, *m.cfg, where, 1).argv;
+    const auto folder = saved_slots_.folder(argv);
+    if (!folder) return std::nullopt;
     m.kind->launch_with_slot_files(*folder, spec);
-    m.slot_key = key.folder;
+    return argv;
+}
+
+// The folder is made and its files checked against the launch's model file and engine build on the
+// store's worker while the engine loads; until then (a few hundred microseconds against a load of tens of
+// milliseconds at least) the engine neither saves nor restores.
+asio::awaitable<void> Broker::prepare_slot_files(Model& m, std::shared_ptr<engines::EngineRun> engine,
+                                                 std::vector<std::string> argv) {
+    auto alive = alive_;
+    const auto key = slot_folder(argv);
+    const bool ok = co_await saved_slots_.prepare(std::move(argv));
+    if (*alive && ok && m.engine == engine) m.slot_key = key;
 }
 
 void Broker::begin_load(Model& m, const engines::Placement& where, const std::vector<Need>& parts) {
@@ -78,9 +91,10 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
     m.retained = 0;
     const auto devices = devices_of(m);
     std::shared_ptr<engines::EngineRun> engine;
+    std::optional<std::vector<std::string>> slot_launch;
     try {
         auto spec = engines::make_engine_spec(*cfg_, *m.cfg, where);
-        with_slot_files(m, where, spec);
+        slot_launch = with_slot_files(m, where, spec);
         for (const auto& on : where.all())  // refused before anything starts (engines/spec.hpp says why)
             if (auto why = engines::unsafe_environment(
                     on, spec, engines::inherited_env_value("GGML_CUDA_ENABLE_UNIFIED_MEMORY")))
@@ -126,6 +140,8 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
         if (!*alive) return std::nullopt;
         return kill_evidence(m);
     });
+    if (slot_launch)
+        asio::co_spawn(ex_, prepare_slot_files(m, engine, std::move(*slot_launch)), asio::detached);
     asio::co_spawn(ex_, load(m, engine), asio::detached);
 }
 
@@ -240,8 +256,8 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
 void Broker::begin_stop(Model& m, std::string why, bool keep_conversations) {
     if (!m.engine || m.state == ModelState::stopping || m.state == ModelState::stopped) return;
     // Only a ready, idle engine that was launched with slot files has slots worth saving.
-    const bool save = keep_conversations && m.state == ModelState::ready && m.active == 0 &&
-                      !m.slot_key.empty() && saved_slots_.may_save(m.slot_key);
+    const bool save =
+        keep_conversations && m.state == ModelState::ready && m.active == 0 && !m.slot_key.empty();
     m.unload_when_idle = false;
     m.idle_stop_reason.clear();
     note("stop", m, why);
@@ -258,7 +274,7 @@ void Broker::begin_stop(Model& m, std::string why, bool keep_conversations) {
     asio::co_spawn(
         ex_,
         [this, alive, &m, engine]() -> asio::awaitable<void> {
-            co_await save_slots(m, engine);
+            if (co_await saved_slots_.may_save(m.slot_key) && *alive) co_await save_slots(m, engine);
             co_await engine->stop();
         },
         asio::detached);
@@ -304,8 +320,8 @@ bool Broker::may_restore(const Lease& lease, const engines::RequestView& r) {
 asio::awaitable<std::optional<nlohmann::json>> Broker::restore_conversation(const Lease& lease,
                                                                             const engines::RequestView& r,
                                                                             std::string& body) {
-    if (!may_restore(lease, r)) co_return std::nullopt;
     Model* m = find(lease.model());
+    if (!m || m->engine != lease.engine() || m->slot_key.empty()) co_return std::nullopt;
     auto alive = alive_;
     const auto engine = lease.engine();
     const auto text = co_await lease.kind().prompt_text(ex_, lease.address(), r);

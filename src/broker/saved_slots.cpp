@@ -34,6 +34,54 @@ std::string file_identity(const fs::path& p) {
     return fmt::format("{}|{}|{}", p.string(), ec ? 0 : size, ec ? 0 : mtime.time_since_epoch().count());
 }
 
+std::string joined(const std::vector<std::string>& argv) {
+    std::string text;
+    for (const auto& a : argv) text += a + '\x1f';
+    return text;
+}
+
+// <folder>/launch.txt: which launch the folder's files belong to.
+constexpr int kLaunchFormat = 2;
+nlohmann::json read_launch(const fs::path& dir) {
+    std::ifstream in(dir / "launch.txt", std::ios::binary);
+    if (!in) return nullptr;
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_object() || j.value("format", 0) != kLaunchFormat || !j.contains("argv") ||
+        !j["argv"].is_string() || !j.contains("identity") || !j["identity"].is_string())
+        return nlohmann::json::object();  // there, but not ours to read: an older loch or damage
+    return j;
+}
+
+struct Prepared {
+    bool ok = false;
+    bool emptied = false;
+};
+
+Prepared prepare_folder(const fs::path& dir, const std::vector<std::string>& argv) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) {
+        spdlog::warn("slot files: cannot create {}: {} (conversations are not saved)", dir.string(),
+                     ec.message());
+        return {};
+    }
+    const nlohmann::json want = {
+        {"format", kLaunchFormat}, {"argv", joined(argv)}, {"identity", launch_identity(argv)}};
+    const auto had = read_launch(dir);
+    Prepared r{true, false};
+    if (!had.is_null()) {
+        if (had.value("argv", std::string()) != want["argv"].get<std::string>())
+            return {};  // a hash collision: never mix
+        if (had["identity"] == want["identity"]) return r;
+        // The same settings over another model file or engine build: what it saved cannot be restored.
+        for (const auto& f : fs::directory_iterator(dir, ec))
+            if (f.path().filename() != "launch.txt") fs::remove(f.path(), ec);
+        r.emptied = true;
+    }
+    std::ofstream(dir / "launch.txt", std::ios::binary) << want.dump();
+    return r;
+}
+
 std::size_t common_prefix(std::string_view a, std::string_view b) {
     const auto [ia, ib] = std::ranges::mismatch(a, b);
     return static_cast<std::size_t>(ia - a.begin());
@@ -68,18 +116,18 @@ void remove_entry(const fs::path& root, const SavedEntry& e) {
 
 }  // namespace
 
-SlotKey slot_key(const std::vector<std::string>& argv) {
-    SlotKey k;
-    for (const auto& a : argv) {
-        k.text += a;
-        k.text += '\x1f';
-        // Every file the launch names (the engine binary, the model) by its identity: a rebuilt engine or
-        // a replaced model file is another key.
+std::string slot_folder(const std::vector<std::string>& argv) {
+    return hex_hash(joined(argv));
+}
+
+std::string launch_identity(const std::vector<std::string>& argv) {
+    // Every file the launch names (the engine binary, the model) by its identity: a rebuilt engine or a
+    // replaced model file is another launch.
+    std::string out;
+    for (const auto& a : argv)
         if (!a.empty() && a.front() == '/')
-            if (auto id = file_identity(a); !id.empty()) k.text += "=" + id + '\x1f';
-    }
-    k.folder = hex_hash(k.text);
-    return k;
+            if (auto id = file_identity(a); !id.empty()) out += id + '\n';
+    return out;
 }
 
 std::optional<SavedEntry> best_match(const std::vector<SavedEntry>& entries, std::string_view prompt,
@@ -127,12 +175,16 @@ SavedSlots::SavedSlots(fs::path root, config::SlotSaveConfig cfg) : root_(std::m
     for (const auto& dir : fs::directory_iterator(root_, ec)) {
         if (!dir.is_directory(ec)) continue;
         const std::string key = dir.path().filename().string();
+        if (!read_launch(dir.path()).contains("identity")) {
+            fs::remove_all(dir.path(), ec);  // an older loch's folder, or one without its launch
+            continue;
+        }
         std::vector<fs::path> files;
         for (const auto& f : fs::directory_iterator(dir.path(), ec)) files.push_back(f.path());
         for (const auto& f : files) {
             if (f.extension() == ".json") {
                 if (auto e = read_sidecar(f, key))
-                    entries_.push_back(std::move(*e));
+                    remember({std::move(*e)});
                 else
                     fs::remove(f, ec);
             } else if (f.extension() == ".bin" && !fs::exists(f.string() + ".json", ec)) {
@@ -146,38 +198,54 @@ SavedSlots::~SavedSlots() {
     work_.join();
 }
 
-std::optional<fs::path> SavedSlots::folder(const SlotKey& key) {
+void SavedSlots::remember(std::vector<SavedEntry> fresh) {
+    for (auto& e : fresh) {
+        // The same file name written again (the same slot of a later save) replaces its entry.
+        forget({e});
+        ++files_of_[e.key];
+        entries_.push_back(std::move(e));
+    }
+}
+
+void SavedSlots::forget(const std::vector<SavedEntry>& gone) {
+    for (const auto& g : gone) {
+        const auto n =
+            std::erase_if(entries_, [&](const SavedEntry& e) { return e.key == g.key && e.file == g.file; });
+        if (n == 0) continue;
+        if (auto it = files_of_.find(g.key); it != files_of_.end() && (it->second -= n) == 0)
+            files_of_.erase(it);
+    }
+}
+
+std::optional<fs::path> SavedSlots::folder(const std::vector<std::string>& argv) const {
     if (!cfg_.enabled || cfg_.max_disk == 0 || root_.empty()) return std::nullopt;
-    const fs::path dir = root_ / key.folder;
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) {
-        spdlog::warn("slot files: cannot create {}: {} (conversations are not saved)", dir.string(),
-                     ec.message());
-        return std::nullopt;
-    }
-    const fs::path launch = dir / "launch.txt";
-    if (fs::exists(launch, ec)) {
-        std::ifstream in(launch, std::ios::binary);
-        const std::string had((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (had != key.text) return std::nullopt;  // a hash collision: never mix two launches' files
-    } else {
-        std::ofstream(launch, std::ios::binary) << key.text;
-    }
-    return dir;
+    return root_ / slot_folder(argv);
 }
 
-bool SavedSlots::may_save(const std::string& key) const {
-    if (!cfg_.enabled || cfg_.max_disk == 0 || root_.empty()) return false;
-    struct statvfs st {};
-    if (::statvfs((root_ / key).c_str(), &st) != 0) return false;
-    const double total = double(st.f_blocks) * double(st.f_frsize);
-    const double avail = double(st.f_bavail) * double(st.f_frsize);
-    return avail >= 0.10 * total && avail >= double(std::uint64_t{1} << 30);
+boost::asio::awaitable<bool> SavedSlots::prepare(std::vector<std::string> argv) {
+    const auto dir = folder(argv);
+    if (!dir) co_return false;
+    const auto r = co_await core::off_loop(
+        work_, [dir = *dir, argv = std::move(argv)]() { return prepare_folder(dir, argv); });
+    if (r.emptied) {
+        const std::string key = dir->filename().string();
+        std::vector<SavedEntry> stale;
+        for (const auto& e : entries_)
+            if (e.key == key) stale.push_back(e);
+        forget(stale);
+    }
+    co_return r.ok;
 }
 
-bool SavedSlots::has(const std::string& key) const {
-    return std::ranges::any_of(entries_, [&](const SavedEntry& e) { return e.key == key; });
+boost::asio::awaitable<bool> SavedSlots::may_save(std::string key) {
+    if (!cfg_.enabled || cfg_.max_disk == 0 || root_.empty()) co_return false;
+    co_return co_await core::off_loop(work_, [dir = root_ / key]() {
+        struct statvfs st {};
+        if (::statvfs(dir.c_str(), &st) != 0) return false;
+        const double total = double(st.f_blocks) * double(st.f_frsize);
+        const double avail = double(st.f_bavail) * double(st.f_frsize);
+        return avail >= 0.10 * total && avail >= double(std::uint64_t{1} << 30);
+    });
 }
 
 bool SavedSlots::may_match(const std::string& key, std::string_view probe,
@@ -219,14 +287,9 @@ boost::asio::awaitable<std::vector<SavedEntry>> SavedSlots::add(std::string key,
         }
         return written;
     });
-    // The same file name written again (the same slot of a later save) replaces its entry.
-    for (const auto& e : fresh)
-        std::erase_if(entries_,
-                      [&](const SavedEntry& old) { return old.key == e.key && old.file == e.file; });
-    entries_.insert(entries_.end(), fresh.begin(), fresh.end());
+    remember(std::move(fresh));
     auto drop = over_limit(entries_, cfg_.max_disk);
-    for (const auto& d : drop)
-        std::erase_if(entries_, [&](const SavedEntry& e) { return e.key == d.key && e.file == d.file; });
+    forget(drop);
     if (!drop.empty())
         co_await core::off_loop(work_, [root = root_, drop]() {
             for (const auto& d : drop) remove_entry(root, d);

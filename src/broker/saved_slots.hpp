@@ -5,16 +5,18 @@
 // the broker restores the best match into a slot of the restarted engine for a request whose prompt
 // continues it (SavedSlots::match), so that the engine does not read the conversation again.
 //
-// The key is the launch: its argv (every setting, the model's path, the devices) and the identity (path,
-// size, mtime) of every file the argv names — the engine binary and the model file among them. A changed
-// model file, setting or engine build is another key, another folder: a file is only ever restored into an
-// engine launched exactly as the one that wrote it. (The folder's launch.txt holds the key's text, checked
-// against a hash collision.)
+// The key is the launch: its argv (every setting, the model's path, the devices) names the folder; the
+// folder's launch.txt holds that argv (checked against a hash collision) and the identity (path, size,
+// mtime) of every file the argv names — the engine binary and the model file among them. A changed setting
+// is another folder; a changed model file or engine build empties the folder when the launch is prepared,
+// before the engine can save or restore anything: a file is only ever restored into an engine launched
+// exactly as the one that wrote it.
 //
 // Disk: every saved file counts against `slot_save.max_disk`; the oldest go first. A newer save of the
 // same conversation (its text extends an older one's) replaces the older file at once. Nothing is saved
 // while the folder's file system has less than 10 % or 1 GiB free. The store's file work (sidecars,
-// removals, the scan at start) runs on its own worker thread, never on the loop.
+// removals, the launch's folder and its identities, the free-space check) runs on its own worker thread,
+// never on the loop; only the scan at start, before the loop serves, runs on the caller's.
 #pragma once
 
 #include <chrono>
@@ -36,15 +38,13 @@
 
 namespace loch::broker {
 
-// The key of a launch: its argv's text with every named file's identity; hex-hashed for the folder name.
-struct SlotKey {
-    std::string text;
-    std::string folder;  // 16 hex digits
-};
-SlotKey slot_key(const std::vector<std::string>& argv);
+// The folder name of a launch: its argv hashed, 16 hex digits. Pure.
+std::string slot_folder(const std::vector<std::string>& argv);
+// The identity (path|size|mtime) of every file the argv names, one per line. Stats files: not on the loop.
+std::string launch_identity(const std::vector<std::string>& argv);
 
 struct SavedEntry {
-    std::string key;     // SlotKey::folder
+    std::string key;     // slot_folder() of the launch
     std::string file;    // in <root>/<key>/
     std::string prompt;  // what the slot held, as text
     std::uint64_t tokens = 0;
@@ -69,12 +69,16 @@ class SavedSlots {
     void configure(const config::SlotSaveConfig& cfg) { cfg_ = cfg; }
     const config::SlotSaveConfig& config() const { return cfg_; }
 
-    // The launch's folder, created (with its launch.txt); nullopt when saving is off or the folder cannot
-    // be made or belongs to another key.
-    std::optional<std::filesystem::path> folder(const SlotKey& key);
-    // Whether saving now is worth trying (on, and the file system has room).
-    bool may_save(const std::string& key) const;
-    bool has(const std::string& key) const;
+    // Where a launch's engine saves its slots (<root>/<slot_folder>); nullopt when saving is off. Pure:
+    // the folder is made by prepare().
+    std::optional<std::filesystem::path> folder(const std::vector<std::string>& argv) const;
+    // Makes the launch's folder ready on the worker: created, its launch.txt written; the files of another
+    // identity (a replaced model file, a rebuilt engine) deleted and forgotten. False when the folder
+    // cannot be made or belongs to another argv (a hash collision): then the launch saves nothing.
+    boost::asio::awaitable<bool> prepare(std::vector<std::string> argv);
+    // Whether saving now is worth trying (on, and the file system has room; checked on the worker).
+    boost::asio::awaitable<bool> may_save(std::string key);
+    bool has(const std::string& key) const { return files_of_.contains(key); }
     // Whether a saved slot of `key` not in `skip` contains `probe` (the kind's prompt_probe).
     bool may_match(const std::string& key, std::string_view probe, const std::set<std::string>& skip) const;
     std::optional<SavedEntry> match(const std::string& key, std::string_view prompt,
@@ -87,9 +91,13 @@ class SavedSlots {
     nlohmann::json status() const;
 
   private:
+    void forget(const std::vector<SavedEntry>& gone);
+    void remember(std::vector<SavedEntry> fresh);
+
     std::filesystem::path root_;
     config::SlotSaveConfig cfg_;
     std::vector<SavedEntry> entries_;
+    std::map<std::string, std::size_t> files_of_;  // key → entries: has() without a scan per request
     boost::asio::thread_pool work_{1};
 };
 

@@ -65,23 +65,6 @@ TEST(SavedSlotsLimit, ALaterSaveOfTheSameConversationReplacesTheEarlierOneButOnl
     EXPECT_EQ(drop[0].file, "old");
 }
 
-TEST(SlotKeys, AChangedSettingOrModelFileIsAnotherKey) {
-    test::TempDir dir("loch-slot-key");
-    const auto model = dir.path() / "m.gguf";
-    std::ofstream(model) << "weights";
-    const std::vector<std::string> argv = {"/bin/true", "-m", model.string(), "-c", "4096"};
-    const auto a = slot_key(argv);
-    EXPECT_EQ(a.folder, slot_key(argv).folder);
-    EXPECT_EQ(a.folder.size(), 16u);
-    auto other = argv;
-    other[4] = "8192";
-    EXPECT_NE(a.folder, slot_key(other).folder);
-    // The same path, another file: its mtime and size differ.
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    std::ofstream(model) << "other weights";
-    EXPECT_NE(a.folder, slot_key(argv).folder);
-}
-
 template <class T>
 T run(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
     auto f = boost::asio::co_spawn(io, std::move(a), boost::asio::use_future);
@@ -90,33 +73,71 @@ T run(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
     return f.get();
 }
 
+TEST(SlotKeys, AChangedSettingIsAnotherFolderAndAChangedModelFileEmptiesTheFolder) {
+    test::TempDir dir("loch-slot-key");
+    const auto model = dir.path() / "m.gguf";
+    std::ofstream(model) << "weights";
+    const std::vector<std::string> argv = {"/bin/true", "-m", model.string(), "-c", "4096"};
+    EXPECT_EQ(slot_folder(argv), slot_folder(argv));
+    EXPECT_EQ(slot_folder(argv).size(), 16u);
+    auto other = argv;
+    other[4] = "8192";
+    EXPECT_NE(slot_folder(argv), slot_folder(other));
+    const auto id = launch_identity(argv);
+    EXPECT_NE(id.find(model.string()), std::string::npos);
+
+    SavedSlots store(dir.path() / "slots", config::SlotSaveConfig{});
+    boost::asio::io_context io;
+    ASSERT_TRUE(run(io, store.prepare(argv)));
+    const auto folder = *store.folder(argv);
+    std::ofstream(folder / "1-0.bin") << std::string(1000, 'x');
+    run(io, store.add(slot_folder(argv), {{"1-0.bin", kLong, 10, 1000, 1.0}}));
+    ASSERT_TRUE(run(io, store.prepare(argv)));  // the same launch again: kept
+    EXPECT_TRUE(store.has(slot_folder(argv)));
+    EXPECT_TRUE(fs::exists(folder / "1-0.bin"));
+    // The same path, another file (its size and mtime differ): what the old one saved goes.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::ofstream(model) << "other weights";
+    EXPECT_NE(launch_identity(argv), id);
+    ASSERT_TRUE(run(io, store.prepare(argv)));
+    EXPECT_FALSE(store.has(slot_folder(argv)));
+    EXPECT_FALSE(store.may_match(slot_folder(argv), "aaaa", {}));
+    EXPECT_FALSE(fs::exists(folder / "1-0.bin"));
+    EXPECT_FALSE(fs::exists(folder / "1-0.bin.json"));
+}
+
 TEST(SavedSlotsStore, WhatWasSavedIsFoundAgainAfterARestartAndAnOrphanedFileIsRemoved) {
     test::TempDir dir("loch-saved-slots");
     const auto root = dir.path() / "slots";
     config::SlotSaveConfig cfg;
     const std::vector<std::string> argv = {"/bin/true", "-c", "4096"};
-    const auto key = slot_key(argv);
+    const auto key = slot_folder(argv);
     {
         SavedSlots store(root, cfg);
-        const auto folder = store.folder(key);
-        ASSERT_TRUE(folder);
-        std::ofstream(*folder / "1-0.bin") << std::string(1000, 'x');  // what the engine wrote
-        std::ofstream(*folder / "2-0.bin") << "never recorded";        // loch stopped before it recorded it
         boost::asio::io_context io;
-        const auto dropped = run(io, store.add(key.folder, {{"1-0.bin", kLong, 10, 1000, 1.0}}));
+        ASSERT_TRUE(run(io, store.prepare(argv)));
+        const auto folder = *store.folder(argv);
+        std::ofstream(folder / "1-0.bin") << std::string(1000, 'x');  // what the engine wrote
+        std::ofstream(folder / "2-0.bin") << "never recorded";        // loch stopped before it recorded it
+        const auto dropped = run(io, store.add(key, {{"1-0.bin", kLong, 10, 1000, 1.0}}));
         EXPECT_TRUE(dropped.empty());
-        EXPECT_TRUE(store.has(key.folder));
-        EXPECT_TRUE(store.may_match(key.folder, "aaaa", {}));
-        EXPECT_FALSE(store.may_match(key.folder, "zzzz", {}));
-        EXPECT_FALSE(store.may_match(key.folder, "aaaa", {"1-0.bin"}));
+        EXPECT_TRUE(store.has(key));
+        EXPECT_TRUE(store.may_match(key, "aaaa", {}));
+        EXPECT_FALSE(store.may_match(key, "zzzz", {}));
+        EXPECT_FALSE(store.may_match(key, "aaaa", {"1-0.bin"}));
     }
+    // A folder an older loch left (no launch.txt of this format) is removed at start.
+    fs::create_directories(root / "0123456789abcdef");
+    std::ofstream(root / "0123456789abcdef" / "launch.txt") << "/bin/true\x1f";
+    std::ofstream(root / "0123456789abcdef" / "1-0.bin.json") << R"({"file":"1-0.bin","prompt":"x"})";
     SavedSlots again(root, cfg);
-    EXPECT_TRUE(again.has(key.folder));
-    const auto m = again.match(key.folder, kLong + " next", {});
+    EXPECT_TRUE(again.has(key));
+    const auto m = again.match(key, kLong + " next", {});
     ASSERT_TRUE(m);
     EXPECT_EQ(m->file, "1-0.bin");
     EXPECT_EQ(m->bytes, 1000u);  // the file's size on disk
-    EXPECT_FALSE(fs::exists(root / key.folder / "2-0.bin"));
+    EXPECT_FALSE(fs::exists(root / key / "2-0.bin"));
+    EXPECT_FALSE(fs::exists(root / "0123456789abcdef"));
     EXPECT_EQ(again.status()["files"], 1);
 }
 
@@ -125,15 +146,16 @@ TEST(SavedSlotsStore, OverTheDiskLimitTheOldestFilesAreDeleted) {
     config::SlotSaveConfig cfg;
     cfg.max_disk = 1500;
     SavedSlots store(dir.path() / "slots", cfg);
-    const auto key = slot_key({"/bin/true"});
-    const auto folder = store.folder(key);
-    ASSERT_TRUE(folder);
+    const std::vector<std::string> argv = {"/bin/true"};
+    const auto key = slot_folder(argv);
     boost::asio::io_context io;
+    ASSERT_TRUE(run(io, store.prepare(argv)));
+    const auto folder = store.folder(argv);
     std::ofstream(*folder / "1-0.bin") << std::string(1000, 'x');
-    run(io, store.add(key.folder, {{"1-0.bin", "a" + kLong, 10, 1000, 1.0}}));
+    run(io, store.add(key, {{"1-0.bin", "a" + kLong, 10, 1000, 1.0}}));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a later save
     std::ofstream(*folder / "2-0.bin") << std::string(1000, 'y');
-    const auto dropped = run(io, store.add(key.folder, {{"2-0.bin", "b" + kLong, 10, 1000, 1.0}}));
+    const auto dropped = run(io, store.add(key, {{"2-0.bin", "b" + kLong, 10, 1000, 1.0}}));
     ASSERT_EQ(dropped.size(), 1u);
     EXPECT_EQ(dropped[0].file, "1-0.bin");
     EXPECT_FALSE(fs::exists(*folder / "1-0.bin"));
@@ -146,15 +168,21 @@ TEST(SavedSlotsStore, OffOrWithoutAStateFolderNothingIsSaved) {
     test::TempDir dir("loch-saved-slots");
     config::SlotSaveConfig off;
     off.enabled = false;
-    EXPECT_FALSE(SavedSlots(dir.path() / "slots", off).folder(slot_key({"/bin/true"})));
-    EXPECT_FALSE(SavedSlots(dir.path() / "slots", off).may_save("x"));
-    EXPECT_FALSE(SavedSlots({}, config::SlotSaveConfig{}).folder(slot_key({"/bin/true"})));  // no state_dir
+    boost::asio::io_context io;
+    const std::vector<std::string> argv = {"/bin/true"};
+    SavedSlots off_store(dir.path() / "slots", off);
+    EXPECT_FALSE(off_store.folder(argv));
+    EXPECT_FALSE(run(io, off_store.prepare(argv)));
+    EXPECT_FALSE(run(io, off_store.may_save("x")));
+    EXPECT_FALSE(SavedSlots({}, config::SlotSaveConfig{}).folder(argv));  // no state_dir
     // A folder whose launch.txt names another launch (a hash collision) is never shared.
     SavedSlots store(dir.path() / "slots", config::SlotSaveConfig{});
-    auto key = slot_key({"/bin/true"});
-    ASSERT_TRUE(store.folder(key));
-    key.text = "another launch";
-    EXPECT_FALSE(store.folder(key));
+    ASSERT_TRUE(run(io, store.prepare(argv)));
+    const auto launch = *store.folder(argv) / "launch.txt";
+    auto j = nlohmann::json::parse(std::ifstream(launch));
+    j["argv"] = "another launch";
+    std::ofstream(launch) << j.dump();
+    EXPECT_FALSE(run(io, store.prepare(argv)));
 }
 
 }  // namespace

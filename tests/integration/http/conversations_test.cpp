@@ -149,7 +149,7 @@ TEST_F(Conversations, SavedSlotsOutliveLochButNeverGoIntoAnEngineLaunchedWithOth
     }
 }
 
-TEST_F(Conversations, AReplacedModelFileIsAnotherLaunchAndGetsNothingRestored) {
+TEST_F(Conversations, AReplacedModelFileGetsNothingRestoredAndWhatTheOldFileSavedGoes) {
     const auto model = dir.path() / "chat.gguf";
     fs::copy_file(models().tiny.path(), model);
     const std::string yaml =
@@ -165,6 +165,8 @@ TEST_F(Conversations, AReplacedModelFileIsAnotherLaunchAndGetsNothingRestored) {
     const json a2 = ask(loch, "chat", continued(first, a1, "and then?"));
     EXPECT_EQ(cached(a2), 0u) << a2["timings"].dump();
     EXPECT_EQ(events(loch, "slot_restored"), 0u);
+    EXPECT_EQ(files_in(slots(), ".bin"), 0u);  // emptied when the new file's engine was launched
+    EXPECT_EQ(loch.status()["saved_slots"]["files"], 0);
 }
 
 TEST_F(Conversations, BeyondTheDiskLimitTheOldestSavedConversationGoes) {
