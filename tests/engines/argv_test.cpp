@@ -55,6 +55,23 @@ TEST(LlamaServerArgv, DefaultsFromTheConfig) {
     EXPECT_EQ(after(argv, "--alias"), "tiny");  // answers carry the configured name, not the file path
 }
 
+TEST(LlamaServerArgv, NoWarmUpUnlessAProjectorNeedsItsComputeBufferReservedAtLoad) {
+    const Placement gpu{"nvidia:0", "cuda", 0};
+    const auto has = [](const std::vector<std::string>& argv, const std::string& flag) {
+        return std::ranges::find(argv, flag) != argv.end();
+    };
+    EXPECT_TRUE(has(llama_server_argv("ls", llama_model(), gpu, 1), "--no-warmup"));
+    const auto vision =
+        llama_server_argv("ls", llama_model([](LlamaArgs& a) { a.mmproj = "/models/mmproj.gguf"; }), gpu, 1);
+    EXPECT_TRUE(has(vision, "--mmproj"));
+    EXPECT_FALSE(has(vision, "--no-warmup"));
+    // args.extra comes last: --warmup there wins over loch's --no-warmup.
+    const auto back =
+        llama_server_argv("ls", llama_model([](LlamaArgs& a) { a.extra = {"--warmup"}; }), gpu, 1);
+    EXPECT_LT(std::ranges::find(back, "--no-warmup") - back.begin(),
+              std::ranges::find(back, "--warmup") - back.begin());
+}
+
 TEST(LlamaServerArgv, OnlyItsOwnDeviceIsVisibleByTheProbesOrdinalAndIsDeviceZeroInside) {
     const auto m = llama_model();
     const auto cpu = llama_server_argv("ls", m, Placement{}, 1);

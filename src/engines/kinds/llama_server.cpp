@@ -66,6 +66,13 @@ std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
     argv.insert(argv.end(), {"--alias", model.name});
     // loch decides placement; buffer sizes are printed only at verbosity 4; the web UI is not loch's.
     argv.insert(argv.end(), {"--fit", "off", "-lv", "4", "--no-webui"});
+    // No warm-up: it decodes BOS+EOS once to page the weights in and start the backend's kernels — work the
+    // first request does anyway (a swap's request → first token is ~10 % shorter without it, on a CPU:
+    // docs/performance.md); the compute buffers are reserved when the context is made, before it, so the
+    // memory the log reports at ready is the same. Kept with a projector: its warm-up reserves the vision
+    // encoder's compute buffer at load instead of at the first image. `args.extra: [--warmup]` brings it
+    // back.
+    if (mmproj_path(model).empty()) argv.push_back("--no-warmup");
     argv.insert(argv.end(), a.extra.begin(), a.extra.end());
     return argv;
 }

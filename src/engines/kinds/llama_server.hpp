@@ -3,7 +3,7 @@
 //
 //   <binary> -m <path> --host 127.0.0.1 --port <p> -c <ctx> -np <parallel> -ngl <n> -fa <on|off|auto>
 //            [-ctk t] [-ctv t] [-ub n] [-b n] [-t n] [--mmproj <projector>] --device <d> --alias <name>
-//            --fit off -lv 4 --no-webui <extra…>
+//            --fit off -lv 4 --no-webui [--no-warmup: without a projector] <extra…>
 //
 // `--fit off`: loch decides placement; an engine left to fit itself silently takes the whole card
 // (docs/engines.md, ../shared reference). `-lv 4`: this llama.cpp prints buffer sizes (model / KV /

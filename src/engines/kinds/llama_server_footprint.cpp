@@ -324,7 +324,7 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
                 ++i;
                 continue;
             }
-            if (a == "--no-webui") continue;
+            if (a == "--no-webui" || a == "--no-warmup") continue;  // server-only; no decode in a dry run
             args.push_back(a);
         }
         std::vector<std::string> full{fit_params.string()};
