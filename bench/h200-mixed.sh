@@ -7,8 +7,9 @@
 #   build    the pinned llama-server and sd-server with CUDA (once per warm machine, in /tmp/h200-mix);
 #   restore  bench/conversation-restore.sh with an 8B-shaped model on nvidia:0;
 #   floor    bench/swap-floor.sh with the same model;
+#   readahead bench/read-ahead.sh with an 8B-shaped q8_0 model whose weights are written (not sparse);
 #   trace    mixed-trace --device nvidia:0 (a captioner and a chat model of 8B shape, Flux-tiny images).
-#   bash bench/h200-mixed.sh [build|restore|floor|trace|all]      results in $OUT (default ./h200-mix-out)
+#   bash bench/h200-mixed.sh [build|restore|floor|readahead|trace|all]      results in $OUT (default ./h200-mix-out)
 set -euo pipefail
 R=$(pwd)
 C=$R/devcarry-mix
@@ -62,6 +63,11 @@ fi
 if [ "$WHAT" = floor ] || [ "$WHAT" = all ]; then
   BIN=$B DEVICE=nvidia:0 BUDGET=40GiB OTHER_MEMORY=30GiB MODEL_ARGS="$EIGHT_B" ROUNDS=5 \
     timeout 300 bash "$R/bench/swap-floor.sh" 2>&1 | tee "$OUT/floor.txt" || true
+fi
+if [ "$WHAT" = readahead ] || [ "$WHAT" = all ]; then
+  BIN=$B DEVICE=nvidia:0 BUDGET=40GiB OTHER_MEMORY=30GiB ROUNDS=3 OTHER_TOKENS=3000 \
+    MODEL_ARGS="--preset llama-3.1-8b --type q8_0 --weights small --ctx 8192" \
+    timeout 400 bash "$R/bench/read-ahead.sh" 2>&1 | tee "$OUT/readahead.txt" || true
 fi
 if [ "$WHAT" = trace ] || [ "$WHAT" = all ]; then
   timeout 560 "$B/mixed-trace" --loch "$B/loch" --device nvidia:0 --work "$W/trace" --seconds "${SECONDS_PER:-60}" \

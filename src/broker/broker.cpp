@@ -60,6 +60,7 @@ asio::awaitable<void> Broker::tick_loop() {
         refresh_devices();
         evict_expired();
         expire_holds();
+        measure_files();
         pump();
     }
 }
@@ -595,6 +596,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
     const Decision d = decide(input, ledger_);
     if (yield_to && (d.kind == Decision::Kind::start || d.kind == Decision::Kind::evict_then_start)) {
         if (residue) ledger_.reserve(m.device, m.name(), *residue);
+        read_ahead_for(m, d.device, "batch work yields to it");
         return yielding();
     }
     if (residue && !(d.kind == Decision::Kind::start && d.device == m.device))
@@ -636,6 +638,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                     it != models_.end() && rank(it->second->cfg->priority) < rank(m.cfg->priority))
                     m.borrowed_from_batch = true;
             evict(d.victims, m.name(), "evicted to make room for '" + m.name() + "'");
+            read_ahead_for(m, d.device, "the engines evicted for it stop");
             return Serve::wait;
         }
         case Decision::Kind::refuse: {
@@ -683,6 +686,8 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
         }
         case Decision::Kind::wait:
             m.wait_reason = d.reason;
+            // A wait names no device; the files a launch reads are the same on each allowed one.
+            if (!input.needs.empty()) read_ahead_for(m, input.needs.front().device, "it waits for room");
             return Serve::wait;
     }
     return Serve::wait;

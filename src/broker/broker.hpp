@@ -31,6 +31,7 @@
 #include "broker/device_source.hpp"
 #include "broker/error.hpp"
 #include "broker/eta.hpp"
+#include "broker/file_cache.hpp"
 #include "broker/footprint.hpp"
 #include "broker/holds.hpp"
 #include "broker/ledger.hpp"
@@ -318,6 +319,12 @@ class Broker {
                                                             engines::EngineSpec& spec);
     boost::asio::awaitable<void> prepare_slot_files(Model& m, std::shared_ptr<engines::EngineRun> engine,
                                                     std::vector<std::string> argv);
+    // The page cache (read_ahead.cpp; broker/file_cache.hpp): the files a launch names, read ahead for a
+    // start that waits, and their residency measured on the tick.
+    std::vector<std::filesystem::path> files_of(const Model& m, const std::string& device) const;
+    void read_ahead_for(Model& m, const std::string& device, std::string_view why);
+    void measure_files();
+    nlohmann::json page_cache_view() const;
     // keep_conversations: the engine first saves its slots (broker/saved_slots.hpp) — an eviction, an idle
     // or requested stop; not a shutdown, a reload or a move, nor after a failure.
     void begin_stop(Model& m, std::string why, bool keep_conversations = false);
@@ -409,7 +416,10 @@ class Broker {
     std::map<std::string, std::string> drivers_;            // device → its driver's version, where probed
     RememberedFootprints remembered_;                       // <state_dir>/footprints.json
     SavedSlots saved_slots_;                                // <state_dir>/slots: conversations kept on disk
-    std::deque<nlohmann::json> events_;                     // the most recent kMaxEvents
+    FileCache file_cache_;                                  // models' files: read-ahead, residency
+    std::chrono::steady_clock::time_point files_measured_at_{};
+    bool measuring_files_ = false;
+    std::deque<nlohmann::json> events_;  // the most recent kMaxEvents
     std::chrono::system_clock::time_point started_at_ = std::chrono::system_clock::now();
     std::uint64_t next_waiter_ = 1;
     std::uint64_t next_transient_ = 1;

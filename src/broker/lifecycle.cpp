@@ -89,6 +89,7 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
     m.facts = {};
     m.measured.reset();
     m.retained = 0;
+    m.read_ahead_at = {};  // its engine reads the files now: the next wait may read them ahead again
     const auto devices = devices_of(m);
     std::shared_ptr<engines::EngineRun> engine;
     std::optional<std::vector<std::string>> slot_launch;

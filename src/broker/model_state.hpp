@@ -76,6 +76,11 @@ struct Broker::Model {
     // This run took its room from batch work (its start stopped a batch engine): idle, it counts as batch
     // work itself in admission, so the batch it displaced gets the room back (docs/broker.md).
     bool borrowed_from_batch = false;
+    // Its files in the page cache (broker/file_cache.hpp): the last measured residency, and a read-ahead
+    // in flight or finished at.
+    std::optional<FilesResidency> files;
+    bool reading_ahead = false;
+    Clock::time_point read_ahead_at{};
     std::optional<Footprint> footprint;
     bool planning = false;
     std::optional<MemoryFigure> measured;

@@ -56,6 +56,13 @@ nlohmann::json Broker::model_status(const Model& m) const {
                         {"active_requests", m.active},
                         {"slots", m.slots()},
                         {"runs", m.runs}};
+    if (m.files)
+        j["files"] = {{"bytes", m.files->bytes},
+                      {"cached_bytes", m.files->cached},
+                      {"source", "measured"},
+                      {"detail", "the files its launch names, resident in the page cache (mincore)"},
+                      {"age_s", std::chrono::duration<double>(Clock::now() - m.files->at).count()},
+                      {"reading_ahead", m.reading_ahead}};
     // For an endpoint picker (/metrics' vllm:lora_requests_info, scraped every 50 ms): whether it would
     // start now on one of its devices as they are. Single devices only — a split's plan reads the model file,
     // which a status must not do each time (the agent's outlook weighs splits too).
@@ -207,6 +214,7 @@ asio::awaitable<nlohmann::json> Broker::status() {
                 {"gpu_locks", locks},
                 {"holds", holds()},
                 {"saved_slots", saved_slots_.status()},
+                {"page_cache", page_cache_view()},
                 {"events", nlohmann::json(std::vector<nlohmann::json>(events_.begin(), events_.end()))},
                 {"loading_devices",
                  std::vector<std::string>(loading_devices_.begin(), loading_devices_.end())},

@@ -184,6 +184,9 @@ struct Config {
     Seconds stop_grace{10};                // SIGTERM → SIGKILL
     RestartConfig restart;
     SlotSaveConfig slot_save;
+    // A model whose start waits (evictions draining, a busy device) has its files read into the page cache
+    // meanwhile, where host memory allows (broker/file_cache.hpp).
+    bool read_ahead = true;
     std::map<std::string, DeviceConfig> devices;
     std::vector<ModelConfig> models;
     std::vector<std::string> notes;  // things worth telling the user that are not errors (skipped files)

@@ -511,6 +511,10 @@ class Loader : public Walker {
                       if (r.backoff_max < r.backoff_initial)
                           error(v, k, "backoff_max is smaller than backoff_initial");
                   }},
+                 {"read_ahead",
+                  [&](auto&, auto& v, auto& k) {
+                      if (auto b = boolean(v, k)) c.read_ahead = *b;
+                  }},
                  {"slot_save",
                   [&](auto&, auto& v, auto& k) {
                       auto& ss = c.slot_save;

@@ -432,6 +432,12 @@ TEST_F(ConfigTest, ClientTimeoutsAndConnectionCap) {
               "client_timeouts.idle");
 }
 
+TEST_F(ConfigTest, ReadAheadIsOnUnlessTurnedOffAndTakesOnlyABoolean) {
+    EXPECT_TRUE(parse(kMinimal).read_ahead);
+    EXPECT_FALSE(parse(std::string("read_ahead: false\n") + kMinimal).read_ahead);
+    EXPECT_EQ(errors(std::string("read_ahead: sometimes\n") + kMinimal).at(0).key, "read_ahead");
+}
+
 TEST_F(ConfigTest, LoadFileReportsUnreadableFile) {
     try {
         load_config_file(dir.path() / "absent.yaml", ctx);
