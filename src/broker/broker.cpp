@@ -36,6 +36,7 @@ Broker::Broker(asio::any_io_executor ex, const config::Config& cfg, std::unique_
       queue_(cfg.queue.interactive, cfg.queue.batch, options.aging),
       remembered_(cfg.state_dir.empty() ? std::filesystem::path() : cfg.state_dir / "footprints.json"),
       saved_slots_(cfg.state_dir.empty() ? std::filesystem::path() : cfg.state_dir / "slots", cfg.slot_save),
+      cpu_cores_(options.cpu_cores ? options.cpu_cores : cpus_loch_may_use()),
       alive_(std::make_shared<bool>(true)) {
     for (const auto& m : cfg_->models) models_[m.name] = std::make_unique<Model>(m, cfg_->restart);
 }
@@ -538,7 +539,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
     };
     switch (m.state) {
         case ModelState::ready:
-            if (m.active < m.slots() && exclusive_ok(m)) {
+            if (m.active < m.slots() && exclusive_ok(m) && !cpu_threads_wait(m, priority)) {
                 if (yield_to) return yielding();
                 if (needs.transient && needs.transient->bytes > 0 &&
                     book_transient(m, *needs.transient, holder) != Serve::granted)
@@ -553,7 +554,9 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                 if (exclusive(m)) each_device(m, [&](const std::string& d) { gpu_lock_[d] = m.name(); });
                 return Serve::granted;
             }
-            if (m.active < m.slots()) {
+            if (auto cpu = m.active < m.slots() ? cpu_threads_wait(m, priority) : std::nullopt) {
+                m.wait_reason = std::move(*cpu);
+            } else if (m.active < m.slots()) {
                 const auto lock = gpu_lock_.find(m.device);
                 m.wait_reason =
                     lock != gpu_lock_.end()

@@ -133,7 +133,11 @@ struct BrokerOptions {
     std::chrono::milliseconds tick{1000};  // probe refresh, keep-alive eviction, backoff expiry
     std::chrono::seconds aging{30};        // batch waiters compete as interactive after this
     std::chrono::seconds free_wait{10};    // after a stop: how long to wait for the memory to show as free
+    std::uint32_t cpu_cores = 0;           // the CPU's cores for engines' threads; 0 = the CPUs loch may use
 };
+
+// The CPUs this process may run on (its affinity mask), at least 1.
+std::uint32_t cpus_loch_may_use();
 
 class Broker {
   public:
@@ -297,6 +301,11 @@ class Broker {
     AdmissionInput admission_input(const Model& m, std::optional<config::Priority> priority = {},
                                    bool aged = false) const;
     bool exclusive_ok(const Model& m) const;
+    // CPU threads (cpu_threads.cpp): an idle CPU engine waits while others compute with threads that, with
+    // its own, exceed the cores (for a person's request: others computing for people) — why, or nullopt.
+    std::optional<std::uint32_t> cpu_threads_of(const Model& m) const;
+    std::optional<std::string> cpu_threads_wait(const Model& m, config::Priority priority) const;
+    nlohmann::json cpu_threads_view() const;
     // The anchors' policies (Policy): a model that takes its devices alone; whether an earlier waiter holds
     // the queue (fifo_lock); every other engine stopped before `m` starts (fifo_lock).
     bool exclusive(const Model& m) const;
@@ -417,6 +426,7 @@ class Broker {
     RememberedFootprints remembered_;                       // <state_dir>/footprints.json
     SavedSlots saved_slots_;                                // <state_dir>/slots: conversations kept on disk
     FileCache file_cache_;                                  // models' files: read-ahead, residency
+    std::uint32_t cpu_cores_ = 1;                           // options_.cpu_cores, or the CPUs loch may use
     std::chrono::steady_clock::time_point files_measured_at_{};
     bool measuring_files_ = false;
     std::deque<nlohmann::json> events_;  // the most recent kMaxEvents

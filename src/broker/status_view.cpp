@@ -215,6 +215,7 @@ asio::awaitable<nlohmann::json> Broker::status() {
                 {"holds", holds()},
                 {"saved_slots", saved_slots_.status()},
                 {"page_cache", page_cache_view()},
+                {"cpu_threads", cpu_threads_view()},
                 {"events", nlohmann::json(std::vector<nlohmann::json>(events_.begin(), events_.end()))},
                 {"loading_devices",
                  std::vector<std::string>(loading_devices_.begin(), loading_devices_.end())},

@@ -23,6 +23,8 @@
 //                 save its slots to files before a stop, the request's prompt as the engine renders it,
 //                 restore a file into a free slot and pin the request there;   default: none (stop loses
 //                 them)
+//   cpu_threads — how many threads it computes with on the CPU (its setting or its   default: unknown,
+//                 own default)                                                        not counted
 //   upstream    — the engine's own path for a route, and what its body needs   default: the route, as sent
 //                 (whisper-server answers both audio routes on one path, translation as a form field)
 // For every optional hook, doing nothing is correct: loch then relies on the formula, the per-process
@@ -195,6 +197,13 @@ class Kind : public config::KindSchema {
                                                std::uint32_t level) const;
     virtual boost::asio::awaitable<bool> wake(boost::asio::any_io_executor ex, const EngineAddress& engine,
                                               std::uint32_t level) const;
+    // The threads the engine computes with when it runs on a CPU of `cores` cores: its setting, else its own
+    // default. nullopt = unknown (a command engine): the broker does not count it. Engines on the CPU
+    // compute side by side only while their threads fit in its cores (docs/broker.md).
+    virtual std::optional<std::uint32_t> cpu_threads(const config::ModelConfig&,
+                                                     std::uint32_t /*cores*/) const {
+        return std::nullopt;
+    }
     // Slot files. Whether this kind can save and restore this model's slots (false: none of the calls
     // below is made), and the launch changed so that the engine keeps them in `folder` (which exists).
     virtual bool keeps_slot_files(const config::ModelConfig&) const { return false; }

@@ -158,6 +158,11 @@ class SdServerKind final : public Kind {
     std::string_view name() const override { return "sd-server"; }
     std::string program() const override { return "sd-server"; }
     bool needs_path() const override { return true; }
+    std::optional<std::uint32_t> cpu_threads(const config::ModelConfig& m,
+                                             std::uint32_t cores) const override {
+        const auto t = sd_settings(m).threads;
+        return t ? t : cores;  // -t, else the engine's default
+    }
     std::unique_ptr<config::KindSettings> initial_settings() const override {
         return std::make_unique<SdSettings>();
     }

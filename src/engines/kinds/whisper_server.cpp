@@ -83,6 +83,11 @@ class WhisperServerKind final : public Kind {
     std::string_view name() const override { return "whisper-server"; }
     std::string program() const override { return "whisper-server"; }
     bool needs_path() const override { return true; }
+    std::optional<std::uint32_t> cpu_threads(const config::ModelConfig& m,
+                                             std::uint32_t cores) const override {
+        const auto t = whisper_settings(m).threads;
+        return t ? t : std::min<std::uint32_t>(4, cores);  // -t, else the engine's default
+    }
     std::unique_ptr<config::KindSettings> initial_settings() const override {
         return std::make_unique<WhisperSettings>();
     }

@@ -1,0 +1,153 @@
+// Engines on the CPU compute side by side only while their threads fit in its cores (broker/cpu_threads):
+// through the fake launcher, with llama-server models (the kind that knows its threads) on a 2-core CPU.
+#include <gtest/gtest.h>
+
+#include "broker_fixture.hpp"
+#include "engines/kinds/llama_server.hpp"
+
+namespace loch::broker {
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using test_fixture::BrokerTest;
+using test_fixture::fast;
+
+// 1 GiB on whatever device it is asked for: the test is about threads, not memory.
+struct OneGiB : FootprintSource {
+    asio::awaitable<Footprint> estimate(const config::Config&, const config::ModelConfig&,
+                                        const std::vector<engines::Placement>& devices) override {
+        Footprint f;
+        f.source = Source::configured;
+        for (const auto& d : devices) {
+            Need n;
+            n.device = d.device;
+            n.bytes = kGiB;
+            n.source = Source::configured;
+            f.needs.push_back(n);
+        }
+        co_return f;
+    }
+};
+
+class CpuThreadsTest : public BrokerTest {
+  protected:
+    void add_cpu_model(const std::string& name, std::optional<std::uint32_t> threads,
+                       config::Priority prio = config::Priority::interactive) {
+        config::ModelConfig m;
+        m.name = name;
+        m.engine = "llama-server";
+        m.path = "/models/" + name + ".gguf";
+        auto a = std::make_shared<engines::LlamaArgs>();
+        a->ctx = 2048;
+        a->parallel = 2;
+        a->threads = threads;
+        m.settings = a;
+        m.devices = {"cpu"};
+        m.priority = prio;
+        m.keep_alive.reset();
+        cfg.models.push_back(m);
+    }
+    void start_cpu(Policy policy = Policy::loch) {
+        footprints = std::make_unique<OneGiB>();
+        cfg.programs["llama-server"] = "/bin/true";  // never run: the fake launcher starts nothing
+        DeviceSnapshot cpu;
+        cpu.id = "cpu";
+        cpu.total = {64 * kGiB, Source::measured, "fake"};
+        cpu.used = MemoryFigure{0, Source::measured, "fake"};
+        auto o = fast();
+        o.cpu_cores = 2;
+        o.policy = policy;
+        start_on({cpu}, o);
+    }
+    std::string waiting_reason() {
+        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        settle(st);
+        const auto j = st.get();
+        const auto& w = j["queue"]["waiting"];
+        return w.empty() ? std::string() : w[0]["reason"].get<std::string>();
+    }
+};
+
+TEST_F(CpuThreadsTest, AnIdleEngineWaitsWhileAnotherComputesWithTheCoresAndGoesTheMomentItEnds) {
+    add_cpu_model("chat", 2);
+    add_cpu_model("captioner", 2);
+    start_cpu();
+    auto c = acquire("captioner");
+    ASSERT_TRUE(settle(c));
+    Lease computing = c.get();
+    auto chat = acquire("chat");
+    run_for(300ms);
+    EXPECT_NE(chat.wait_for(0s), std::future_status::ready) << "2 + 2 threads on 2 cores: it must wait";
+    EXPECT_NE(waiting_reason().find("core"), std::string::npos) << waiting_reason();
+    // The captioner's engine takes a second request into its own threads (its second slot).
+    auto second = acquire("captioner");
+    ASSERT_TRUE(settle(second, 1s));
+    Lease also = second.get();
+    computing.release();
+    run_for(100ms);
+    EXPECT_NE(chat.wait_for(0s), std::future_status::ready) << "the captioner still computes";
+    also.release();
+    ASSERT_TRUE(settle(chat));
+    EXPECT_TRUE(chat.get().valid());
+}
+
+TEST_F(CpuThreadsTest, APersonsRequestDoesNotWaitForBatchWorkButTheBatchsNextItemWaitsForThePerson) {
+    add_cpu_model("chat", 2);
+    add_cpu_model("captioner", 2, config::Priority::batch);
+    start_cpu();
+    auto c = acquire("captioner");
+    ASSERT_TRUE(settle(c));
+    Lease item = c.get();
+    auto chat = acquire("chat");
+    ASSERT_TRUE(settle(chat)) << "batch work yields to people: the person does not wait for its threads";
+    Lease person = chat.get();
+    item.release();
+    auto next = acquire("captioner");
+    run_for(300ms);
+    EXPECT_NE(next.wait_for(0s), std::future_status::ready) << "the next batch item waits for the person";
+    person.release();
+    ASSERT_TRUE(settle(next));
+}
+
+TEST_F(CpuThreadsTest, EnginesWhoseThreadsAddUpToTheCoresComputeSideBySide) {
+    add_cpu_model("chat", 1);
+    add_cpu_model("captioner", 1);
+    start_cpu();
+    auto c = acquire("captioner");
+    ASSERT_TRUE(settle(c));
+    Lease computing = c.get();
+    auto chat = acquire("chat");
+    ASSERT_TRUE(settle(chat));
+    EXPECT_TRUE(chat.get().valid());
+}
+
+TEST_F(CpuThreadsTest, TheEnginesDefaultThreadsCountAsEveryCoreAndTheAnchorsPoliciesDoNotCount) {
+    add_cpu_model("chat", std::nullopt);  // llama.cpp's default: its physical cores
+    add_cpu_model("captioner", 1);
+    start_cpu(Policy::keepalive_lru);
+    auto c = acquire("captioner");
+    ASSERT_TRUE(settle(c));
+    Lease computing = c.get();
+    auto chat = acquire("chat");
+    ASSERT_TRUE(settle(chat)) << "Ollama's policy runs them side by side";
+    chat.get().release();
+    computing.release();
+}
+
+TEST_F(CpuThreadsTest, AnEngineWithItsDefaultThreadsWaitsForAnotherComputing) {
+    add_cpu_model("chat", std::nullopt);
+    add_cpu_model("captioner", 1);
+    start_cpu();
+    auto c = acquire("captioner");
+    ASSERT_TRUE(settle(c));
+    Lease computing = c.get();
+    auto chat = acquire("chat");
+    run_for(300ms);
+    EXPECT_NE(chat.wait_for(0s), std::future_status::ready) << "1 + 2 (its default) threads on 2 cores";
+    computing.release();
+    ASSERT_TRUE(settle(chat));
+}
+
+}  // namespace
+}  // namespace loch::broker
