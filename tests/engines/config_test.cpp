@@ -627,6 +627,11 @@ TEST_F(ConfigTest, ExtraFlagsThatChangeMemoryAreModelledOrRefused) {
         ASSERT_EQ(d.size(), 1u) << flags;
         EXPECT_THAT(d[0].message, HasSubstr(why)) << flags;
     }
+    const auto cram = errors(entry("[--cache-ram, '4096']"));
+    ASSERT_EQ(cram.size(), 1u);
+    EXPECT_THAT(cram[0].message, HasSubstr("cache_ram"));
+    const auto sized = parse("models:\n  - name: a\n    path: a.gguf\n    args: {cache_ram: 2GiB}\n");
+    EXPECT_EQ(engines::llama_args(sized.models.at(0)).cache_ram, 2 * kGiB);
     const auto c =
         parse(entry("[--kv-unified, --swa-full, --n-cpu-moe, '3', -ot, 'exps=CPU', --no-repack, --jinja]"));
     const auto st = engines::llama_plan_settings(c.models.at(0), engines::Placement{"nvidia:0", "cuda", 0});

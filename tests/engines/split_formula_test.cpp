@@ -67,5 +67,35 @@ TEST(LlamaSplitFormula, NoSplitForOneDeviceTheCpuOrAFileThatCannotBePlanned) {
     EXPECT_TRUE(kind.split_formula(cfg, model_at("/nonexistent.gguf"), split_over({1, 1})).empty());
 }
 
+// llama-server's prompt cache (args.cache_ram) is host memory: booked where the host's memory is the
+// device's (the CPU, an APU), passed to the engine as its limit; off (0) unless set.
+TEST(LlamaPromptCache, BookedOnTheCpuAndOnAnApuNotOnADiscreteGpu) {
+    test::SynthModel file({"--preset", "tiny-llama"});
+    config::Config cfg;
+    const LlamaServerKind kind;
+    auto off = model_at(file.path());
+    auto on = off;
+    auto a = std::make_shared<LlamaArgs>(llama_args(off));
+    a->cache_ram = 3 * kGiB;
+    on.settings = a;
+    Placement apu{"amd:card0", "rocm", 0, 96 * kGiB};
+    apu.unified = true;
+    for (const Placement& host : {Placement{}, apu}) {
+        const auto without = kind.formula(cfg, off, {host}).needs.at(0);
+        const auto with = kind.formula(cfg, on, {host}).needs.at(0);
+        EXPECT_EQ(with.bytes, without.bytes + 3 * kGiB) << host.device;
+        EXPECT_NE(with.why.find("prompt cache"), std::string::npos) << with.why;
+    }
+    const Placement gpu{"nvidia:0", "cuda", 0, 80 * kGiB};
+    EXPECT_EQ(kind.formula(cfg, on, {gpu}).needs.at(0).bytes,
+              kind.formula(cfg, off, {gpu}).needs.at(0).bytes);
+    const auto flag = [](const std::vector<std::string>& argv) {
+        const auto it = std::ranges::find(argv, "--cache-ram");
+        return it == argv.end() || it + 1 == argv.end() ? std::string("absent") : *(it + 1);
+    };
+    EXPECT_EQ(flag(llama_server_argv("ls", off, gpu, 1)), "0");  // the engine's 8 GiB default is never left
+    EXPECT_EQ(flag(llama_server_argv("ls", on, gpu, 1)), "3072");
+}
+
 }  // namespace
 }  // namespace loch::engines

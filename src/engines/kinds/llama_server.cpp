@@ -34,6 +34,10 @@ std::string llama_device(const Placement& where) {
     return llama_devices(where).front();
 }
 
+std::uint64_t prompt_cache_bytes(const config::ModelConfig& model, const Placement& where) {
+    return where.backend == "cpu" || where.unified ? llama_args(model).cache_ram : 0;
+}
+
 std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
                                            const config::ModelConfig& model, const Placement& where,
                                            std::uint16_t port) {
@@ -73,6 +77,8 @@ std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
     // encoder's compute buffer at load instead of at the first image. `args.extra: [--warmup]` brings it
     // back.
     if (mmproj_path(model).empty()) argv.push_back("--no-warmup");
+    // The prompt cache: off unless args.cache_ram books it (llama_server.hpp says why).
+    argv.insert(argv.end(), {"--cache-ram", std::to_string((a.cache_ram + (1 << 20) - 1) >> 20)});
     argv.insert(argv.end(), a.extra.begin(), a.extra.end());
     return argv;
 }

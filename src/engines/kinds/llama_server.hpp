@@ -3,7 +3,7 @@
 //
 //   <binary> -m <path> --host 127.0.0.1 --port <p> -c <ctx> -np <parallel> -ngl <n> -fa <on|off|auto>
 //            [-ctk t] [-ctv t] [-ub n] [-b n] [-t n] [--mmproj <projector>] --device <d> --alias <name>
-//            --fit off -lv 4 --no-webui [--no-warmup: without a projector] <extra…>
+//            --fit off -lv 4 --no-webui --cache-ram <MiB> [--no-warmup: without a projector] <extra…>
 //
 // `--fit off`: loch decides placement; an engine left to fit itself silently takes the whole card
 // (docs/engines.md, ../shared reference). `-lv 4`: this llama.cpp prints buffer sizes (model / KV /
@@ -48,6 +48,10 @@ struct LlamaArgs final : config::KindSettings {
     std::optional<std::uint32_t> ubatch;      // -ub
     std::optional<std::uint32_t> batch;       // -b
     std::optional<std::uint32_t> threads;     // -t
+    // --cache-ram: llama-server's prompt cache in host RAM (slot states kept when a slot takes another
+    // conversation). The engine's default is 8 GiB that nobody books; loch passes 0 (off) unless set, and
+    // books what is set on the device when the host's memory is the device's (the CPU, an APU).
+    std::uint64_t cache_ram = 0;
     // --mmproj: a vision projector (llama.cpp's mmproj GGUF) for image input; "~/" expanded, a relative path
     // is beside the model file. Planned by plan/projector.hpp (fixed-resolution projectors only).
     std::filesystem::path mmproj;
@@ -61,6 +65,9 @@ struct LlamaArgs final : config::KindSettings {
     }
 };
 const LlamaArgs& llama_args(const config::ModelConfig& model);
+// What args.cache_ram takes on the device `where` (the host's memory: the CPU or an APU), else 0.
+std::uint64_t prompt_cache_bytes(const config::ModelConfig& model, const Placement& where);
+
 // args.mmproj as the engine opens it; empty without one.
 std::filesystem::path mmproj_path(const config::ModelConfig& model);
 // The projector's plan (weights, compute, tokens per image) as the config check read it; nullopt without

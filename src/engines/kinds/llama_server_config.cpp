@@ -21,7 +21,9 @@ const std::vector<std::string> kReservedFlags = {
     "-m", "--model", "--host", "--port", "-fit", "--fit", "-c", "--ctx-size", "-np", "--parallel", "-ngl",
     "--gpu-layers", "--n-gpu-layers", "--api-key", "--api-key-file",
     // Placement is loch's: which devices, and how a model is split over them (issue 14).
-    "-dev", "--device", "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu"};
+    "-dev", "--device", "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu",
+    // The prompt cache is host memory loch books: args.cache_ram.
+    "-cram", "--cache-ram"};
 
 void cache_type(config::Walker& w, const YAML::Node& v, const std::string& k,
                 std::optional<std::string>& out) {
@@ -181,6 +183,10 @@ config::Walker::Keys LlamaServerKind::keys(config::Walker& w, config::KindSettin
                      {"ubatch", w.integer_into(a.ubatch, 1, 1 << 16)},
                      {"batch", w.integer_into(a.batch, 1, 1 << 20)},
                      {"threads", w.integer_into(a.threads, 1, 1024)},
+                     {"cache_ram",
+                      [&](auto&, auto& v, auto& k) {
+                          if (auto x = w.size(v, k)) a.cache_ram = *x;
+                      }},
                      {"mmproj",
                       [&](auto&, auto& v, auto& k) {
                           if (auto x = w.str(v, k)) a.mmproj = w.resolve({}, *x);
@@ -196,8 +202,8 @@ config::Walker::Keys LlamaServerKind::keys(config::Walker& w, config::KindSettin
                                   w.error(v[i], k + "[" + std::to_string(i) + "]",
                                           "'" + flag +
                                               "' is set by loch (use the args keys: ctx, parallel, "
-                                              "n_gpu_layers; host/port/model/fit and the devices a "
-                                              "model runs on, split or not, are loch's)");
+                                              "n_gpu_layers, cache_ram; host/port/model/fit and the "
+                                              "devices a model runs on, split or not, are loch's)");
                                   return;
                               }
                           }

@@ -238,6 +238,10 @@ Footprint LlamaServerKind::formula(const config::Config& cfg, const config::Mode
             n.weights_bytes += projector->weights;
             n.why += projector_why(*projector, bytes);
         }
+        if (const auto cache = prompt_cache_bytes(model, d)) {
+            n.bytes += cache;
+            n.why += fmt::format(" + prompt cache {} (args.cache_ram)", human_bytes(cache));
+        }
         // A configured `memory:` is the user's word for what it needs: never reserve less.
         if (auto conf = model.memory_on(d.device); conf && *conf > n.bytes) {
             n.why = "configured memory " + human_bytes(*conf) + " (over " + n.why + ")";
@@ -320,7 +324,7 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
             // (-np stays: the pinned llama-fit-params takes it, and the slots' streams change the KV cache.)
             // (--mmproj: llama-fit-params does not take it; the projector is added below, planned.)
             if (a == "--host" || a == "--port" || a == "-lv" || a == "--fit" || a == "--alias" ||
-                a == "--mmproj") {
+                a == "--mmproj" || a == "--cache-ram") {
                 ++i;
                 continue;
             }
@@ -364,12 +368,15 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
         const plan::DryRunCandidate c = plan::dry_run_candidate(*parsed, d.backend == "cpu", dp, excess);
         const std::uint64_t margin = cfg.device(d.device).margin;
         const std::uint64_t projector_b = projector ? projector_bytes(*projector, model, d) : 0;
+        const std::uint64_t cache_b = prompt_cache_bytes(model, d);  // the server's, not the dry run's
         const auto best = largest_of(
             {{"loch plan", {n.bytes, n.source, n.why}},
              {"dry run + what it leaves out",
-              {c.bytes() + projector_b + margin, Source::engine_dry_run,
-               fmt::format("llama-fit-params {} + {}{}", human_bytes(c.counted), human_bytes(c.leaves_out),
-                           projector ? projector_why(*projector, projector_b) : "")}}});
+              {c.bytes() + projector_b + cache_b + margin, Source::engine_dry_run,
+               fmt::format("llama-fit-params {} + {}{}{}", human_bytes(c.counted), human_bytes(c.leaves_out),
+                           projector ? projector_why(*projector, projector_b) : "",
+                           cache_b ? fmt::format(" + prompt cache {} (args.cache_ram)", human_bytes(cache_b))
+                                   : std::string())}}});
         n.bytes = best.bytes;
         n.why = best.detail;
         n.source = best.source;
