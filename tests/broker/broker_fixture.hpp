@@ -91,6 +91,13 @@ class BrokerTest : public ::testing::Test {
     std::future<Lease> acquire(const std::string& model, RequestNeeds needs = {}) {
         return asio::co_spawn(ioc, broker->acquire(model, std::move(needs)), asio::use_future);
     }
+    // A request granted now (or within 10 s): its lease, held until released. An empty lease (a test
+    // failure) when it was not granted.
+    Lease running(const std::string& model) {
+        auto f = acquire(model);
+        EXPECT_TRUE(settle(f)) << "'" << model << "' was not granted";
+        return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready ? f.get() : Lease{};
+    }
     // Runs the io_context until `f` is ready (or 10 s passed).
     template <class F>
     bool settle(F& f, std::chrono::milliseconds limit = 10s) {

@@ -73,9 +73,7 @@ TEST_F(CpuThreadsTest, AnIdleEngineWaitsWhileAnotherComputesWithTheCoresAndGoesT
     add_cpu_model("chat", 2);
     add_cpu_model("captioner", 2);
     start_cpu();
-    auto c = acquire("captioner");
-    ASSERT_TRUE(settle(c));
-    Lease computing = c.get();
+    Lease computing = running("captioner");
     auto chat = acquire("chat");
     run_for(300ms);
     EXPECT_NE(chat.wait_for(0s), std::future_status::ready) << "2 + 2 threads on 2 cores: it must wait";
@@ -96,9 +94,7 @@ TEST_F(CpuThreadsTest, APersonsRequestDoesNotWaitForBatchWorkButTheBatchsNextIte
     add_cpu_model("chat", 2);
     add_cpu_model("captioner", 2, config::Priority::batch);
     start_cpu();
-    auto c = acquire("captioner");
-    ASSERT_TRUE(settle(c));
-    Lease item = c.get();
+    Lease item = running("captioner");
     auto chat = acquire("chat");
     ASSERT_TRUE(settle(chat)) << "batch work yields to people: the person does not wait for its threads";
     Lease person = chat.get();
@@ -114,9 +110,7 @@ TEST_F(CpuThreadsTest, EnginesWhoseThreadsAddUpToTheCoresComputeSideBySide) {
     add_cpu_model("chat", 1);
     add_cpu_model("captioner", 1);
     start_cpu();
-    auto c = acquire("captioner");
-    ASSERT_TRUE(settle(c));
-    Lease computing = c.get();
+    Lease computing = running("captioner");
     auto chat = acquire("chat");
     ASSERT_TRUE(settle(chat));
     EXPECT_TRUE(chat.get().valid());
@@ -126,9 +120,7 @@ TEST_F(CpuThreadsTest, TheEnginesDefaultThreadsCountAsEveryCoreAndTheAnchorsPoli
     add_cpu_model("chat", std::nullopt);  // llama.cpp's default: its physical cores
     add_cpu_model("captioner", 1);
     start_cpu(Policy::keepalive_lru);
-    auto c = acquire("captioner");
-    ASSERT_TRUE(settle(c));
-    Lease computing = c.get();
+    Lease computing = running("captioner");
     auto chat = acquire("chat");
     ASSERT_TRUE(settle(chat)) << "Ollama's policy runs them side by side";
     chat.get().release();
@@ -139,9 +131,7 @@ TEST_F(CpuThreadsTest, AnEngineWithItsDefaultThreadsWaitsForAnotherComputing) {
     add_cpu_model("chat", std::nullopt);
     add_cpu_model("captioner", 1);
     start_cpu();
-    auto c = acquire("captioner");
-    ASSERT_TRUE(settle(c));
-    Lease computing = c.get();
+    Lease computing = running("captioner");
     auto chat = acquire("chat");
     run_for(300ms);
     EXPECT_NE(chat.wait_for(0s), std::future_status::ready) << "1 + 2 (its default) threads on 2 cores";

@@ -82,9 +82,7 @@ TEST_F(ReadAheadTest, AModelWaitingForRoomHasItsFilesReadAheadMeanwhile) {
     add_model_with_file("b");  // 6 + 6 GiB on a 10 GiB device: b waits while a is busy
     if (devices::resident(files["b"]).cached > kFile / 2) GTEST_SKIP() << "pages cannot be dropped here";
     start_with_host(64 * kGiB);
-    auto a = acquire("a");
-    ASSERT_TRUE(settle(a));
-    Lease held = a.get();
+    Lease held = running("a");
     auto b = acquire("b");
     const auto until = std::chrono::steady_clock::now() + 5s;
     while (events("read_ahead_done") == 0 && std::chrono::steady_clock::now() < until) run_for(20ms);
@@ -109,9 +107,7 @@ TEST_F(ReadAheadTest, NothingIsReadAheadWhenTheHostHasTooLittleFree) {
     add_model_with_file("b");
     if (devices::resident(files["b"]).cached > kFile / 2) GTEST_SKIP() << "pages cannot be dropped here";
     start_with_host(kFile);  // the file is more than half of what the host has free
-    auto a = acquire("a");
-    ASSERT_TRUE(settle(a));
-    Lease held = a.get();
+    Lease held = running("a");
     auto b = acquire("b");
     run_for(500ms);
     EXPECT_EQ(events("read_ahead"), 0u);
@@ -125,9 +121,7 @@ TEST_F(ReadAheadTest, TurnedOffNothingIsReadAhead) {
     add_model_with_file("b");
     cfg.read_ahead = false;
     start_with_host(64 * kGiB);
-    auto a = acquire("a");
-    ASSERT_TRUE(settle(a));
-    Lease held = a.get();
+    Lease held = running("a");
     auto b = acquire("b");
     run_for(300ms);
     EXPECT_EQ(events("read_ahead"), 0u);
