@@ -136,7 +136,8 @@ struct BrokerOptions {
     std::uint32_t cpu_cores = 0;           // the CPU's cores for engines' threads; 0 = the CPUs loch may use
 };
 
-// The CPUs this process may run on (its affinity mask), at least 1.
+// The CPUs this process may run on: its affinity mask, bounded by its cgroup's CPU quota; at least 1. Reads
+// /proc and /sys: at start, not on the loop.
 std::uint32_t cpus_loch_may_use();
 
 class Broker {

@@ -20,6 +20,7 @@
 
 #include "broker/broker.hpp"
 #include "broker/model_state.hpp"
+#include "devices/cpu_quota.hpp"
 
 namespace loch::broker {
 
