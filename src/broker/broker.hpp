@@ -40,6 +40,7 @@
 #include "broker/saved_slots.hpp"
 #include "broker/wait_queue.hpp"
 #include "config/config.hpp"
+#include "devices/sysroot.hpp"
 #include "engines/engine_client.hpp"
 #include "engines/kind.hpp"
 #include "engines/restart.hpp"
@@ -138,7 +139,7 @@ struct BrokerOptions {
 
 // The CPUs this process may run on: its affinity mask, bounded by its cgroup's CPU quota; at least 1. Reads
 // /proc and /sys: at start, not on the loop.
-std::uint32_t cpus_loch_may_use();
+std::uint32_t cpus_loch_may_use(const devices::Sysroot& root = devices::Sysroot("/"));
 
 class Broker {
   public:

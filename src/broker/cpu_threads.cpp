@@ -24,12 +24,16 @@
 
 namespace loch::broker {
 
-std::uint32_t cpus_loch_may_use() {
+// The affinity mask, bounded by the cgroup's CFS quota (a pod's CPU limit: devices/cpu_quota.hpp), at
+// least 1.
+std::uint32_t cpus_loch_may_use(const devices::Sysroot& root) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    if (::sched_getaffinity(0, sizeof set, &set) == 0)
-        return static_cast<std::uint32_t>(std::max(1, CPU_COUNT(&set)));
-    return std::max(1u, std::thread::hardware_concurrency());
+    std::uint32_t n = ::sched_getaffinity(0, sizeof set, &set) == 0
+                          ? static_cast<std::uint32_t>(CPU_COUNT(&set))
+                          : std::thread::hardware_concurrency();
+    if (const auto quota = devices::cpu_quota(root)) n = std::min(n, static_cast<std::uint32_t>(*quota));
+    return std::max(1u, n);
 }
 
 std::optional<std::uint32_t> Broker::cpu_threads_of(const Model& m) const {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "broker_fixture.hpp"
+#include "devices/sysroot_fixture.hpp"
 #include "engines/kinds/llama_server.hpp"
 
 namespace loch::broker {
@@ -68,6 +69,14 @@ class CpuThreadsTest : public BrokerTest {
         return w.empty() ? std::string() : w[0]["reason"].get<std::string>();
     }
 };
+
+TEST(CpuCores, ACgroupCpuQuotaBoundsTheCoresLochCountsAndNoQuotaLeavesTheAffinityMask) {
+    loch::testing::ScratchSysroot tree("cgroup-v2-service-slice");
+    const auto unbounded = cpus_loch_may_use(devices::Sysroot(tree.path()));
+    EXPECT_GE(unbounded, 1u);
+    tree.write("/sys/fs/cgroup/loch.slice/cpu.max", "150000 100000\n");  // a pod limited to 1.5 CPUs
+    EXPECT_EQ(cpus_loch_may_use(devices::Sysroot(tree.path())), 1u);
+}
 
 TEST_F(CpuThreadsTest, AnIdleEngineWaitsWhileAnotherComputesWithTheCoresAndGoesTheMomentItEnds) {
     add_cpu_model("chat", 2);
