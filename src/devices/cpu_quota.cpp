@@ -1,5 +1,6 @@
 // devices/cpu_quota — the CPUs a CFS quota allows (cpu_quota.hpp says where it is read).
 #include "devices/cpu_quota.hpp"
+#include "devices/memory_cgroup.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -25,44 +26,24 @@ std::optional<double> tighter(std::optional<double> a, std::optional<double> b) 
     return std::min(*a, *b);
 }
 
-// The cgroup's directories from `leaf` up to `top`, leaf first.
-std::vector<std::string> up_to(std::string leaf, const std::string& top) {
-    std::vector<std::string> out;
-    while (leaf.size() >= top.size()) {
-        out.push_back(leaf);
-        if (leaf == top) break;
-        leaf = leaf.substr(0, leaf.rfind('/'));
-    }
-    return out;
-}
-
 }  // namespace
 
 std::optional<double> cpu_quota(const Sysroot& root) {
     auto self = root.read("/proc/self/cgroup");
     if (!self) return std::nullopt;
-    std::string v2_path, v1_path;
-    std::istringstream in(*self.value);
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.starts_with("0::")) v2_path = line.substr(3);
-        const auto colon = line.find(':');
-        const auto second = colon == std::string::npos ? colon : line.find(':', colon + 1);
-        if (second == std::string::npos) continue;
-        std::istringstream controllers(line.substr(colon + 1, second - colon - 1));
-        for (std::string c; std::getline(controllers, c, ',');)
-            if (c == "cpu") v1_path = line.substr(second + 1);
-    }
+    const auto [v2_path, v1_path] = cgroup_paths(*self.value, "cpu");
     std::optional<double> found;
     const std::string top = "/sys/fs/cgroup";
     if (!v2_path.empty() && v2_path.front() == '/')
-        for (const auto& dir : up_to(v2_path == "/" ? top : top + v2_path, top))
+        for (std::string dir = v2_path == "/" ? top : top + v2_path;; dir = dir.substr(0, dir.rfind('/'))) {
             if (auto text = root.read_line(dir + "/cpu.max")) {
                 std::istringstream words(*text.value);
                 std::string quota, period;
                 words >> quota >> period;
                 found = tighter(found, quota_of(quota, period));
             }
+            if (dir.size() <= top.size()) break;
+        }
     if (found || v1_path.empty()) return found;
     for (const std::string base : {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"}) {
         // The controller's hierarchy, or its root when the container has its own cgroup namespace.

@@ -64,17 +64,26 @@ std::string usage_file(const CgroupLocation& at) {
     return at.dir + (at.version == 2 ? "/memory.current" : "/memory.usage_in_bytes");
 }
 
+CgroupPaths cgroup_paths(std::string_view proc_self_cgroup, std::string_view v1_controller) {
+    CgroupPaths out;
+    std::istringstream in{std::string(proc_self_cgroup)};
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.starts_with("0::")) out.v2 = line.substr(3);
+        const auto colon = line.find(':');
+        const auto second = colon == std::string::npos ? colon : line.find(':', colon + 1);
+        if (second == std::string::npos) continue;
+        std::istringstream controllers(line.substr(colon + 1, second - colon - 1));
+        for (std::string c; std::getline(controllers, c, ',');)
+            if (c == v1_controller) out.v1 = line.substr(second + 1);
+    }
+    return out;
+}
+
 std::optional<CgroupLocation> locate_memory_cgroup(const Sysroot& root) {
     auto self = root.read("/proc/self/cgroup");
     if (!self) return std::nullopt;
-    std::string v2_path, v1_path;
-    std::istringstream in(*self.value);
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.starts_with("0::")) v2_path = line.substr(3);
-        const auto mem = line.find(":memory:");
-        if (mem != std::string::npos) v1_path = line.substr(mem + 8);
-    }
+    const auto [v2_path, v1_path] = cgroup_paths(*self.value, "memory");
     if (!v2_path.empty() && v2_path.front() == '/') {
         const std::string leaf = v2_path == "/" ? "/sys/fs/cgroup" : "/sys/fs/cgroup" + v2_path;
         if (root.exists(leaf + "/memory.max") || root.exists(leaf + "/memory.current"))

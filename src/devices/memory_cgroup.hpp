@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "devices/sysroot.hpp"
 
@@ -24,6 +25,13 @@ struct CgroupLocation {
     std::string path;  // the path /proc/self/cgroup names ("/system.slice/loch.service")
 };
 std::optional<CgroupLocation> locate_memory_cgroup(const Sysroot& root);
+
+// What /proc/self/cgroup says: the unified hierarchy's path ("0::…") and the v1 path of `v1_controller`
+// (a line may list several: "2:cpu,cpuacct:/…"); empty when absent. Pure. (devices/cpu_quota reads it too.)
+struct CgroupPaths {
+    std::string v2, v1;
+};
+CgroupPaths cgroup_paths(std::string_view proc_self_cgroup, std::string_view v1_controller);
 
 struct MemoryCgroup {
     CgroupLocation at;

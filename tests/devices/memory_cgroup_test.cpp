@@ -14,6 +14,15 @@ namespace {
 using testing::ScratchSysroot;
 using testing::sysroot_fixture;
 
+TEST(CgroupPaths, TheUnifiedPathAndAV1ControllersPathEvenInAListOfControllers) {
+    const auto p = cgroup_paths("4:memory:/pod/a\n2:cpu,cpuacct:/pod/b\n1:cpuset:/\n0::/pod/c\n", "cpu");
+    EXPECT_EQ(p.v2, "/pod/c");
+    EXPECT_EQ(p.v1, "/pod/b");
+    EXPECT_EQ(cgroup_paths("4:memory:/pod/a\n", "memory").v1, "/pod/a");
+    EXPECT_EQ(cgroup_paths("2:cpuacct:/pod/b\n", "cpu").v1, "") << "cpuacct is not cpu";
+    EXPECT_EQ(cgroup_paths("garbage\n", "cpu").v1, "");
+}
+
 TEST(MemoryCgroup, V1InsideAPodmanContainerReadsTheLimitTheUseAndTheOomKills) {
     const auto c = read_memory_cgroup(Sysroot(sysroot_fixture("cgroup-v1-podman-512m")));
     ASSERT_TRUE(c);
