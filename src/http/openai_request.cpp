@@ -295,7 +295,11 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
                     bad("'response_format' must be one of json, text, srt, verbose_json, vtt");
             }
             if (auto t = r.body.find("temperature"); t != r.body.end()) {
-                const std::string v = t->is_string() ? t->get<std::string>() : t->dump();
+                // A number as its text; anything else (a file part of that name, whose filename may not
+                // even be UTF-8 and could not be dumped) is refused below like any non-number.
+                const std::string v = t->is_string()   ? t->get<std::string>()
+                                      : t->is_number() ? t->dump()
+                                                       : "";
                 char* end = nullptr;
                 const double x = std::strtod(v.c_str(), &end);
                 if (v.empty() || end != v.c_str() + v.size() || !(x >= 0 && x <= 1))
