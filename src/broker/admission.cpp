@@ -71,6 +71,26 @@ bool loading_on(const AdmissionInput& in, const std::string& device) {
            in.devices_loading.end();
 }
 
+// What a need on a discrete device also takes in the host's RAM (Need::host_bytes), as a need on `cpu`.
+std::optional<Need> host_part(const Need& n, const Ledger& ledger) {
+    if (n.host_bytes == 0 || n.device == "cpu" || !ledger.has_device("cpu")) return std::nullopt;
+    Need h;
+    h.device = "cpu";
+    h.bytes = n.host_bytes;
+    h.why = n.host_why;
+    return h;
+}
+
+bool host_fits_now(const Need& n, const Ledger& ledger) {
+    const auto h = host_part(n, ledger);
+    return !h || h->bytes <= ledger.free(h->device);
+}
+
+bool host_fits_ever(const Need& n, const Ledger& ledger) {
+    const auto h = host_part(n, ledger);
+    return !h || h->bytes <= ledger.capacity(h->device);
+}
+
 struct EvictionPlan {
     std::vector<std::string> victims;
     std::uint64_t freed = 0;
@@ -186,12 +206,19 @@ std::uint64_t split_short(const Ledger& ledger, const SplitNeed& split) {
 std::string wait_reason(const AdmissionInput& in, const Ledger& ledger) {
     const Need* best = nullptr;
     std::uint64_t best_short = 0;
+    std::optional<Need> host;  // the need's host part, when that is what is short
     for (const auto& n : in.needs) {
         if (!ledger.has_device(n.device) || n.bytes > ledger.capacity(n.device)) continue;
         const auto free = ledger.free(n.device);
-        const std::uint64_t short_by = n.bytes > free ? n.bytes - free : 0;
-        if (!best || short_by < best_short) best = &n, best_short = short_by;
+        std::uint64_t short_by = n.bytes > free ? n.bytes - free : 0;
+        auto h = host_part(n, ledger);
+        if (h && short_by == 0 && h->bytes > ledger.free(h->device))
+            short_by = h->bytes - ledger.free(h->device);
+        else
+            h.reset();
+        if (!best || short_by < best_short) best = &n, best_short = short_by, host = h;
     }
+    if (best && host) best = &*host;
     if (!best) return "memory is held by engines that are busy or more important, or by other programs";
     std::vector<std::string> holders;
     for (const auto& e : in.engines)
@@ -220,7 +247,7 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
     bool fits_but_busy = false;
     for (const auto& n : in.needs) {
         if (!ledger.has_device(n.device)) continue;
-        if (n.bytes <= ledger.free(n.device)) {
+        if (n.bytes <= ledger.free(n.device) && host_fits_now(n, ledger)) {
             if (loading_on(in, n.device)) {
                 fits_but_busy = true;
                 continue;
@@ -229,6 +256,9 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
             d.device = n.device;
             d.reason = fmt::format("fits on {}: needs {}, {} free", n.device, human_bytes(n.bytes),
                                    human_bytes(ledger.free(n.device)));
+            if (const auto h = host_part(n, ledger))
+                d.reason += fmt::format(", and {} in host RAM ({} free)", human_bytes(h->bytes),
+                                        human_bytes(ledger.free(h->device)));
             return d;
         }
     }
@@ -241,7 +271,11 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
             // A load in flight holds its reservation; evicting for it now would race with it.
             continue;
         }
+        if (!host_fits_ever(n, ledger)) continue;
         auto plan = plan_eviction(in, ledger, n);
+        // Its host part too: victims chosen for the device free what they hold in RAM as well.
+        if (const auto h = host_part(n, ledger); plan && h && !host_fits_now(n, ledger))
+            plan = plan_eviction(in, ledger, *h, *plan);
         if (plan && (!best || plan->cost < best->cost)) {
             best = std::move(plan);
             best_need = &n;
@@ -339,7 +373,15 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
     bool could_ever = false;
     const Need* closest = nullptr;
     std::uint64_t largest_free = 0;
+    // A need whose device could hold it but whose host part never fits the host's RAM is judged by that
+    // part (its numbers are the refusal's).
+    std::vector<Need> limiting;
     for (const auto& n : in.needs) {
+        const auto h = host_part(n, ledger);
+        const bool device_ever = ledger.has_device(n.device) && n.bytes <= ledger.capacity(n.device);
+        limiting.push_back(device_ever && h && !host_fits_ever(n, ledger) ? *h : n);
+    }
+    for (const auto& n : limiting) {
         if (!ledger.has_device(n.device)) continue;
         largest_free = std::max(largest_free, ledger.free(n.device));
         const auto cap = ledger.capacity(n.device);
@@ -375,6 +417,11 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
         d.refusal.largest_free = largest_free;
         d.refusal.device = closest->device;
         d.refusal.would_help = what_would_help(*closest, cap);
+        if (closest->device == "cpu" && !closest->why.empty() &&
+            std::none_of(in.needs.begin(), in.needs.end(), [](const Need& n) { return n.device == "cpu"; }))
+            d.refusal.would_help.push_back(
+                fmt::format("fewer components in host RAM: {} of it stays there beside the device ({})",
+                            human_bytes(closest->bytes), closest->why));
         d.refusal.empty_capacity = ledger.empty_capacity(closest->device);
         d.refusal.outside = ledger.outside(closest->device);
         d.refusal.driver_reserved = lim ? lim->driver_reserved.bytes : 0;
@@ -404,7 +451,8 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
     d.reason = fits_but_busy ? "another load is in flight on the device; loads are serialized per device"
                              : wait_reason(in, ledger);
     const bool one_device_may = std::any_of(in.needs.begin(), in.needs.end(), [&](const Need& n) {
-        return ledger.has_device(n.device) && n.bytes <= ledger.capacity(n.device);
+        return ledger.has_device(n.device) && n.bytes <= ledger.capacity(n.device) &&
+               host_fits_ever(n, ledger);
     });
     if (!fits_but_busy && !one_device_may && !in.splits.empty()) {
         const SplitNeed* nearest = nullptr;

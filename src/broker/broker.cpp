@@ -491,10 +491,23 @@ void Broker::refuse_if_never_fits(Model& m, const std::string& device, const Mem
 Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, std::string* holder) {
     const auto engine = ledger_.reservation(m.device, m.name()).value_or(MemoryFigure{});
     refuse_if_never_fits(m, m.device, engine, t);
-    if (t.bytes <= ledger_.free(m.device)) {
+    // Its phases on the CPU (RequestCost::host_bytes): in host RAM beside what the engine keeps there.
+    const bool host = t.host_bytes > 0 && m.device != "cpu" && ledger_.has_device("cpu");
+    if (host) {
+        engines::RequestCost on_host = t;
+        on_host.bytes = t.host_bytes;
+        on_host.why = t.host_why;
+        refuse_if_never_fits(m, "cpu", ledger_.reservation("cpu", m.name()).value_or(MemoryFigure{}),
+                             on_host);
+    }
+    if (t.bytes <= ledger_.free(m.device) && (!host || t.host_bytes <= ledger_.free("cpu"))) {
         *holder = fmt::format("{}#{}", m.name(), next_transient_++);
         ledger_.reserve(m.device, *holder, {t.bytes, Source::formula, t.why});
         ledger_.mark_loaded(m.device, *holder);
+        if (host) {  // the same holder: released with the device's part when the request ends
+            ledger_.reserve("cpu", *holder, {t.host_bytes, Source::formula, t.host_why});
+            ledger_.mark_loaded("cpu", *holder);
+        }
         m.transients[*holder] = t.bytes;
         if (t.retained_bytes > 0) m.transient_retained[*holder] = t.retained_bytes;
         return Serve::granted;
@@ -506,6 +519,7 @@ Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, st
     n.bytes = t.bytes;
     n.source = Source::formula;
     n.why = t.why;
+    if (host) n.host_bytes = t.host_bytes, n.host_why = t.host_why;
     in.needs = {n};
     const Decision d = decide(in, ledger_);
     if (d.kind == Decision::Kind::evict_then_start) {

@@ -242,6 +242,9 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
         for (const auto& d : devices_of(*o))
             if (d != o->device)
                 v.also_on.emplace_back(d, ledger_.reservation(d, name).value_or(MemoryFigure{}).bytes);
+        if (o->device != "cpu")  // what it keeps in host RAM (Need::host_bytes): stopping it frees that too
+            if (const auto host = ledger_.reservation("cpu", name))
+                v.also_on.emplace_back("cpu", host->bytes);
         v.priority = rank(options_.policy != Policy::loch            ? config::Priority::interactive
                           : o->borrowed_from_batch && o->active == 0 ? config::Priority::batch
                                                                      : o->cfg->priority);
@@ -263,6 +266,9 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
             r.name = holder;
             r.device = o->device;
             r.bytes = bytes;
+            if (o->device != "cpu")
+                if (const auto host = ledger_.reservation("cpu", holder))
+                    r.also_on.emplace_back("cpu", host->bytes);
             r.priority = v.priority;
             r.held_as = "a running request";
             out.push_back(std::move(r));

@@ -47,7 +47,16 @@ void Broker::begin_load(Model& m, const std::string& device) {
     need.why = m.footprint->detail;
     for (const auto& n : m.footprint->needs)
         if (n.device == device) need = need_on(m, n);
-    begin_load(m, placement_of(device), {need});
+    std::vector<Need> parts = {need};
+    // What it keeps in the host's RAM beside the device, under the same holder (released with it).
+    if (need.host_bytes > 0 && device != "cpu" && ledger_.has_device("cpu")) {
+        Need host;
+        host.device = "cpu";
+        host.bytes = need.host_bytes;
+        host.why = need.host_why;
+        parts.push_back(std::move(host));
+    }
+    begin_load(m, placement_of(device), parts);
 }
 
 // Conversations that survive an eviction: the engine is launched with its folder of saved slots, named by
@@ -80,7 +89,7 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
     std::uint64_t total = 0;
     for (const auto& n : parts) {
         ledger_.reserve(n.device, m.name(), MemoryFigure{n.bytes, n.source, n.why});
-        loading_devices_.insert(n.device);
+        if (n.device == where.device || where.split()) loading_devices_.insert(n.device);  // not a host part
         total += n.bytes;
     }
     m.state = ModelState::loading;
@@ -238,6 +247,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
         ledger_.raise_to_measured(devices[i], m.name(), *fig);
     }
     for (const auto& d : devices) ledger_.mark_loaded(d, m.name());
+    if (m.device != "cpu") ledger_.mark_loaded("cpu", m.name());  // its host part, if any
     ++m.loads_ok;
     m.load_seconds_total += *m.load_s;
     const auto held = ledger_.reservation(m.device, m.name());

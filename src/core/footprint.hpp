@@ -21,6 +21,13 @@ struct Need {
     std::uint32_t layers = 0;  // repeating layers (for the CPU-layers hint)
     Source source = Source::formula;
     std::string why;  // how `bytes` was decided (the reservation rule's candidates)
+    // What the engine also keeps in the host's RAM when it runs on this (discrete) device: components its
+    // flags keep on the CPU (sd.offload_to_cpu, clip_on_cpu, vae_on_cpu). Booked on `cpu` beside `bytes`
+    // under the same holder, and admitted with it: a GPU engine that loads 24 GiB into RAM must not start
+    // beside a CPU model that needs that RAM. 0 on the CPU itself and on unified devices (one pool: in
+    // `bytes`).
+    std::uint64_t host_bytes = 0;
+    std::string host_why;
 };
 
 struct Footprint {

@@ -103,6 +103,10 @@ struct RequestCost {
     std::string largest_tensor_why;  // "decoder: the im2col of a 256-channel 3x3 convolution …"
     // The option changes that bring the largest tensor under `limit` bytes, for the refusal.
     std::function<std::vector<std::string>(std::uint64_t limit)> under_allocation;
+    // What it also takes in the host's RAM while it runs, when the engine is on a discrete device (phases
+    // the flags run on the CPU: sd.vae_on_cpu's decoder, clip_on_cpu's text encoders): booked on `cpu`.
+    std::uint64_t host_bytes = 0;
+    std::string host_why;
 };
 
 // What a sleeping engine holds (Kind::asleep): on its device (CUDA context, graphs) and in host RAM (level

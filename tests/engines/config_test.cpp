@@ -697,3 +697,52 @@ TEST_F(ConfigTest, TheAgentIsOffUnlessConfiguredAndReachableFromOtherMachinesOnl
 
 }  // namespace
 }  // namespace loch::config
+
+namespace loch::config {
+namespace {
+
+// What the sd flags keep in RAM on a discrete GPU is the host's (Need::host_bytes, RequestCost::host_bytes,
+// booked on `cpu`); on an APU it is the device's one pool, in `bytes`. Without the flags nothing is.
+TEST_F(ConfigTest, SdComponentsAndPhasesKeptOnTheCpuAreBookedInHostRamOrInTheApusPool) {
+    write(dir.path() / "bin" / "sd-server", "#!/bin/false\n");
+    ::chmod((dir.path() / "bin" / "sd-server").c_str(), 0755);
+    const test::SynthModel sd({"--diffusion", "sd1.5", "--weights", "zeros"}, "sd15.gguf");
+    const auto entry = [&](const std::string& flags) {
+        return "models:\n  - name: img\n    engine: sd-server\n    path: " + sd.path().string() +
+               "\n    sd: {" + flags + "}\n";
+    };
+    const engines::Placement gpu{"nvidia:0", "cuda", 0, 80 * kGiB};
+    engines::Placement apu{"rocm:0", "rocm", 0, 96 * kGiB};
+    apu.unified = true;
+    const nlohmann::json body = {{"prompt", "a lighthouse"}, {"size", "512x512"}};
+    const auto cost = [&](const Config& c, const engines::Placement& where) {
+        engines::RequestView r;
+        r.body = &body;
+        r.where = &where;
+        return *engines::kind_of(c.models.at(0)).request_cost(c.models.at(0), r);
+    };
+    const std::uint64_t file = fs::file_size(sd.path());
+
+    const Config plain = parse(entry("max_size: 512x512"));
+    const auto& kind = engines::kind_of(plain.models.at(0));
+    EXPECT_EQ(kind.formula(plain, plain.models.at(0), {gpu}).needs.at(0).host_bytes, 0u);
+    EXPECT_EQ(cost(plain, gpu).host_bytes, 0u);
+
+    const Config offloaded = parse(entry("offload_to_cpu: true, vae_on_cpu: true, max_size: 512x512"));
+    const auto on_gpu = kind.formula(offloaded, offloaded.models.at(0), {gpu}).needs.at(0);
+    EXPECT_GE(on_gpu.host_bytes, file * 9 / 10) << "every component's weights stay in RAM";
+    EXPECT_THAT(on_gpu.host_why, HasSubstr("RAM"));
+    const auto on_apu = kind.formula(offloaded, offloaded.models.at(0), {apu}).needs.at(0);
+    EXPECT_EQ(on_apu.host_bytes, 0u);
+    EXPECT_EQ(on_apu.bytes, on_gpu.bytes + on_gpu.host_bytes);  // one pool: the same bytes, on the device
+
+    const auto decode_on_cpu = cost(offloaded, gpu);
+    EXPECT_GT(decode_on_cpu.host_bytes, 64 * kMiB) << "the decoder's compute at 512² runs on the CPU";
+    EXPECT_THAT(decode_on_cpu.host_why, HasSubstr("512x512"));
+    const auto on_apu_cost = cost(offloaded, apu);
+    EXPECT_EQ(on_apu_cost.host_bytes, 0u);
+    EXPECT_EQ(on_apu_cost.bytes, decode_on_cpu.bytes + decode_on_cpu.host_bytes);
+}
+
+}  // namespace
+}  // namespace loch::config

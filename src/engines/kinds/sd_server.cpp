@@ -273,6 +273,16 @@ class SdServerKind final : public Kind {
         const auto p = plan::plan_diffusion(files, opts, asked_w, asked_h);
         RequestCost c;
         c.bytes = p.device_compute;
+        // Phases on the CPU (clip_on_cpu, vae_on_cpu): in host RAM — the device's own pool on an APU.
+        if (gpu && p.host_compute > 0) {
+            if (r.where->unified) {
+                c.bytes += p.host_compute;
+            } else {
+                c.host_bytes = p.host_compute;
+                c.host_why = fmt::format("compute on the CPU at {}x{}: {}", p.width, p.height,
+                                         human_bytes(p.host_compute));
+            }
+        }
         // On a GPU, ggml-cuda's pool stays at its largest after the request ends.
         if (gpu) c.retained_bytes = p.device_pool;
         c.why = fmt::format("compute at {}x{}: {} ({})", p.width, p.height, human_bytes(p.device_compute),
@@ -375,8 +385,10 @@ class SdServerKind final : public Kind {
             // On a GPU the placement flags keep components in RAM, and the CUDA/HIP context comes on top.
             const bool gpu = d.backend != "cpu";
             const auto placed = plan::plan_diffusion(files_of(m), options_of(s, gpu), 64, 64);
+            // Components the flags keep in RAM: the host's (booked on `cpu`), or the APU's one pool.
+            const std::uint64_t host = gpu ? placed.host_weights : 0;
             const std::uint64_t weights =
-                gpu ? placed.device_weights : std::max(files, placed.device_weights);
+                gpu ? placed.device_weights + (d.unified ? host : 0) : std::max(files, placed.device_weights);
             const std::uint64_t kProcess = plan::diffusion_process_bytes(files_of(m), gpu);
             fp.detail = fmt::format("{} {} + {} {} (each request reserves its compute)",
                                     gpu ? "weights on the device" : "component files", human_bytes(weights),
@@ -395,6 +407,10 @@ class SdServerKind final : public Kind {
                 n.why = fp.detail;
             }
             n.bytes += cfg.device(d.device).margin;
+            if (host > 0 && !d.unified) {
+                n.host_bytes = host;
+                n.host_why = fmt::format("components kept in RAM by the sd flags: {}", human_bytes(host));
+            }
             fp.needs.push_back(n);
         }
         return fp;
