@@ -22,6 +22,23 @@ using namespace std::chrono_literals;
 
 constexpr const char* kGpu = "nvidia:0";
 
+// What the fake probe reports: a CUDA card of `total` bytes, and the host's RAM with nothing used.
+inline DeviceSnapshot fake_gpu(std::uint64_t total, int ordinal = 0) {
+    DeviceSnapshot gpu;
+    gpu.id = "nvidia:" + std::to_string(ordinal);
+    gpu.total = {total, Source::measured, "fake"};
+    gpu.backend = "cuda";
+    gpu.ordinal = ordinal;
+    return gpu;
+}
+inline DeviceSnapshot fake_cpu(std::uint64_t total) {
+    DeviceSnapshot cpu;
+    cpu.id = "cpu";
+    cpu.total = {total, Source::measured, "fake"};
+    cpu.used = MemoryFigure{0, Source::measured, "fake"};
+    return cpu;
+}
+
 class BrokerTest : public ::testing::Test {
   protected:
     void add_model(const std::string& name, std::uint64_t bytes,
@@ -44,11 +61,7 @@ class BrokerTest : public ::testing::Test {
 
     void start(BrokerOptions o = {}, std::map<int, std::uint64_t> process_bytes = {},
                std::map<int, std::vector<int>> groups = {}) {
-        DeviceSnapshot gpu;
-        gpu.id = kGpu;
-        gpu.total = {10 * kGiB, Source::measured, "fake"};
-        gpu.backend = "cuda";
-        gpu.ordinal = 0;
+        DeviceSnapshot gpu = fake_gpu(10 * kGiB);
         gpu.process_bytes = std::move(process_bytes);
         start_on({gpu}, o, std::move(groups));
     }

@@ -532,15 +532,8 @@ class SplitByShares : public KindFootprint {
 class BrokerSplitTest : public BrokerTest {
   protected:
     void start_two_cards() {
-        std::vector<DeviceSnapshot> snap;
-        for (int i = 0; i < 2; ++i) {
-            DeviceSnapshot gpu;
-            gpu.id = "nvidia:" + std::to_string(i);
-            gpu.total = {10 * kGiB, Source::measured, "fake"};
-            gpu.backend = "cuda";
-            gpu.ordinal = i;
-            snap.push_back(gpu);
-        }
+        const std::vector<DeviceSnapshot> snap = {test_fixture::fake_gpu(10 * kGiB, 0),
+                                                  test_fixture::fake_gpu(10 * kGiB, 1)};
         for (auto& m : cfg.models)
             if (!m.pinned && m.devices == std::vector<std::string>{kGpu})
                 m.devices.clear();  // add_model's default: every GPU

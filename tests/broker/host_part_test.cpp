@@ -37,16 +37,7 @@ class HostPartTest : public BrokerTest {
         add_model("chat", 16 * kGiB);
         cfg.models.back().devices = {"cpu"};
         footprints = std::make_unique<WithHostPart>(host_part);
-        DeviceSnapshot gpu;
-        gpu.id = kGpu;
-        gpu.total = {40 * kGiB, Source::measured, "fake"};
-        gpu.backend = "cuda";
-        gpu.ordinal = 0;
-        DeviceSnapshot cpu;
-        cpu.id = "cpu";
-        cpu.total = {ram, Source::measured, "fake"};
-        cpu.used = MemoryFigure{0, Source::measured, "fake"};
-        start_on({gpu, cpu}, fast());
+        start_on({fake_gpu(40 * kGiB), fake_cpu(ram)}, fast());
     }
     std::map<std::string, std::uint64_t> reserved(const std::string& holder) {
         auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);

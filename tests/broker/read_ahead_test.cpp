@@ -51,16 +51,7 @@ class ReadAheadTest : public BrokerTest {
         files[name] = file;
     }
     void start_with_host(std::uint64_t host_bytes) {
-        DeviceSnapshot gpu;
-        gpu.id = kGpu;
-        gpu.total = {10 * kGiB, Source::measured, "fake"};
-        gpu.backend = "cuda";
-        gpu.ordinal = 0;
-        DeviceSnapshot cpu;
-        cpu.id = "cpu";
-        cpu.total = {host_bytes, Source::measured, "fake"};
-        cpu.used = MemoryFigure{0, Source::measured, "fake"};
-        start_on({gpu, cpu}, fast());
+        start_on({test_fixture::fake_gpu(10 * kGiB), test_fixture::fake_cpu(host_bytes)}, fast());
     }
     nlohmann::json status() {
         auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
