@@ -105,6 +105,13 @@ struct ExtraPlanFlags {
 // nullopt and `out` filled, or the refusal's text.
 std::optional<std::string> read_extra_plan_flags(const std::vector<std::string>& extra, ExtraPlanFlags& out);
 
+// The chat-completions messages the engine renders for a request on `route`: the chat body's own; an
+// Anthropic Messages body's `system` and messages, a Responses body's `instructions` and `input`, as the
+// pinned llama-server converts them (tools/server/server-chat.cpp) — text only. nullopt for anything the
+// conversion here does not model (tool calls and results, images, reasoning): its callers then skip what
+// they would have used the rendering for (a slot restore, an exact context check), never guess.
+std::optional<nlohmann::json> chat_messages_of(std::string_view route, const nlohmann::json& body);
+
 // A chat body's prompt as the engine renders it (its chat template, POST /apply-template), image parts
 // left out; nullopt when the engine did not answer.
 boost::asio::awaitable<std::optional<std::string>> templated_prompt(boost::asio::any_io_executor ex,

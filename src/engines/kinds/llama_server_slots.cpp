@@ -45,6 +45,23 @@ double ms_field(const nlohmann::json& j, const char* key) {
     return it != t->end() && it->is_number() ? it->get<double>() : 0;
 }
 
+bool blank(const std::string& text) {
+    return text.find_first_not_of(" \n\t") == std::string::npos;
+}
+
+// A message's text: the string, or its first text part (OpenAI's and Anthropic's "text", the Responses
+// API's "input_text" / "output_text").
+std::string first_text(const nlohmann::json& content) {
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array()) return {};
+    for (const auto& part : content) {
+        if (!part.is_object() || !part.contains("text") || !part["text"].is_string()) continue;
+        const auto type = part.value("type", "");
+        if (type == "text" || type == "input_text" || type == "output_text") return part["text"];
+    }
+    return {};
+}
+
 // The text without the BOS token's text and whitespace in front: a slot's detokenized prompt shows the
 // BOS its tokenizer added (a template may or may not write one), and a SentencePiece tokenizer's space
 // prefix as a leading space. After its first token, detokenized text is the text that was tokenized.
@@ -113,8 +130,8 @@ asio::awaitable<std::optional<std::string>> LlamaServerKind::prompt_text(asio::a
                                                                          const RequestView& r) const {
     if (r.body == nullptr || !r.images.empty()) co_return std::nullopt;
     std::optional<std::string> text;
-    if (r.route == "/v1/chat/completions")
-        text = co_await templated_prompt(ex, engine, *r.body);
+    if (const auto chat = chat_messages_of(r.route, *r.body))
+        text = co_await templated_prompt(ex, engine, {{"messages", *chat}});
     else if (r.route == "/v1/completions" && r.body->contains("prompt") && (*r.body)["prompt"].is_string())
         text = (*r.body)["prompt"].get<std::string>();
     if (!text) co_return std::nullopt;
@@ -145,24 +162,29 @@ asio::awaitable<std::optional<RestoredSlot>> LlamaServerKind::restore_slot(asio:
 }
 
 std::string LlamaServerKind::prompt_probe(const RequestView& r) const {
-    // The first text the client sent, trimmed, at most 64 bytes: a template writes it verbatim.
+    // The first text the client sent, trimmed, at most 64 bytes: a template writes it verbatim. Each API
+    // in the order the engine renders it: Anthropic's `system` and the Responses API's `instructions`
+    // become the first (system) message.
     if (r.body == nullptr || !r.body->is_object()) return {};
     const nlohmann::json& b = *r.body;
     std::string first;
-    if (r.route == "/v1/chat/completions" && b.contains("messages") && b["messages"].is_array()) {
-        for (const auto& m : b["messages"]) {
-            if (!m.is_object() || !m.contains("content")) continue;
-            const auto& c = m["content"];
-            if (c.is_string())
-                first = c.get<std::string>();
-            else if (c.is_array())
-                for (const auto& part : c)
-                    if (part.is_object() && part.value("type", "") == "text" && part.contains("text") &&
-                        part["text"].is_string()) {
-                        first = part["text"].get<std::string>();
-                        break;
-                    }
-            if (first.find_first_not_of(" \n\t") != std::string::npos) break;
+    if (r.route == "/v1/chat/completions" || r.route == "/v1/messages") {
+        if (r.route == "/v1/messages" && b.contains("system")) first = first_text(b["system"]);
+        if (blank(first) && b.contains("messages") && b["messages"].is_array())
+            for (const auto& m : b["messages"]) {
+                if (m.is_object() && m.contains("content")) first = first_text(m["content"]);
+                if (!blank(first)) break;
+            }
+    } else if (r.route == "/v1/responses") {
+        if (b.contains("instructions") && b["instructions"].is_string()) first = b["instructions"];
+        if (blank(first) && b.contains("input")) {
+            const auto& in = b["input"];
+            if (in.is_string()) first = in.get<std::string>();
+            if (in.is_array())
+                for (const auto& item : in) {
+                    if (item.is_object() && item.contains("content")) first = first_text(item["content"]);
+                    if (!blank(first)) break;
+                }
         }
     } else if (r.route == "/v1/completions" && b.contains("prompt") && b["prompt"].is_string()) {
         first = b["prompt"].get<std::string>();

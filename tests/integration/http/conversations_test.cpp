@@ -120,6 +120,67 @@ TEST_F(Conversations, AConversationEvictedByAnotherModelIsRestoredNotReReadWhenI
     EXPECT_EQ(events(loch, "slot_restored"), 1u);
 }
 
+// The clients of Anthropic's Messages API and OpenAI's Responses API (Claude Code, the Agents SDK) continue
+// a conversation the same way: the probe and the rendering follow each API (llama_server.hpp:
+// chat_messages_of), and each API's own usage says what the engine took from the restored slot.
+TEST_F(Conversations, AnAnthropicAndAResponsesConversationAreRestoredAfterAnEvictionToo) {
+    LochServer loch(dir.path(), two_models(kSaveSmall));
+    const auto post = [&](const std::string& route, const json& body) {
+        const auto r = loch.post(route, body.dump());
+        EXPECT_EQ(r.status, 200) << r.body;
+        return json::parse(r.body);
+    };
+    const auto evict_chat = [&] {
+        ask(loch, "other", json::array({{{"role", "user"}, {"content", "hello"}}}));
+        wait_stopped(loch, "chat");
+    };
+
+    json messages = json::array({{{"role", "user"}, {"content", long_text("fig")}}});
+    json body = {{"model", "chat"},
+                 {"max_tokens", 8},
+                 {"temperature", 0},
+                 {"system", "Answer briefly."},
+                 {"messages", messages}};
+    const json m1 = post("/v1/messages", body);
+    const auto read1 = m1["usage"]["input_tokens"].get<std::uint64_t>();
+    ASSERT_GT(read1, 1000u) << m1.dump();
+    evict_chat();
+    ASSERT_EQ(events(loch, "slots_saved"), 1u);
+    std::string said;
+    for (const auto& block : m1["content"])
+        if (block["type"] == "text") said += block["text"].get<std::string>();
+    body["messages"].push_back({{"role", "assistant"}, {"content", said}});
+    body["messages"].push_back({{"role", "user"}, {"content", "and then?"}});
+    const json m2 = post("/v1/messages", body);
+    EXPECT_GE(m2["usage"]["cache_read_input_tokens"].get<std::uint64_t>(), read1) << m2["usage"].dump();
+    EXPECT_LT(m2["usage"]["input_tokens"].get<std::uint64_t>(), 100u) << m2["usage"].dump();
+    EXPECT_EQ(events(loch, "slot_restored"), 1u);
+
+    json input = json::array({{{"role", "user"}, {"content", long_text("kiwi")}}});
+    json rbody = {{"model", "chat"},
+                  {"max_output_tokens", 8},
+                  {"temperature", 0},
+                  {"instructions", "Answer briefly."},
+                  {"input", input}};
+    const json r1 = post("/v1/responses", rbody);
+    const auto read2 = r1["usage"]["input_tokens"].get<std::uint64_t>();
+    ASSERT_GT(read2, 1000u) << r1.dump();
+    evict_chat();
+    std::string answered;
+    for (const auto& item : r1["output"])
+        if (item["type"] == "message")
+            for (const auto& part : item["content"])
+                if (part["type"] == "output_text") answered += part["text"].get<std::string>();
+    rbody["input"].push_back({{"type", "message"},
+                              {"role", "assistant"},
+                              {"content", json::array({{{"type", "output_text"}, {"text", answered}}})}});
+    rbody["input"].push_back({{"role", "user"}, {"content", "and then?"}});
+    const json r2 = post("/v1/responses", rbody);
+    EXPECT_GE(r2["usage"]["input_tokens_details"]["cached_tokens"].get<std::uint64_t>(), read2)
+        << r2["usage"].dump();
+    EXPECT_EQ(events(loch, "slot_restored"), 2u);
+}
+
 TEST_F(Conversations, SavedSlotsOutliveLochButNeverGoIntoAnEngineLaunchedWithOtherSettings) {
     const json first = json::array({{{"role", "user"}, {"content", long_text("plum")}}});
     json a1;
