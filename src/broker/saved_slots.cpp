@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/file_identity.hpp"
 #include "core/off_loop.hpp"
 
 namespace loch::broker {
@@ -24,14 +25,6 @@ std::string hex_hash(std::string_view text) {
     std::uint64_t h = 14695981039346656037ull;
     for (const unsigned char c : text) h = (h ^ c) * 1099511628211ull;
     return fmt::format("{:016x}", h);
-}
-
-std::string file_identity(const fs::path& p) {
-    std::error_code ec;
-    if (!fs::is_regular_file(p, ec)) return {};
-    const auto size = fs::file_size(p, ec);
-    const auto mtime = fs::last_write_time(p, ec);
-    return fmt::format("{}|{}|{}", p.string(), ec ? 0 : size, ec ? 0 : mtime.time_since_epoch().count());
 }
 
 std::string joined(const std::vector<std::string>& argv) {

@@ -10,6 +10,7 @@
 
 #include <boost/asio/use_awaitable.hpp>
 
+#include "core/file_identity.hpp"
 #include "engines/kinds/llama_server.hpp"
 #include "engines/process.hpp"
 #include "gguf/reader.hpp"
@@ -101,14 +102,6 @@ std::uint64_t file_size_or_zero(const std::filesystem::path& p) {
     std::error_code ec;
     const auto size = p.empty() ? 0 : std::filesystem::file_size(p, ec);
     return ec ? 0 : size;
-}
-
-// What identifies a file for the cache: path, size and modification time.
-std::string file_identity(const std::filesystem::path& p) {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(p, ec);
-    const auto mtime = std::filesystem::last_write_time(p, ec);
-    return fmt::format("{}|{}|{}", p.string(), ec ? 0 : size, ec ? 0 : mtime.time_since_epoch().count());
 }
 
 // The cache: the same file, flags and engine build give the same answer.
