@@ -210,8 +210,12 @@ void SavedSlots::forget(const std::vector<SavedEntry>& gone) {
     }
 }
 
+bool SavedSlots::saving() const {
+    return cfg_.enabled && cfg_.max_disk > 0 && !root_.empty();
+}
+
 std::optional<fs::path> SavedSlots::folder(const std::vector<std::string>& argv) const {
-    if (!cfg_.enabled || cfg_.max_disk == 0 || root_.empty()) return std::nullopt;
+    if (!saving()) return std::nullopt;
     return root_ / slot_folder(argv);
 }
 
@@ -231,7 +235,7 @@ boost::asio::awaitable<bool> SavedSlots::prepare(std::vector<std::string> argv) 
 }
 
 boost::asio::awaitable<bool> SavedSlots::may_save(std::string key) {
-    if (!cfg_.enabled || cfg_.max_disk == 0 || root_.empty()) co_return false;
+    if (!saving()) co_return false;
     co_return co_await core::off_loop(work_, [dir = root_ / key]() {
         struct statvfs st {};
         if (::statvfs(dir.c_str(), &st) != 0) return false;

@@ -91,6 +91,7 @@ class SavedSlots {
     nlohmann::json status() const;
 
   private:
+    bool saving() const;  // on, with a disk limit and a folder
     void forget(const std::vector<SavedEntry>& gone);
     void remember(std::vector<SavedEntry> fresh);
 
