@@ -105,7 +105,9 @@ void count_message_content(const nlohmann::json& content, OpenAIRequest& r,
         if (!part.is_object()) bad("a content part must be an object");
         auto t = part.find("text");
         if (t != part.end() && t->is_string()) r.prompt_bytes += t->get_ref<const std::string&>().size();
-        if (r.endpoint != Endpoint::chat_completions || part.value("type", "") != "image_url") continue;
+        const auto type = part.find("type");
+        if (type != part.end() && !type->is_string()) bad("a content part's 'type' must be a string");
+        if (r.endpoint != Endpoint::chat_completions || type == part.end() || *type != "image_url") continue;
         const std::string at = fmt::format("{}[{}].image_url", where, i);
         const auto u = part.find("image_url");
         const nlohmann::json* url = u == part.end()                        ? nullptr

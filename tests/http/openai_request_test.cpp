@@ -67,6 +67,14 @@ TEST(OpenAIRequest, BadBodiesNameTheProblem) {
               std::string::npos);
     EXPECT_NE(error_of(Endpoint::completions, R"({"model":"m","prompt":[[[[1]]]]})").find("nested"),
               std::string::npos);
+    // A part's type that is not a string is the client's 400 on every chat API (the fuzzer's find: it threw).
+    for (const auto e : {Endpoint::chat_completions, Endpoint::anthropic_messages})
+        EXPECT_NE(
+            error_of(
+                e,
+                R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":[{"type":{"url":"x"}}]}]})")
+                .find("'type' must be a string"),
+            std::string::npos);
 }
 
 // The prompt shapes llama-server accepts pass; every other shape is loch's 400, not the engine's.

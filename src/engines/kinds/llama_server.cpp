@@ -182,6 +182,11 @@ std::optional<RequestCost> LlamaServerKind::request_cost(const config::ModelConf
     return c;
 }
 
+std::string type_of(const nlohmann::json& part) {
+    const auto t = part.is_object() ? part.find("type") : part.end();
+    return part.is_object() && t != part.end() && t->is_string() ? t->get<std::string>() : std::string();
+}
+
 namespace {
 
 // One message of text parts: a string, or parts whose types are all in `text_types` (as OpenAI "text" parts).
@@ -192,7 +197,7 @@ std::optional<nlohmann::json> text_content(const nlohmann::json& content,
     nlohmann::json parts = nlohmann::json::array();
     for (const auto& part : content) {
         if (!part.is_object() || !part.contains("text") || !part["text"].is_string()) return std::nullopt;
-        const auto type = part.value("type", "");
+        const auto type = type_of(part);
         if (std::find(text_types.begin(), text_types.end(), type) == text_types.end()) return std::nullopt;
         parts.push_back({{"type", "text"}, {"text", part["text"]}});
     }
@@ -209,7 +214,7 @@ std::optional<nlohmann::json> anthropic_messages(const nlohmann::json& b) {
             system = b["system"].get<std::string>();
         } else if (b["system"].is_array()) {
             for (const auto& block : b["system"])
-                if (block.is_object() && block.value("type", "") == "text" && block.contains("text") &&
+                if (block.is_object() && type_of(block) == "text" && block.contains("text") &&
                     block["text"].is_string())
                     system += block["text"].get<std::string>();
         } else {
@@ -284,8 +289,7 @@ asio::awaitable<std::optional<std::string>> templated_prompt(asio::any_io_execut
         if (m.is_object() && m.contains("content") && m["content"].is_array()) {
             nlohmann::json kept = nlohmann::json::array();
             for (auto& part : m["content"])
-                if (!part.is_object() || part.value("type", "") != "image_url")
-                    kept.push_back(std::move(part));
+                if (!part.is_object() || type_of(part) != "image_url") kept.push_back(std::move(part));
             m["content"] = std::move(kept);
         }
     nlohmann::json tpl = {{"messages", std::move(messages_text)}};

@@ -105,6 +105,10 @@ struct ExtraPlanFlags {
 // nullopt and `out` filled, or the refusal's text.
 std::optional<std::string> read_extra_plan_flags(const std::vector<std::string>& extra, ExtraPlanFlags& out);
 
+// A content part's or block's "type", "" when it has none or it is not a string (a client's body: never a
+// throw).
+std::string type_of(const nlohmann::json& part);
+
 // The chat-completions messages the engine renders for a request on `route`: the chat body's own; an
 // Anthropic Messages body's `system` and messages, a Responses body's `instructions` and `input`, as the
 // pinned llama-server converts them (tools/server/server-chat.cpp) — text only. nullopt for anything the

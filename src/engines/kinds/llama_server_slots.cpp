@@ -56,7 +56,7 @@ std::string first_text(const nlohmann::json& content) {
     if (!content.is_array()) return {};
     for (const auto& part : content) {
         if (!part.is_object() || !part.contains("text") || !part["text"].is_string()) continue;
-        const auto type = part.value("type", "");
+        const auto type = type_of(part);
         if (type == "text" || type == "input_text" || type == "output_text") return part["text"];
     }
     return {};
