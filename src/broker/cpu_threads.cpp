@@ -37,8 +37,14 @@ std::uint32_t cpus_loch_may_use(const devices::Sysroot& root) {
 }
 
 std::optional<std::uint32_t> Broker::cpu_threads_of(const Model& m) const {
-    if (m.device != "cpu") return std::nullopt;
-    const auto t = m.kind->cpu_threads(*m.cfg, cpu_cores_);
+    if (m.device.empty()) return std::nullopt;  // not placed: not running
+    // On a GPU too, where its settings keep work on the CPU (partial offload, sd's CPU phases).
+    std::uint32_t layers = 0;
+    if (m.footprint)
+        for (const auto& n : m.footprint->needs)
+            if (n.device == m.device) layers = n.layers;
+    const auto where = m.device == "cpu" ? engines::Placement{} : m.where;
+    const auto t = m.kind->cpu_threads(*m.cfg, where, cpu_cores_, layers);
     return t ? std::optional(std::min(*t, cpu_cores_)) : std::nullopt;
 }
 

@@ -201,11 +201,14 @@ class Kind : public config::KindSchema {
                                                std::uint32_t level) const;
     virtual boost::asio::awaitable<bool> wake(boost::asio::any_io_executor ex, const EngineAddress& engine,
                                               std::uint32_t level) const;
-    // The threads the engine computes with when it runs on a CPU of `cores` cores: its setting, else its own
-    // default. nullopt = unknown (a command engine): the broker does not count it. Engines on the CPU
-    // compute side by side only while their threads fit in its cores (docs/broker.md).
-    virtual std::optional<std::uint32_t> cpu_threads(const config::ModelConfig&,
-                                                     std::uint32_t /*cores*/) const {
+    // The threads the engine computes with on the CPU (of `cores` cores) when it runs at `where`: on the CPU
+    // its setting, else its own default; on a GPU only where its settings keep work on the CPU (llama.cpp's
+    // layers or experts left there, sd's text encoders or decoder placed there). `layers`: the model's
+    // repeating layers, 0 when unknown. nullopt = none, or unknown (a command engine): not counted. Engines
+    // compute on the CPU side by side only while their threads fit in its cores (docs/broker.md).
+    virtual std::optional<std::uint32_t> cpu_threads(const config::ModelConfig&, const Placement& /*where*/,
+                                                     std::uint32_t /*cores*/,
+                                                     std::uint32_t /*layers*/) const {
         return std::nullopt;
     }
     // Slot files. Whether this kind can save and restore this model's slots (false: none of the calls

@@ -12,7 +12,10 @@ namespace {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using test_fixture::BrokerTest;
+using test_fixture::fake_cpu;
+using test_fixture::fake_gpu;
 using test_fixture::fast;
+using test_fixture::kGpu;
 
 // 1 GiB on whatever device it is asked for: the test is about threads, not memory.
 struct OneGiB : FootprintSource {
@@ -48,6 +51,21 @@ class CpuThreadsTest : public BrokerTest {
         m.priority = prio;
         m.keep_alive.reset();
         cfg.models.push_back(m);
+    }
+    // A llama-server model on the GPU; `ngl`: its -ngl (unset: every layer on the GPU).
+    void add_gpu_model(const std::string& name, std::optional<int> ngl) {
+        add_cpu_model(name, 2);
+        auto a = std::make_shared<engines::LlamaArgs>(engines::llama_args(cfg.models.back()));
+        a->n_gpu_layers = ngl;
+        cfg.models.back().settings = a;
+        cfg.models.back().devices = {kGpu};
+    }
+    void start_gpu_and_cpu() {
+        footprints = std::make_unique<OneGiB>();
+        cfg.programs["llama-server"] = "/bin/true";
+        auto o = fast();
+        o.cpu_cores = 2;
+        start_on({fake_gpu(80 * kGiB), fake_cpu(64 * kGiB)}, o);
     }
     void start_cpu(Policy policy = Policy::loch) {
         footprints = std::make_unique<OneGiB>();
@@ -113,6 +131,28 @@ TEST_F(CpuThreadsTest, APersonsRequestDoesNotWaitForBatchWorkButTheBatchsNextIte
     EXPECT_NE(next.wait_for(0s), std::future_status::ready) << "the next batch item waits for the person";
     person.release();
     ASSERT_TRUE(settle(next));
+}
+
+// A GPU engine with layers left on the CPU (-ngl below all of them) computes them with its threads: a CPU
+// engine waits for it as for another CPU engine. Fully offloaded, it leaves the cores alone.
+TEST_F(CpuThreadsTest, AGpuEngineWithLayersOnTheCpuCountsAndAFullyOffloadedOneDoesNot) {
+    add_gpu_model("partial", 10);
+    add_gpu_model("offloaded", std::nullopt);
+    add_cpu_model("chat", 2);
+    start_gpu_and_cpu();
+    {
+        Lease computing = running("partial");
+        auto chat = acquire("chat");
+        run_for(300ms);
+        EXPECT_NE(chat.wait_for(0s), std::future_status::ready) << "2 + 2 threads on 2 cores";
+        EXPECT_NE(waiting_reason().find("'partial'"), std::string::npos) << waiting_reason();
+        computing.release();
+        ASSERT_TRUE(settle(chat));
+        chat.get().release();
+    }
+    Lease computing = running("offloaded");
+    auto chat = acquire("chat");
+    ASSERT_TRUE(settle(chat)) << "every layer on the GPU: the CPU is free";
 }
 
 TEST_F(CpuThreadsTest, EnginesWhoseThreadsAddUpToTheCoresComputeSideBySide) {

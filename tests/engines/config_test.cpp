@@ -742,6 +742,12 @@ TEST_F(ConfigTest, SdComponentsAndPhasesKeptOnTheCpuAreBookedInHostRamOrInTheApu
     const auto on_apu_cost = cost(offloaded, apu);
     EXPECT_EQ(on_apu_cost.host_bytes, 0u);
     EXPECT_EQ(on_apu_cost.bytes, decode_on_cpu.bytes + decode_on_cpu.host_bytes);
+
+    // The CPU computes the phases placed there with the engine's threads; offload_to_cpu moves weights only.
+    EXPECT_EQ(kind.cpu_threads(plain.models.at(0), gpu, 8, 0), std::nullopt);
+    EXPECT_EQ(kind.cpu_threads(parse(entry("offload_to_cpu: true")).models.at(0), gpu, 8, 0), std::nullopt);
+    EXPECT_EQ(kind.cpu_threads(offloaded.models.at(0), gpu, 8, 0), 8u);
+    EXPECT_EQ(kind.cpu_threads(parse(entry("threads: 2")).models.at(0), engines::Placement{}, 8, 0), 2u);
 }
 
 }  // namespace

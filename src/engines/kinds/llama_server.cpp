@@ -279,6 +279,24 @@ std::optional<nlohmann::json> chat_messages_of(std::string_view route, const nlo
     return std::nullopt;
 }
 
+std::optional<std::uint32_t> LlamaServerKind::cpu_threads(const config::ModelConfig& model,
+                                                          const Placement& where, std::uint32_t cores,
+                                                          std::uint32_t layers) const {
+    const auto& a = llama_args(model);
+    const std::uint32_t threads = a.threads.value_or(cores);
+    if (where.backend == "cpu") return threads;
+    // On a GPU the CPU computes what the settings leave there: experts or tensors kept on the CPU, or
+    // layers beyond -ngl (n_layer + 1 puts the output layer on the GPU too; with the layers unknown, any
+    // -ngl below "all" counts).
+    ExtraPlanFlags x;
+    const bool tensors_on_cpu = !read_extra_plan_flags(a.extra, x) &&
+                                (x.cpu_moe || x.n_cpu_moe > 0 || !x.cpu_tensor_patterns.empty());
+    const bool layers_on_cpu = a.n_gpu_layers && *a.n_gpu_layers < kAllLayers &&
+                               (layers == 0 || *a.n_gpu_layers <= static_cast<int>(layers));
+    if (tensors_on_cpu || layers_on_cpu) return threads;
+    return std::nullopt;
+}
+
 asio::awaitable<std::optional<std::string>> templated_prompt(asio::any_io_executor ex,
                                                              const EngineAddress& engine,
                                                              const nlohmann::json& body) {

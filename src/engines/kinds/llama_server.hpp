@@ -170,10 +170,8 @@ class LlamaServerKind final : public Kind {
     // Slot files (llama_server_slots.cpp): --slot-save-path, GET /slots, POST /slots/{id}?action=….
     bool keeps_slot_files(const config::ModelConfig& model) const override;
     // -t, else llama.cpp's default: the physical cores (counted as every core the broker may use).
-    std::optional<std::uint32_t> cpu_threads(const config::ModelConfig& model,
-                                             std::uint32_t cores) const override {
-        return llama_args(model).threads.value_or(cores);
-    }
+    std::optional<std::uint32_t> cpu_threads(const config::ModelConfig& model, const Placement& where,
+                                             std::uint32_t cores, std::uint32_t layers) const override;
     void launch_with_slot_files(const std::filesystem::path& folder, EngineSpec& spec) const override;
     boost::asio::awaitable<std::vector<SavedSlot>> save_slots(boost::asio::any_io_executor ex,
                                                               const EngineAddress& engine, std::string prefix,

@@ -158,10 +158,12 @@ class SdServerKind final : public Kind {
     std::string_view name() const override { return "sd-server"; }
     std::string program() const override { return "sd-server"; }
     bool needs_path() const override { return true; }
-    std::optional<std::uint32_t> cpu_threads(const config::ModelConfig& m,
-                                             std::uint32_t cores) const override {
-        const auto t = sd_settings(m).threads;
-        return t ? t : cores;  // -t, else the engine's default
+    std::optional<std::uint32_t> cpu_threads(const config::ModelConfig& m, const Placement& where,
+                                             std::uint32_t cores, std::uint32_t) const override {
+        const auto& s = sd_settings(m);
+        // On a GPU the CPU computes the phases the flags put there (offload_to_cpu only moves weights).
+        if (where.backend != "cpu" && !s.opts.clip_on_cpu && !s.opts.vae_on_cpu) return std::nullopt;
+        return s.threads ? s.threads : cores;  // -t, else the engine's default
     }
     std::unique_ptr<config::KindSettings> initial_settings() const override {
         return std::make_unique<SdSettings>();

@@ -83,8 +83,9 @@ class WhisperServerKind final : public Kind {
     std::string_view name() const override { return "whisper-server"; }
     std::string program() const override { return "whisper-server"; }
     bool needs_path() const override { return true; }
-    std::optional<std::uint32_t> cpu_threads(const config::ModelConfig& m,
-                                             std::uint32_t cores) const override {
+    std::optional<std::uint32_t> cpu_threads(const config::ModelConfig& m, const Placement& where,
+                                             std::uint32_t cores, std::uint32_t) const override {
+        if (where.backend != "cpu") return std::nullopt;  // the encoder and decoder run on the GPU
         const auto t = whisper_settings(m).threads;
         return t ? t : std::min<std::uint32_t>(4, cores);  // -t, else the engine's default
     }
