@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A swap against its floor (issue 33; docs/performance.md). The floor: the pinned llama-server started alone
 # with the argv loch gives it, its weights already in the page cache, from exec to the answer of a one-token
-# request (process start, backend init, reading the file, the copy to the device, warm-up, the first token).
+# request (process start, backend init, reading the file, the copy to the device, the first token; and the
+# same with the engine's warm-up, which loch skips: --no-warmup).
 # Against it, through `loch serve` with two models on a budget that holds one (`other` is booked at
 # OTHER_MEMORY): request → first token for `chat` while `other` holds the device (the whole swap: stopping
 # other, starting chat), and for `chat` evicted earlier with the device already free. Medians of ROUNDS.
@@ -50,9 +51,10 @@ import json, subprocess, sys, time, urllib.request
 rounds, log, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 port = 18492
 argv[argv.index("--port") + 1] = str(port)
-for _ in range(rounds):
+# Each round: loch's argv (without the engine's warm-up: --no-warmup), then the same with the warm-up.
+def once(args):
     t0 = time.monotonic()
-    p = subprocess.Popen(argv, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    p = subprocess.Popen(args, stdout=open(log, "w"), stderr=subprocess.STDOUT)
     while True:
         try:
             if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).status == 200: break
@@ -62,14 +64,21 @@ for _ in range(rounds):
                                  json.dumps({"prompt": "Hello", "max_tokens": 1}).encode(),
                                  {"Content-Type": "application/json"})
     urllib.request.urlopen(req, timeout=600).read()
-    print(round(time.monotonic() - t0, 4), flush=True)
+    took = time.monotonic() - t0
     p.terminate(); p.wait()
+    return took
+warm = [a for a in argv if a != "--no-warmup"]
+for _ in range(rounds):
+    print(round(once(argv), 4), round(once(warm), 4), flush=True)
 PY
 )
+warmup=()
+for i in "${!floor[@]}"; do read -r f w <<< "${floor[$i]}"; floor[$i]=$f; warmup+=("$w"); done
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-F=$(med "${floor[@]}"); S=$(med "${swap[@]}"); C=$(med "${cold[@]}")
+F=$(med "${floor[@]}"); S=$(med "${swap[@]}"); C=$(med "${cold[@]}"); WU=$(med "${warmup[@]}")
 echo "swap floor on $DEVICE ($(date -u +%F), model: ${MODEL_ARGS[*]}), medians of $ROUNDS:"
 echo "  floor (llama-server alone, page cache warm, exec → first token): ${F} s   [${floor[*]}]"
+echo "  the same with the engine's warm-up (what loch passed before):   ${WU} s   [${warmup[*]}]"
 echo "  loch, evicted model, device free (request → first token):       ${C} s   [${cold[*]}]"
 echo "  loch, swap while another model holds the device:               ${S} s   [${swap[*]}]"
 python3 -c "print('  ratios to the floor: evicted %.2fx, swap %.2fx (goal <= 1.5x)' % ($C / $F, $S / $F))"

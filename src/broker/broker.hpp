@@ -158,6 +158,11 @@ class Broker {
     // Called (posted, on the loop) when an interactive request queues or is granted while batch requests
     // hold slots: the runner preempts at once rather than at its next pass.
     void on_interactive_arrival(std::function<void()> f) { interactive_arrival_ = std::move(f); }
+    // Called on the loop right before an engine is told to stop (SIGTERM): the proxy closes its idle
+    // keep-alive connections to it, which would hold llama-server's exit by ~0.1 s.
+    void on_engine_stopping(std::function<void(const engines::EngineAddress&)> f) {
+        engine_stopping_ = std::move(f);
+    }
 
     // Throws broker::Error: model_not_found, context_length_exceeded (max_tokens can never fit the slot
     // context: refused before any engine starts), insufficient_memory, queue_full, queue_timeout,
@@ -273,6 +278,7 @@ class Broker {
     std::optional<std::string> interactive_wants(const Model& m) const;
     void note_interactive_arrival();  // tells on_interactive_arrival's callback when batch work runs
     std::function<void()> interactive_arrival_;
+    std::function<void(const engines::EngineAddress&)> engine_stopping_;
     std::uint32_t batch_active_ = 0;  // batch requests holding slots, over all models
     void pump();
     void fail_waiters(const Model& m, const Error& e);

@@ -275,18 +275,23 @@ void Broker::begin_stop(Model& m, std::string why, bool keep_conversations) {
     m.state = ModelState::stopping;
     m.stop_reason = std::move(why);
     auto engine = m.engine;
+    auto alive = alive_;
+    // The proxy's idle connections to it go first: they would hold the engine's exit.
+    const auto stop = [this, alive, engine]() -> asio::awaitable<void> {
+        if (*alive && engine_stopping_)
+            engine_stopping_({engine->host(), engine->port(), engine->spec().api_key});
+        co_await engine->stop();
+    };
     if (!save) {
-        asio::co_spawn(
-            ex_, [engine]() -> asio::awaitable<void> { co_await engine->stop(); }, asio::detached);
+        asio::co_spawn(ex_, stop, asio::detached);  // (the callable: co_spawn keeps it alive)
         return;
     }
     // Its memory stays booked while the engine writes its slots (the state is `stopping`).
-    auto alive = alive_;
     asio::co_spawn(
         ex_,
-        [this, alive, &m, engine]() -> asio::awaitable<void> {
+        [this, alive, &m, engine, stop]() -> asio::awaitable<void> {
             if (co_await saved_slots_.may_save(m.slot_key) && *alive) co_await save_slots(m, engine);
-            co_await engine->stop();
+            co_await stop();
         },
         asio::detached);
 }

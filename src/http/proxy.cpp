@@ -561,7 +561,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         boost::system::error_code aec;
         const tcp::endpoint engine_ep(asio::ip::make_address(lease.host(), aec), lease.port());
         // The engine run's secret is in the key: a restarted engine never gets an old run's socket.
-        const std::string pool_key = fmt::format("{}#{}", engine_ep.port(), lease.address().api_key);
+        const std::string pool_key = upstream_key(engine_ep.port(), lease.address().api_key);
         RelayBuffers& buffers = call.conn->relay_buffers();
         beast::flat_buffer& ubuf = buffers.upstream;
         ubuf.clear();

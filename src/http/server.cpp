@@ -176,6 +176,9 @@ Server::Server(asio::any_io_executor ex, broker::Broker& broker, ServerOptions o
       alive_(std::make_shared<bool>(true)) {
     // Request ids unique across restarts: a random prefix per run, then a counter.
     id_prefix_ = fmt::format("{:06x}-", std::random_device{}() & 0xffffff);
+    // An engine about to stop loses its idle keep-alive connections first (http/upstream_pool.hpp: drop).
+    broker_.on_engine_stopping(
+        [this](const engines::EngineAddress& a) { pool_.drop(upstream_key(a.port, a.api_key)); });
 }
 
 std::string Server::next_request_id() {
@@ -189,6 +192,7 @@ std::string Server::next_request_id() {
 
 Server::~Server() {
     *alive_ = false;
+    broker_.on_engine_stopping(nullptr);
 }
 
 std::uint16_t Server::listen() {

@@ -148,6 +148,18 @@ void UpstreamPool::give_back(const std::string& key, std::shared_ptr<beast::tcp_
     arm_sweep();
 }
 
+std::string upstream_key(unsigned short port, const std::string& secret) {
+    return std::to_string(port) + "#" + secret;
+}
+
+void UpstreamPool::drop(const std::string& key) {
+    const auto it = idle_.find(key);
+    if (it == idle_.end()) return;
+    for (auto& i : it->second) close_stream(*i.stream);
+    idle_.erase(it);
+    closes_after_streams_.erase(key);
+}
+
 void UpstreamPool::close() {
     closed_ = true;
     for (auto& [key, q] : idle_)

@@ -38,6 +38,9 @@
 
 namespace loch::http {
 
+// The pool's key for an engine run: its port and the run's secret (a restarted engine never shares a key).
+std::string upstream_key(unsigned short port, const std::string& secret);
+
 class UpstreamPool {
   public:
     struct Options {
@@ -91,6 +94,10 @@ class UpstreamPool {
                    bool after_stream = false);
     // Shutdown: closes every idle connection and keeps none from now on.
     void close();
+    // The engine of `key` is about to be stopped: its idle connections are closed first. llama-server's
+    // keep-alive threads otherwise hold its exit after SIGTERM by ~110 ms (measured: 0.12 s with one idle
+    // connection open, 0.013 s without) — time every swap waits.
+    void drop(const std::string& key);
 
     std::size_t idle_count() const;
     std::size_t connects() const { return connects_; }  // new connections made (tests, bench)

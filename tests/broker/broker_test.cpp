@@ -655,3 +655,29 @@ TEST_F(BrokerSplitTest, ASplitThatCanNeverFitIsRefusedWithEachDevicesNeedAndCapa
 
 }  // namespace
 }  // namespace loch::broker
+
+namespace loch::broker::test_fixture {
+
+// Before an engine is told to stop, the proxy is told (to close its idle keep-alive connections to it,
+// which hold llama-server's exit by ~0.1 s): with that engine's address and secret, before its stop.
+TEST_F(BrokerTest, TheProxyIsToldBeforeAnEngineIsStoppedWithItsAddress) {
+    add_model("a", 6 * kGiB);
+    add_model("b", 6 * kGiB);
+    start(fast());
+    std::vector<std::pair<std::uint16_t, int>> told;  // port, the engine's stop calls by then
+    broker->on_engine_stopping([&](const engines::EngineAddress& at) {
+        const auto& a = fake->of("a");
+        told.emplace_back(at.port, a.empty() ? -1 : a[0]->stop_calls);
+        EXPECT_EQ(at.api_key, a.empty() ? "" : a[0]->spec().api_key);
+    });
+    running("a").release();
+    running("b").release();  // evicts a
+    ASSERT_EQ(fake->of("a").size(), 1u);
+    ASSERT_EQ(told.size(), 1u);
+    EXPECT_EQ(told[0].first, fake->of("a")[0]->port());
+    EXPECT_EQ(told[0].second, 0) << "told before the stop";
+    EXPECT_EQ(fake->of("a")[0]->stop_calls, 1);
+    broker->on_engine_stopping(nullptr);  // `told` goes with this scope; the shutdown stops b
+}
+
+}  // namespace loch::broker::test_fixture

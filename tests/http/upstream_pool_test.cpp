@@ -43,7 +43,10 @@ struct FakeEngine {
         for (;;) {
             bhttp::request<bhttp::string_body> req;
             auto [ec, n] = co_await bhttp::async_read(s, buf, req, tok);
-            if (ec) co_return;
+            if (ec) {
+                ++closed_by_loch;  // the pool closed it (or gave up on it)
+                co_return;
+            }
             if (++requests == drop_request || id <= dead_up_to) {
                 s.close();
                 co_return;
@@ -62,7 +65,7 @@ struct FakeEngine {
     }
     tcp::endpoint endpoint() const { return acceptor.local_endpoint(); }
     tcp::acceptor acceptor;
-    int connections = 0, requests = 0, drop_request = -1;
+    int connections = 0, requests = 0, drop_request = -1, closed_by_loch = 0;
     bool close_after_answer = false;  // an engine whose keep-alive ran out right after an answer
     int dead_up_to = 0;               // connections 1..dead_up_to drop every request unanswered
 };
@@ -260,6 +263,27 @@ TEST(UpstreamPool, IdleConnectionsTimeOutAndTheSweepStops) {
         t.expires_after(300ms);
         co_await t.async_wait(asio::use_awaitable);
         EXPECT_EQ(pool.idle_count(), 0u);
+    });
+}
+
+// An engine about to be stopped loses its idle connections at once (its keep-alive threads would hold its
+// exit); another engine's stay.
+TEST(UpstreamPool, DroppingAnEnginesKeyClosesItsIdleConnectionsOnly) {
+    asio::io_context ioc;
+    FakeEngine stopping(ioc), staying(ioc);
+    UpstreamPool pool(ioc.get_executor());
+    run(ioc, [&]() -> asio::awaitable<void> {
+        const auto key = loch::http::upstream_key(stopping.endpoint().port(), "run-1");
+        EXPECT_EQ(co_await one(pool, key, stopping.endpoint()), 200);
+        EXPECT_EQ(co_await one(pool, "other#run", staying.endpoint()), 200);
+        EXPECT_EQ(pool.idle_count(), 2u);
+        pool.drop(key);
+        EXPECT_EQ(pool.idle_count(), 1u);
+        asio::steady_timer t(co_await asio::this_coro::executor);
+        t.expires_after(50ms);
+        co_await t.async_wait(asio::use_awaitable);
+        EXPECT_EQ(stopping.closed_by_loch, 1) << "the engine saw its connection closed";
+        EXPECT_EQ(staying.closed_by_loch, 0);
     });
 }
 
