@@ -99,3 +99,40 @@ TEST(LlamaPromptCache, BookedOnTheCpuAndOnAnApuNotOnADiscreteGpu) {
 
 }  // namespace
 }  // namespace loch::engines
+
+namespace loch::engines {
+namespace {
+
+// Partial offload: what -ngl leaves on the CPU (the layers' weights, their KV, the CPU buffers) is the host
+// RAM part of the GPU's need (Need::host_bytes, booked on `cpu`), and grows as fewer layers go to the GPU;
+// fully offloaded there is none; on an APU the same bytes join the device's own need (one pool).
+TEST(LlamaPartialOffload, TheLayersLeftOnTheCpuAreTheNeedsHostPart) {
+    test::SynthModel file({"--preset", "llama-3.1-8b"});
+    config::Config cfg;
+    const LlamaServerKind kind;
+    const Placement gpu{"nvidia:0", "cuda", 0, 80 * kGiB};
+    const auto with_ngl = [&](std::optional<int> ngl) {
+        auto model = model_at(file.path());
+        auto a = std::make_shared<LlamaArgs>(llama_args(model));
+        a->n_gpu_layers = ngl;
+        model.settings = a;
+        return model;
+    };
+    const Need all = kind.formula(cfg, with_ngl(std::nullopt), {gpu}).needs.at(0);
+    EXPECT_EQ(all.host_bytes, 0u);
+    const Need half = kind.formula(cfg, with_ngl(16), {gpu}).needs.at(0);
+    const Need quarter = kind.formula(cfg, with_ngl(8), {gpu}).needs.at(0);
+    EXPECT_GT(half.host_bytes, 0.35 * double(all.weights_bytes)) << half.host_why;
+    EXPECT_GT(quarter.host_bytes, half.host_bytes);
+    EXPECT_LT(quarter.bytes, half.bytes);  // and the GPU's part shrinks
+    EXPECT_NE(half.host_why.find("16 of 33 layers"), std::string::npos) << half.host_why;
+
+    Placement apu{"rocm:0", "rocm", 0, 96 * kGiB};
+    apu.unified = true;
+    const Need on_apu = kind.formula(cfg, with_ngl(16), {apu}).needs.at(0);
+    EXPECT_EQ(on_apu.host_bytes, 0u);
+    EXPECT_GE(on_apu.bytes, half.bytes + half.host_bytes - 64 * kMiB) << on_apu.why;
+}
+
+}  // namespace
+}  // namespace loch::engines

@@ -67,6 +67,12 @@ struct Planned {
     MemoryFigure total;
     std::uint64_t weights = 0, kv = 0;
     std::uint32_t layers = 0;
+    // On a GPU with work left on the CPU (layers beyond -ngl, experts or tensors kept there): what the
+    // plan puts in host RAM — the CPU layers' mapped weights, their repacked copy, their KV, the CPU
+    // compute and output buffers. 0 when everything is on the GPU (then the host holds only the token
+    // embeddings' mapped rows it reads and small buffers).
+    std::uint64_t host = 0;
+    std::string host_detail;
 };
 
 // The plan's figures for the device the plan was made for (llama_plan_settings(model, where)).
@@ -91,6 +97,17 @@ std::optional<Planned> planned_for(const gguf::Model& m, const config::ModelConf
         out.weights = dp->weights.bytes + dp->repack.bytes;
         out.kv = dp->kv.bytes;
         out.layers = p.shape.n_layer;
+        const bool tensors_on_cpu = p.settings.n_cpu_moe > 0 || !p.settings.cpu_tensor_patterns.empty();
+        if (const auto* cpu = p.find("cpu");
+            cpu && where.backend != "cpu" && (p.layers_offloaded < p.layers_offloadable || tensors_on_cpu)) {
+            out.host = cpu->total();
+            out.host_detail = fmt::format(
+                "{} of {} layers on the GPU{}: in host RAM weights {} + repack {} + KV {} + compute {} + "
+                "output {}",
+                p.layers_offloaded, p.layers_offloadable, tensors_on_cpu ? ", tensors kept on the CPU" : "",
+                human_bytes(cpu->weights.bytes), human_bytes(cpu->repack.bytes), human_bytes(cpu->kv.bytes),
+                human_bytes(cpu->compute.bytes), human_bytes(cpu->output.bytes));
+        }
         return out;
     } catch (const std::exception& e) {
         *why = e.what();
@@ -220,6 +237,15 @@ Footprint LlamaServerKind::formula(const config::Config& cfg, const config::Mode
             n.layers = pl->layers;
             n.bytes = pl->total.bytes;
             n.why = pl->total.detail;
+            // Partial offload: the host's part is booked on `cpu` (Need::host_bytes); on an APU it is the
+            // same pool as the device's.
+            if (pl->host > 0 && d.unified) {
+                n.bytes += pl->host;
+                n.why += " + " + pl->host_detail;
+            } else if (pl->host > 0) {
+                n.host_bytes = pl->host;
+                n.host_why = pl->host_detail;
+            }
         } else {
             n.weights_bytes = size;
             n.bytes = size;
