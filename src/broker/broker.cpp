@@ -673,6 +673,9 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                 if (n.device == d.refusal.device) {
                     details["need_source"] = to_string(n.source);
                     details["need_detail"] = n.why;
+                } else if (d.refusal.device == "cpu" && n.host_bytes == d.refusal.need) {  // its host part
+                    details["need_source"] = to_string(Source::formula);
+                    details["need_detail"] = "in host RAM beside " + n.device + ": " + n.host_why;
                 }
             std::string vulkan;
             if (const auto* lim = ledger_.limits(d.refusal.device); lim && lim->backend_bound) {

@@ -81,6 +81,8 @@ TEST_F(HostPartTest, AGpuModelWhoseRamPartCanNeverFitIsRefusedWithTheHostsNumber
     ASSERT_TRUE(e);
     EXPECT_EQ(e->kind(), ErrorKind::insufficient_memory) << e->what();
     EXPECT_NE(std::string(e->what()).find("cpu"), std::string::npos) << e->what();
+    EXPECT_EQ(e->details()["need_bytes"], 48 * kGiB) << e->details().dump();
+    EXPECT_NE(e->details()["need_detail"].get<std::string>().find("beside nvidia:0"), std::string::npos);
     EXPECT_TRUE(fake->of("flux").empty()) << "nothing started";
 }
 
