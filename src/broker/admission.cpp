@@ -419,9 +419,10 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
         d.refusal.would_help = what_would_help(*closest, cap);
         if (closest->device == "cpu" && !closest->why.empty() &&
             std::none_of(in.needs.begin(), in.needs.end(), [](const Need& n) { return n.device == "cpu"; }))
-            d.refusal.would_help.push_back(
-                fmt::format("fewer components in host RAM: {} of it stays there beside the device ({})",
-                            human_bytes(closest->bytes), closest->why));
+            d.refusal.would_help.push_back(fmt::format(
+                "less of it in host RAM: {} stays there beside the device ({}); put more of it "
+                "on the device (args.n_gpu_layers, the sd placement flags) or give the host more RAM",
+                human_bytes(closest->bytes), closest->why));
         d.refusal.empty_capacity = ledger.empty_capacity(closest->device);
         d.refusal.outside = ledger.outside(closest->device);
         d.refusal.driver_reserved = lim ? lim->driver_reserved.bytes : 0;
