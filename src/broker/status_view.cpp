@@ -100,18 +100,24 @@ nlohmann::json Broker::model_status(const Model& m) const {
     if (m.facts.image_tokens) j["image_tokens"] = *m.facts.image_tokens;
     if (m.footprint) {
         nlohmann::json needs = nlohmann::json::array();
-        for (const auto& n : m.footprint->needs)
+        for (const auto& n : m.footprint->needs) {
             needs.push_back({{"device", n.device},
                              {"bytes", n.bytes},
                              {"weights_bytes", n.weights_bytes},
                              {"kv_bytes", n.kv_bytes},
                              {"source", to_string(n.source)},
                              {"why", n.why}});
+            if (n.host_bytes > 0)  // booked on `cpu` beside it (docs/broker.md)
+                needs.back()["host"] = {{"bytes", n.host_bytes}, {"why", n.host_why}};
+        }
         j["footprint"] = {
             {"source", to_string(m.footprint->source)}, {"detail", m.footprint->detail}, {"needs", needs}};
     }
-    if (m.state != ModelState::stopped)
+    if (m.state != ModelState::stopped) {
         if (auto r = ledger_.reservation(m.device, m.name())) j["reservation"] = *r;
+        if (m.device != "cpu")
+            if (auto r = ledger_.reservation("cpu", m.name())) j["host_reservation"] = *r;
+    }
     if (m.measured) j["measured"] = *m.measured;
     if (m.engine) j["engine"] = m.engine->status_json();
     if (m.engine && m.active > 0 && m.kind->reports_progress())

@@ -59,6 +59,16 @@ TEST_F(HostPartTest, AGpuEnginesRamIsBookedOnTheHostAndACpuModelThatNeedsItEvict
         Lease image = running("flux");
         EXPECT_EQ(reserved("flux"),
                   (std::map<std::string, std::uint64_t>{{kGpu, 4 * kGiB}, {"cpu", 24 * kGiB}}));
+        {
+            auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+            ASSERT_TRUE(settle(st));
+            const auto status = st.get();
+            for (const auto& e : status["engines"])
+                if (e["name"] == "flux") {
+                    EXPECT_EQ(e["host_reservation"]["bytes"], 24 * kGiB) << e.dump();
+                    EXPECT_EQ(e["footprint"]["needs"][0]["host"]["bytes"], 24 * kGiB) << e.dump();
+                }
+        }
         // 16 GiB for the chat model do not fit beside the image engine's 24 GiB of 32: it waits while the
         // image engine works …
         auto chat = acquire("chat");
