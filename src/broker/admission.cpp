@@ -71,16 +71,6 @@ bool loading_on(const AdmissionInput& in, const std::string& device) {
            in.devices_loading.end();
 }
 
-// What a need on a discrete device also takes in the host's RAM (Need::host_bytes), as a need on `cpu`.
-std::optional<Need> host_part(const Need& n, const Ledger& ledger) {
-    if (n.host_bytes == 0 || n.device == "cpu" || !ledger.has_device("cpu")) return std::nullopt;
-    Need h;
-    h.device = "cpu";
-    h.bytes = n.host_bytes;
-    h.why = n.host_why;
-    return h;
-}
-
 bool host_fits_now(const Need& n, const Ledger& ledger) {
     const auto h = host_part(n, ledger);
     return !h || h->bytes <= ledger.free(h->device);
@@ -467,6 +457,15 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
                                    fmt::join(split_devices(*nearest), " + "), parts_text(*nearest, ledger));
     }
     return d;
+}
+
+std::optional<Need> host_part(const Need& n, const Ledger& ledger) {
+    if (n.host_bytes == 0 || n.device == "cpu" || !ledger.has_device("cpu")) return std::nullopt;
+    Need h;
+    h.device = "cpu";
+    h.bytes = n.host_bytes;
+    h.why = n.host_why;
+    return h;
 }
 
 std::vector<std::string> what_would_help(const Need& n, std::uint64_t capacity) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,5 +106,10 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger);
 
 // Concrete advice when a model cannot fit: context, slots, quantization, CPU layers.
 std::vector<std::string> what_would_help(const Need& need, std::uint64_t capacity);
+
+// What a need on a discrete device also takes in the host's RAM (Need::host_bytes), as a need on `cpu`:
+// admitted with it, and booked beside it under the same holder (Broker::begin_load). nullopt when it has
+// none, is on the CPU itself, or the ledger knows no `cpu`.
+std::optional<Need> host_part(const Need& n, const Ledger& ledger);
 
 }  // namespace loch::broker

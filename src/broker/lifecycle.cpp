@@ -49,13 +49,7 @@ void Broker::begin_load(Model& m, const std::string& device) {
         if (n.device == device) need = need_on(m, n);
     std::vector<Need> parts = {need};
     // What it keeps in the host's RAM beside the device, under the same holder (released with it).
-    if (need.host_bytes > 0 && device != "cpu" && ledger_.has_device("cpu")) {
-        Need host;
-        host.device = "cpu";
-        host.bytes = need.host_bytes;
-        host.why = need.host_why;
-        parts.push_back(std::move(host));
-    }
+    if (auto host = host_part(need, ledger_)) parts.push_back(std::move(*host));
     begin_load(m, placement_of(device), parts);
 }
 
