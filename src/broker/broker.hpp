@@ -355,7 +355,8 @@ class Broker {
     void evict(const std::vector<std::string>& victims, const std::string& for_whom, const std::string& why);
     void on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine, const engines::ExitReport& r);
     void learn_from_kill(Model& m, const engines::ExitReport& r);
-    boost::asio::awaitable<void> ensure_footprint(Model& m);
+    boost::asio::awaitable<void> ensure_footprint(Model& m);  // planned once per entry; others wait for it
+    boost::asio::awaitable<void> plan_footprint(Model& m);
     boost::asio::awaitable<void> tick_loop();
     void refresh_devices();
     void observe_engines(const std::vector<DeviceSnapshot>& snap);

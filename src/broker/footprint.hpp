@@ -12,6 +12,9 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "config/config.hpp"
 #include "core/footprint.hpp"
@@ -37,17 +40,30 @@ class FootprintSource {
     }
 };
 
-// The model's kind: its estimate (which may run the engine's dry run, cached in `cache_file`).
+// The model's kind: its estimate (which may run the engine's dry run, cached in `cache_file`). The estimate
+// reads the model's file, plans it and reads and writes the dry-run cache: it runs on a worker thread of its
+// own (its dry runs wait there too), never on loch's loop; the awaiting coroutine resumes on the loop. The
+// config entries it reads are immutable while it runs (the broker keeps every entry a request may still see).
 class KindFootprint : public FootprintSource {
   public:
-    KindFootprint(boost::asio::any_io_executor ex, std::filesystem::path cache_file = {})
-        : ctx_{std::move(ex), std::move(cache_file)} {}
+    explicit KindFootprint(std::filesystem::path cache_file = {})
+        : ctx_{work_.get_executor(), std::move(cache_file)} {}
     boost::asio::awaitable<Footprint> estimate(const config::Config& cfg, const config::ModelConfig& model,
                                                const std::vector<engines::Placement>& devices) override {
-        co_return co_await engines::kind_of(model).estimate(ctx_, cfg, model, devices);
+        co_return co_await boost::asio::co_spawn(work_.get_executor(),
+                                                 engines::kind_of(model).estimate(ctx_, cfg, model, devices),
+                                                 boost::asio::use_awaitable);
     }
+    // The worker stops before ctx_ goes (an estimate still running is abandoned; its dry run is killed).
+    ~KindFootprint() override {
+        work_.stop();
+        work_.join();
+    }
+    KindFootprint(const KindFootprint&) = delete;
+    KindFootprint& operator=(const KindFootprint&) = delete;
 
   private:
+    boost::asio::thread_pool work_{1};  // before ctx_, which holds its executor
     engines::EstimateContext ctx_;
 };
 

@@ -83,6 +83,9 @@ struct Broker::Model {
     Clock::time_point read_ahead_at{};
     std::optional<Footprint> footprint;
     bool planning = false;
+    // Requests that arrive while it is planned wait on this timer (never expiring): the planner cancels it
+    // when the footprint is there, so they go on at once, before the start the first one triggers can end.
+    std::shared_ptr<boost::asio::steady_timer> planned;
     std::optional<MemoryFigure> measured;
     // Highest use seen per device over every run (engine log, per-process probe): the next admission
     // reserves at least this. Raised too when a load dies of out-of-memory.
@@ -125,8 +128,10 @@ struct Broker::Model {
     }
 
     const std::string& name() const { return cfg->name; }
-    // What its file says (Kind::describe_file), read once per config entry: the views ask every second.
+    // What its file says: read with the config (off the loop); read here, once per entry, only for entries
+    // whose files the loader did not check (built by hand in tests).
     const nlohmann::json& file() const {
+        if (cfg->file_facts) return *cfg->file_facts;
         if (file_of != cfg) file_facts = kind->describe_file(*cfg), file_of = cfg;
         return file_facts;
     }

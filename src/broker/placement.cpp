@@ -116,16 +116,20 @@ std::vector<SplitNeed> Broker::split_candidates(const Model& m, const std::vecto
 }
 
 asio::awaitable<void> Broker::ensure_footprint(Model& m) {
-    if (m.footprint) co_return;
-    if (m.planning) {
-        asio::steady_timer t(ex_);
-        while (m.planning) {
-            t.expires_after(20ms);
-            co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    while (!m.footprint) {
+        if (!m.planning) {
+            co_await plan_footprint(m);
+            continue;
         }
-        co_return;
+        const auto planned = m.planned;  // this planning's signal, even if the next one has begun
+        co_await planned->async_wait(asio::as_tuple(asio::use_awaitable));
     }
+}
+
+asio::awaitable<void> Broker::plan_footprint(Model& m) {
+    const config::ModelConfig* entry = m.cfg;
     m.planning = true;
+    m.planned = std::make_shared<asio::steady_timer>(ex_, asio::steady_timer::time_point::max());
     auto alive = alive_;
     // The dry run allocates on the devices it sizes (~0.5 GiB on a GPU): it never runs beside a load there,
     // and holds a reservation while it runs. (Cached results return at once.)
@@ -161,9 +165,11 @@ asio::awaitable<void> Broker::ensure_footprint(Model& m) {
     if (!*alive) co_return;
     ledger_.release(holder);
     for (const auto& d : devices) loading_devices_.erase(d);
-    // Keep only the devices admission may use, in the model's preference order.
-    m.footprint = std::move(fp);
+    // A reload that gave it a new entry meanwhile: this plan was of the old one (ensure_footprint plans
+    // again).
+    if (m.cfg == entry) m.footprint = std::move(fp);
     m.planning = false;
+    m.planned->cancel();
 }
 
 }  // namespace loch::broker

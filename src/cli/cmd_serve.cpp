@@ -15,17 +15,20 @@
 #include <optional>
 
 #include <spdlog/spdlog.h>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "balancer/agent_server.hpp"
 #include "broker/broker.hpp"
 #include "cli/commands.hpp"
 #include "config/config.hpp"
+#include "core/off_loop.hpp"
 #include "devices/probe.hpp"
 #include "doctor/doctor.hpp"
 #include "engines/engine.hpp"
@@ -164,7 +167,7 @@ void run_serve(const ServeOptions& o) {
         ex, cfg,
         std::make_unique<broker::ProbedDevices>(
             nvml && *nvml ? nvml : (o.sysroot == "/" ? "libnvidia-ml.so.1" : ""), o.sysroot, vulkan),
-        std::make_unique<broker::KindFootprint>(ex, cfg.state_dir / "dry-run-cache.json"),
+        std::make_unique<broker::KindFootprint>(cfg.state_dir / "dry-run-cache.json"),
         std::make_unique<engines::ProcessLauncher>(&state),
         broker::BrokerOptions{.policy = o.bench_policy == "fifo-lock"       ? broker::Policy::fifo_lock
                                         : o.bench_policy == "keepalive-lru" ? broker::Policy::keepalive_lru
@@ -209,40 +212,41 @@ void run_serve(const ServeOptions& o) {
     // SIGHUP: the config file is read again and, when it is valid, served from now on (Broker::reload: what
     // needs a new engine restarts once its requests end); a bad one is reported with file:line and the old
     // one keeps serving. Without this handler SIGHUP would end loch.
+    // Reading the file checks every model file (GGUF headers, sizes): on a worker, never on the loop. One
+    // reload at a time, in the order the signals came.
     asio::signal_set hangups(ioc, SIGHUP);
-    std::function<void()> on_hangup = [&] {
-        hangups.async_wait([&](const boost::system::error_code& ec, int) {
-            if (ec) return;
-            if (o.config_file.empty()) {
-                spdlog::info("SIGHUP: serving the embedded default; nothing to reload");
-                on_hangup();
-                return;
-            }
-            std::optional<config::Config> fresh;
-            try {
-                fresh = config::load_config_file(o.config_file, ctx);
-                apply_overrides(*fresh, o);
-            } catch (const std::exception& e) {
-                spdlog::error("SIGHUP: the new config is not valid, loch keeps serving the old one: {}",
-                              e.what());
-                on_hangup();
-                return;
-            }
-            if (fresh->listen != cfg.listen || fresh->port != cfg.port)
-                spdlog::warn("SIGHUP: a new listen address or port takes a restart; still on {}:{}",
-                             cfg.listen, cfg.port);
-            server.set_api_keys(fresh->api_keys);
-            asio::co_spawn(
-                ex,
-                [&, next = std::move(*fresh)]() mutable -> asio::awaitable<void> {
-                    const auto changes = co_await broker.reload(std::move(next));
-                    spdlog::info("SIGHUP: now serving {} ({})", o.config_file, changes.dump());
-                },
-                asio::detached);
-            on_hangup();
-        });
+    asio::thread_pool reading(1);
+    const auto reload = [&]() -> asio::awaitable<void> {
+        std::optional<config::Config> fresh;
+        try {
+            fresh = co_await core::off_loop(reading, [&o, ctx] {
+                auto next = config::load_config_file(o.config_file, ctx);
+                apply_overrides(next, o);
+                return next;
+            });
+        } catch (const std::exception& e) {
+            spdlog::error("SIGHUP: the new config is not valid, loch keeps serving the old one: {}",
+                          e.what());
+            co_return;
+        }
+        if (fresh->listen != cfg.listen || fresh->port != cfg.port)
+            spdlog::warn("SIGHUP: a new listen address or port takes a restart; still on {}:{}", cfg.listen,
+                         cfg.port);
+        server.set_api_keys(fresh->api_keys);
+        const auto changes = co_await broker.reload(std::move(*fresh));
+        spdlog::info("SIGHUP: now serving {} ({})", o.config_file, changes.dump());
     };
-    on_hangup();
+    const auto hangup_loop = [&]() -> asio::awaitable<void> {
+        for (;;) {
+            const auto [ec, sig] = co_await hangups.async_wait(asio::as_tuple(asio::use_awaitable));
+            if (ec) co_return;
+            if (o.config_file.empty())
+                spdlog::info("SIGHUP: serving the embedded default; nothing to reload");
+            else
+                co_await reload();
+        }
+    };
+    asio::co_spawn(ex, hangup_loop, asio::detached);
     asio::signal_set signals(ioc, SIGINT, SIGTERM);
     signals.async_wait([&](const boost::system::error_code& ec, int sig) {
         if (ec) return;

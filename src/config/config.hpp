@@ -29,6 +29,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace loch::config {
 
 namespace fs = std::filesystem;
@@ -101,6 +103,10 @@ struct ModelConfig {
     // Source position of this model's entry (for messages that refer back to the file).
     std::string file;
     int line = 0;
+
+    // What its file said when the config was loaded (KindSchema::describe_file); null where files were not
+    // checked (fuzzing, entries built by hand).
+    std::shared_ptr<const nlohmann::json> file_facts;
 };
 
 // ---------------------------------------------------------------------------------------------------------

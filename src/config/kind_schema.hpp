@@ -7,6 +7,7 @@
 #pragma once
 
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include <memory>
 #include <stdexcept>
@@ -39,6 +40,10 @@ class KindSchema {
     // Doing nothing is correct.
     virtual void check(Walker& w, const YAML::Node& entry, const std::string& path, ModelConfig& model,
                        bool check_files) const;
+    // {"bytes", and where known "format", "architecture", "parameter_count", "quantization",
+    // "context_length", "embedding"}: what the model's file says about itself, for clients that list
+    // models. Read once at load (ModelConfig::file_facts), never on loch's loop. Default: the files' size.
+    virtual nlohmann::json describe_file(const ModelConfig& model) const;
     // The program it runs, found in engine_dir, then on PATH (Config::programs); empty: none.
     virtual std::string program() const { return {}; }
     // Whether a model entry of this kind must name a `path`.

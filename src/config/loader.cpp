@@ -52,6 +52,21 @@ std::string_view to_string(Priority p) {
 }
 void KindSchema::check(Walker&, const YAML::Node&, const std::string&, ModelConfig&, bool) const {}
 
+nlohmann::json KindSchema::describe_file(const ModelConfig& model) const {
+    std::uint64_t bytes = 0;
+    std::error_code ec;
+    if (!model.path.empty()) {
+        if (fs::is_directory(model.path, ec)) {
+            for (const auto& e : fs::recursive_directory_iterator(model.path, ec))
+                if (e.is_regular_file(ec)) bytes += e.file_size(ec);
+        } else {
+            const auto size = fs::file_size(model.path, ec);
+            bytes = ec ? 0 : size;
+        }
+    }
+    return {{"bytes", bytes}};
+}
+
 const ModelConfig* Config::find_model(std::string_view name_or_alias) const {
     for (const auto& m : models) {
         if (m.name == name_or_alias) return &m;
@@ -298,6 +313,7 @@ class Loader : public Walker {
         }
         std::error_code ec;  // (the non-throwing overload: an unreadable folder is a diagnostic, not a crash)
         kind->check(*this, node, path, m, ctx_.check_files && fs::exists(m.path, ec));
+        if (ctx_.check_files) m.file_facts = std::make_shared<const nlohmann::json>(kind->describe_file(m));
         return m;
     }
 

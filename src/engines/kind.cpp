@@ -99,21 +99,6 @@ std::string Kind::upstream(std::string_view route, std::string_view, std::string
     return std::string(route);
 }
 
-nlohmann::json Kind::describe_file(const config::ModelConfig& model) const {
-    std::uint64_t bytes = 0;
-    std::error_code ec;
-    if (!model.path.empty()) {
-        if (std::filesystem::is_directory(model.path, ec)) {
-            for (const auto& e : std::filesystem::recursive_directory_iterator(model.path, ec))
-                if (e.is_regular_file(ec)) bytes += e.file_size(ec);
-        } else {
-            const auto size = std::filesystem::file_size(model.path, ec);
-            bytes = ec ? 0 : size;
-        }
-    }
-    return {{"bytes", bytes}};
-}
-
 bool Kind::serves(const config::ModelConfig&, std::string_view route) const {
     // The OpenAI text routes, and what OpenAI-compatible servers answer beside them (the pinned llama-server
     // serves all six): the Responses API, Anthropic's Messages API, reranking.

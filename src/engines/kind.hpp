@@ -190,9 +190,6 @@ class Kind : public config::KindSchema {
     // The largest upload a request to this model may carry (whisper.max_upload): the HTTP server's body limit
     // is raised to it for the upload routes. Default: none beyond the server's max_body.
     virtual std::optional<std::uint64_t> max_upload(const config::ModelConfig&) const { return std::nullopt; }
-    // {"bytes", and where known "format", "architecture", "parameter_count", "quantization",
-    // "context_length", "embedding"}: read once per config (the broker keeps it).
-    virtual nlohmann::json describe_file(const config::ModelConfig& model) const;
     // Sleep instead of a stop when evicted: the level the model's config enables (0: none, stop it).
     virtual std::uint32_t sleep_level(const config::ModelConfig& model) const;
     virtual SleepFootprint asleep(const config::ModelConfig& model, const Need& awake) const;

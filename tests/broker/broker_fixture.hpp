@@ -88,7 +88,7 @@ class BrokerTest : public ::testing::Test {
         broker = std::make_unique<Broker>(
             ioc.get_executor(), cfg,
             std::make_unique<Devices>(std::move(snapshot), std::move(groups), process_info, &cgroup),
-            footprints ? std::move(footprints) : std::make_unique<KindFootprint>(ioc.get_executor()),
+            footprints ? std::move(footprints) : std::make_unique<KindFootprint>(),
             std::make_unique<test::FakeLauncher>(fake), o);
         broker->start();
     }

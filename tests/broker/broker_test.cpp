@@ -445,6 +445,51 @@ TEST_F(BrokerTest, AReloadAddsRemovesAndRestartsAChangedModelOnceItsRequestEnds)
     EXPECT_TRUE(b.get().valid());
 }
 
+// A footprint source that takes a while (as a dry run does): the command kind's estimate after 150 ms.
+class SlowFootprint : public KindFootprint {
+  public:
+    explicit SlowFootprint(asio::any_io_executor ex) : ex_(std::move(ex)) {}
+    asio::awaitable<Footprint> estimate(const config::Config& cfg, const config::ModelConfig& model,
+                                        const std::vector<engines::Placement>& devices) override {
+        asio::steady_timer t(ex_, 150ms);
+        co_await t.async_wait(asio::use_awaitable);
+        co_return co_await KindFootprint::estimate(cfg, model, devices);
+    }
+
+  private:
+    asio::any_io_executor ex_;
+};
+
+// A reload while a model's memory is being planned: the plan of the old entry is dropped and the new entry
+// is planned (its reservation is the new figure); requests that waited on the planning join one start.
+TEST_F(BrokerTest, AReloadDuringPlanningPlansTheNewEntryAndTheWaitersShareOneStart) {
+    add_model("a", 2 * kGiB);
+    footprints = std::make_unique<SlowFootprint>(ioc.get_executor());
+    start(fast());
+    auto first = acquire("a");
+    auto second = acquire("a");
+    run_for(50ms);  // planning the 2 GiB entry
+    config::Config next = cfg;
+    next.models[0].memory["*"] = 3 * kGiB;
+    auto reloaded = asio::co_spawn(ioc, broker->reload(next), asio::use_future);
+    ASSERT_TRUE(settle(reloaded));
+    ASSERT_TRUE(settle(first));
+    first.get().release();  // one slot: the second request is served after the first
+    ASSERT_TRUE(settle(second));
+    Lease held = second.get();
+    EXPECT_EQ(fake->of("a").size(), 1u);
+    auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+    ASSERT_TRUE(settle(st));
+    const auto status = st.get();
+    bool seen = false;
+    for (const auto& e : status["engines"])
+        if (e["name"] == "a") {
+            seen = true;
+            EXPECT_EQ(e["reservation"]["bytes"], 3 * kGiB) << e.dump(2);
+        }
+    EXPECT_TRUE(seen);
+}
+
 // The Vulkan trap on an APU (the Strix Halo fixture tree through the device model): a Vulkan engine
 // allocates from the DEVICE_LOCAL heap (~4 GiB on RADV), not from the GTT pool the ROCm build uses. With
 // `devices.<id>.backend: vulkan` the heap bounds the device, and a request or model above it is refused at
@@ -537,7 +582,7 @@ class BrokerSplitTest : public BrokerTest {
         for (auto& m : cfg.models)
             if (!m.pinned && m.devices == std::vector<std::string>{kGpu})
                 m.devices.clear();  // add_model's default: every GPU
-        footprints = std::make_unique<SplitByShares>(ioc.get_executor());
+        footprints = std::make_unique<SplitByShares>();
         start_on(snap, fast());
     }
     nlohmann::json status() {

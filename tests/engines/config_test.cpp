@@ -666,6 +666,19 @@ TEST_F(ConfigTest, CacheTypesTheEngineRefusesForALatentAttentionModelAreRefusedA
     EXPECT_NO_THROW(parse(yaml("{flash_attn: off}")));
 }
 
+// What a model's file says (architecture, size, …, shown by /loch/status and Ollama's /api/tags) is read
+// with the config — on a worker at a reload, before serving at the start — and never again while it serves.
+TEST_F(ConfigTest, WhatTheModelFileSaysIsReadWithTheConfig) {
+    const test::SynthModel file({"--preset", "tiny-qwen2"}, "facts.gguf");
+    const Config c = parse("models:\n  - name: a\n    path: " + file.path().string() + "\n");
+    ASSERT_TRUE(c.models.at(0).file_facts);
+    const nlohmann::json facts = *c.models.at(0).file_facts;
+    EXPECT_EQ(facts["architecture"], "qwen2") << facts;
+    EXPECT_EQ(facts["format"], "gguf") << facts;
+    EXPECT_EQ(facts["bytes"], fs::file_size(file.path())) << facts;
+    EXPECT_EQ(facts["embedding"], false) << facts;
+}
+
 }  // namespace
 }  // namespace loch::config
 
