@@ -502,4 +502,18 @@ Model read_model(const std::filesystem::path& path, ReadLimits limits) {
     return open_file(path, limits).model;
 }
 
+Model for_planning(Model m) {
+    Metadata slim;
+    for (auto& [key, value] : m.metadata.entries()) {
+        const Array* items = value.as_array();
+        if (!key.starts_with("tokenizer.") || !items) {
+            slim.append(key, value);
+        } else if (key == "tokenizer.ggml.tokens") {
+            slim.append(key, Value::u64(items->items.size()));
+        }
+    }
+    m.metadata = std::move(slim);
+    return m;
+}
+
 }  // namespace loch::gguf

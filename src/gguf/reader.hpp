@@ -85,4 +85,10 @@ struct GgufFile {
 GgufFile open_file(const std::filesystem::path& path, ReadLimits limits = {});
 Model read_model(const std::filesystem::path& path, ReadLimits limits = {});
 
+// The model as the planner needs it, small enough to keep for as long as the config is served: the
+// tokenizer's arrays (vocabulary, merges, scores: megabytes on a 150k-token vocabulary) are left out, and
+// `tokenizer.ggml.tokens` holds the tokens' count in their place (plan::shape_of reads either). Not a
+// model to write back.
+Model for_planning(Model m);
+
 }  // namespace loch::gguf

@@ -81,6 +81,8 @@ ModelShape shape_of(const gguf::Model& m) {
     if (auto n = m.arch_uint("vocab_size"); n) s.n_vocab = static_cast<std::uint32_t>(*n);
     if (const auto* toks = m.metadata.find("tokenizer.ggml.tokens"); toks && toks->as_array())
         s.n_vocab = static_cast<std::uint32_t>(toks->as_array()->items.size());
+    else if (toks && toks->type == gguf::ValueType::UINT64)  // their count (gguf::for_planning)
+        s.n_vocab = static_cast<std::uint32_t>(*toks->as_uint());
     if (s.n_vocab == 0) {
         if (const auto* t = m.find_tensor("token_embd.weight"); t && t->dims.size() >= 2)
             s.n_vocab = static_cast<std::uint32_t>(t->dims[1]);

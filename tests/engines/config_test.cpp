@@ -679,6 +679,28 @@ TEST_F(ConfigTest, WhatTheModelFileSaysIsReadWithTheConfig) {
     EXPECT_EQ(facts["embedding"], false) << facts;
 }
 
+// The planner's view of a llama-server model (its GGUF header, less the tokenizer's arrays) is read once
+// with the config: a split or a formula asked for while loch serves plans without opening the file.
+TEST_F(ConfigTest, TheLlamaModelIsPlannedFromWhatTheConfigCheckRead) {
+    auto file = std::make_unique<test::SynthModel>(std::vector<std::string>{"--preset", "tiny-qwen2"},
+                                                   "planned.gguf");
+    const Config c = parse("models:\n  - name: a\n    path: " + file->path().string() + "\n");
+    const auto& m = c.models.at(0);
+    ASSERT_TRUE(engines::llama_args(m).file);
+    const engines::LlamaServerKind kind;
+    const engines::Placement gpu{"nvidia:0", "cuda", 0, 80 * kGiB};
+    const auto before = kind.formula(c, m, {gpu}).needs.at(0);
+    file.reset();  // the file is gone: nothing below may need it
+    ASSERT_FALSE(fs::exists(m.path));
+    const auto after = kind.formula(c, m, {gpu}).needs.at(0);
+    EXPECT_EQ(after.bytes, before.bytes) << after.why;
+    EXPECT_EQ(after.source, Source::formula) << after.why;
+    engines::Placement split = gpu;
+    split.others = {engines::Placement{"nvidia:1", "cuda", 1, 80 * kGiB}};
+    split.shares = {1, 1};
+    EXPECT_EQ(kind.split_formula(c, m, split).size(), 2u);
+}
+
 }  // namespace
 }  // namespace loch::config
 

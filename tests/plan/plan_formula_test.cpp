@@ -1,6 +1,7 @@
 // Pins the planner's arithmetic to hand-worked values from the pinned llama.cpp's rules.
 #include <gtest/gtest.h>
 
+#include "gguf/reader.hpp"
 #include "plan/plan.hpp"
 #include "synth/synth.hpp"
 
@@ -434,6 +435,37 @@ TEST(Compute, Partial_offload_grows_with_the_host_layers_context) {
     EXPECT_GE(long_ctx - short_ctx, 448 * kMiB);
     s.n_gpu_layers = -1;  // everything on the GPU: no host layer to copy
     EXPECT_LT(make_plan(model, s).find("cuda0")->compute.bytes, long_ctx - 448 * kMiB);
+}
+
+}  // namespace
+}  // namespace loch::plan
+
+namespace loch::plan {
+namespace {
+
+// What the config check keeps for the planner (gguf::for_planning) plans exactly as the whole file does,
+// without the tokenizer's arrays (megabytes per model, kept for as long as the config is served).
+TEST(ForPlanning, PlansAsTheWholeFileAndKeepsNoTokenizerArray) {
+    for (const char* name : {"qwen2.5-7b", "llama-3.1-8b", "gemma-3-12b", "qwen3-30b-a3b"}) {
+        const gguf::Model whole = preset(name);
+        const gguf::Model slim = gguf::for_planning(whole);
+        std::size_t arrays = 0;
+        for (const auto& kv : slim.metadata.entries())
+            arrays += kv.key.starts_with("tokenizer.") && kv.value.as_array() ? 1 : 0;
+        EXPECT_EQ(arrays, 0u) << name;
+        ASSERT_TRUE(whole.metadata.find("tokenizer.ggml.tokens")) << name;
+        EXPECT_EQ(shape_of(slim).n_vocab, shape_of(whole).n_vocab) << name;
+        for (const std::uint32_t n_ctx : {4096u, 32768u}) {
+            Settings s = ctx(n_ctx, 2);
+            s.gpus = {"cuda0"};
+            s.n_gpu_layers = 10;  // some layers on the CPU: both devices' figures
+            const Plan a = make_plan(whole, s), b = make_plan(slim, s);
+            for (const char* device : {"cuda0", "cpu"}) {
+                ASSERT_TRUE(a.find(device) && b.find(device)) << name << " " << device;
+                EXPECT_EQ(a.find(device)->total(), b.find(device)->total()) << name << " " << device;
+            }
+        }
+    }
 }
 
 }  // namespace

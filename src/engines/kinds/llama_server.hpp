@@ -57,6 +57,9 @@ struct LlamaArgs final : config::KindSettings {
     std::filesystem::path mmproj;
     // The projector's plan, read by the config check from the file (never on the request path).
     std::optional<plan::ProjectorPlan> projector;
+    // The model file's header as the config check read it (gguf::for_planning): what the footprint and a
+    // split are planned from, without reading the file again on loch's loop.
+    std::shared_ptr<const gguf::Model> file;
     std::vector<std::string> extra;  // appended verbatim as separate argv entries (never a shell)
 
     std::uint32_t slot_ctx() const { return parallel == 0 ? ctx : ctx / parallel; }
@@ -70,6 +73,9 @@ std::uint64_t prompt_cache_bytes(const config::ModelConfig& model, const Placeme
 
 // args.mmproj as the engine opens it; empty without one.
 std::filesystem::path mmproj_path(const config::ModelConfig& model);
+// The model file's header for the planner: as the config check read it, else read now (entries whose files
+// were not checked). Throws what gguf::read_model throws.
+std::shared_ptr<const gguf::Model> planned_file(const config::ModelConfig& model);
 // The projector's plan (weights, compute, tokens per image) as the config check read it; nullopt without
 // one or when it could not be read (the check has said why).
 std::optional<plan::ProjectorPlan> projector_plan(const config::ModelConfig& model);

@@ -144,6 +144,11 @@ std::optional<plan::ProjectorPlan> projector_plan(const config::ModelConfig& mod
     return llama_args(model).projector;
 }
 
+std::shared_ptr<const gguf::Model> planned_file(const config::ModelConfig& model) {
+    if (auto f = llama_args(model).file) return f;
+    return std::make_shared<const gguf::Model>(gguf::for_planning(gguf::read_model(model.path)));
+}
+
 std::uint32_t LlamaServerKind::slots(const config::ModelConfig& model) const {
     return std::max<std::uint32_t>(1,
                                    model.concurrency != 0 ? model.concurrency : llama_args(model).parallel);
@@ -228,7 +233,7 @@ void check_cache_types_against_model(config::Walker& w, const YAML::Node& entry,
     const auto& a = llama_args(m);
     std::optional<plan::ModelShape> shape;
     try {
-        shape = plan::shape_of(gguf::read_model(m.path));
+        shape = plan::shape_of(*planned_file(m));
     } catch (const std::exception&) {
         return;  // not a model llama.cpp reads either: the engine's start says why
     }
@@ -277,7 +282,7 @@ void check_projector(config::Walker& w, const YAML::Node& entry, const std::stri
     }
     try {
         const auto p = plan::plan_projector(gguf::read_model(file));
-        const auto text = gguf::read_model(m.path).arch_uint("embedding_length");
+        const auto text = planned_file(m)->arch_uint("embedding_length");
         if (text && *text != p.text_embd)
             w.error(
                 entry, key,
@@ -327,6 +332,12 @@ void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const st
         w.error(at, key,
                 m.path.string() + " is not a GGUF file (llama-server needs one; it starts with other bytes)");
         return;
+    }
+    try {  // read once, kept for the planner (a file llama.cpp cannot read either: its start says why)
+        auto with_file = std::make_unique<LlamaArgs>(a);
+        with_file->file = std::make_shared<const gguf::Model>(gguf::for_planning(gguf::read_model(m.path)));
+        m.settings = std::move(with_file);
+    } catch (const std::exception&) {
     }
     check_cache_types_against_model(w, entry, path, m);
     check_projector(w, entry, path, m);

@@ -211,11 +211,11 @@ Footprint LlamaServerKind::formula(const config::Config& cfg, const config::Mode
     Footprint fp;
     fp.source = Source::formula;
     const auto size = file_size_or_zero(model.path);
-    std::optional<gguf::Model> m;
+    std::shared_ptr<const gguf::Model> m;
     std::string why;
     if (!model.path.empty()) {
         try {
-            m = gguf::read_model(model.path);
+            m = planned_file(model);
         } catch (const std::exception& e) {
             why = e.what();
         }
@@ -278,7 +278,7 @@ std::vector<Need> LlamaServerKind::split_formula(const config::Config& cfg, cons
     if (!where.split() || where.backend == "cpu") return {};
     std::optional<plan::Plan> p;
     try {
-        p = plan::make_plan(gguf::read_model(model.path), llama_plan_settings(model, where));
+        p = plan::make_plan(*planned_file(model), llama_plan_settings(model, where));
     } catch (const std::exception&) {
         return {};  // no plan of the file: no split (one device's formula says why)
     }
@@ -324,9 +324,9 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
         formula.detail += "; dry run unavailable (llama-fit-params not found)";
         co_return formula;
     }
-    std::optional<gguf::Model> m;
+    std::shared_ptr<const gguf::Model> m;
     try {
-        m = gguf::read_model(model.path);
+        m = planned_file(model);
     } catch (const std::exception&) {
     }
     const auto projector = projector_plan(model);  // read once, for every device below
