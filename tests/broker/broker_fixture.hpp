@@ -119,6 +119,16 @@ class BrokerTest : public ::testing::Test {
             ioc.run_for(2ms);
         return f.wait_for(0s) == std::future_status::ready;
     }
+    // /loch/status's engine entry of `name` now; null (and a test failure) when it is not listed.
+    nlohmann::json engine_status(const std::string& name) {
+        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        if (!settle(st)) return nullptr;
+        const nlohmann::json status = st.get();
+        for (const auto& e : status["engines"])
+            if (e["name"] == name) return e;
+        ADD_FAILURE() << "no engine '" << name << "' in " << status.dump();
+        return nullptr;
+    }
     void run_for(std::chrono::milliseconds d) {
         const auto until = std::chrono::steady_clock::now() + d;
         while (std::chrono::steady_clock::now() < until) ioc.run_for(2ms);
