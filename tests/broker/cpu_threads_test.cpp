@@ -190,3 +190,35 @@ TEST_F(CpuThreadsTest, AnEngineWithItsDefaultThreadsWaitsForAnotherComputing) {
 
 }  // namespace
 }  // namespace loch::broker
+
+namespace loch::broker {
+namespace {
+
+// A command engine (a Python server, a script) counts with `command.threads`; without it, it is not
+// counted (loch cannot know its threads).
+TEST_F(CpuThreadsTest, ACommandEngineCountsWithItsThreadsSettingAndNotWithout) {
+    add_cpu_model("chat", 2);
+    add_model("script", kGiB);
+    cfg.models.back().devices = {"cpu"};
+    auto counted = std::make_shared<engines::CommandSettings>(engines::command_settings(cfg.models.back()));
+    counted->threads = 2;
+    cfg.models.back().settings = counted;
+    add_model("uncounted", kGiB);
+    cfg.models.back().devices = {"cpu"};
+    start_cpu();
+    {
+        Lease computing = running("script");
+        auto chat = acquire("chat");
+        run_for(300ms);
+        EXPECT_NE(chat.wait_for(0s), std::future_status::ready) << "2 + 2 threads on 2 cores: it must wait";
+        EXPECT_NE(waiting_reason().find("'script' (2 thread(s))"), std::string::npos) << waiting_reason();
+        computing.release();
+        ASSERT_TRUE(settle(chat));
+    }
+    Lease other = running("uncounted");
+    auto chat = acquire("chat");
+    EXPECT_TRUE(settle(chat, 1s)) << "a command engine without threads is not counted";
+}
+
+}  // namespace
+}  // namespace loch::broker

@@ -317,6 +317,34 @@ TEST_F(ConfigTest, CommandEngineTemplate) {
     EXPECT_THAT(d[1].message, HasSubstr("needs a 'command:' section"));
 }
 
+// command.threads: the {threads} placeholder and what the CPU's cores are counted with; a template that
+// uses {threads} without it is refused at load.
+TEST_F(ConfigTest, CommandThreadsFillThePlaceholderAndAreCountedOnlyWhenSet) {
+    const Config c = parse(R"(models:
+  - name: tts
+    engine: command
+    command:
+      argv: [/bin/server, --threads, "{threads}"]
+      threads: 3
+  - name: other
+    engine: command
+    command:
+      argv: [/bin/server]
+)");
+    EXPECT_EQ(engines::command_argv(c.models.at(0), 8000).back(), "3");
+    const engines::Placement cpu;  // the CPU
+    EXPECT_EQ(engines::kind_of(c.models.at(0)).cpu_threads(c.models.at(0), cpu, 16, 0), 3u);
+    EXPECT_EQ(engines::kind_of(c.models.at(1)).cpu_threads(c.models.at(1), cpu, 16, 0), std::nullopt);
+    const auto d = errors(R"(models:
+  - name: tts
+    engine: command
+    command:
+      argv: [/bin/server, --threads, "{threads}"]
+)");
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_THAT(d[0].message, HasSubstr("command.threads is not set"));
+}
+
 TEST_F(ConfigTest, ReservedFlagsInExtraAreRejected) {
     const auto d =
         errors("models:\n  - name: a\n    path: a.gguf\n    args:\n      extra: [--mlock, --port=9]\n");

@@ -11,8 +11,8 @@
 namespace loch::engines {
 
 const std::vector<std::string>& command_placeholders() {
-    static const std::vector<std::string> names{"host",       "port", "model_path",
-                                                "model_name", "ctx",  "parallel"};
+    static const std::vector<std::string> names{"host", "port",     "model_path", "model_name",
+                                                "ctx",  "parallel", "threads"};
     return names;
 }
 
@@ -81,8 +81,13 @@ std::uint32_t CommandKind::slots(const config::ModelConfig& model) const {
 std::vector<std::string> command_argv(const config::ModelConfig& model, std::uint16_t port) {
     const auto& c = command_settings(model);
     const std::map<std::string, std::string> values{
-        {"host", "127.0.0.1"},      {"port", std::to_string(port)}, {"model_path", model.path.string()},
-        {"model_name", model.name}, {"ctx", std::to_string(c.ctx)}, {"parallel", std::to_string(c.parallel)},
+        {"host", "127.0.0.1"},
+        {"port", std::to_string(port)},
+        {"model_path", model.path.string()},
+        {"model_name", model.name},
+        {"ctx", std::to_string(c.ctx)},
+        {"parallel", std::to_string(c.parallel)},
+        {"threads", c.threads ? std::to_string(*c.threads) : std::string()},
     };
     std::vector<std::string> argv;
     for (const auto& t : c.argv) argv.push_back(expand_placeholders(t, values));
@@ -231,13 +236,23 @@ config::Walker::Keys CommandKind::keys(config::Walker& w, config::KindSettings& 
                       }},
                      {"ctx", w.integer_into(c.ctx, 1, 1 << 24)},
                      {"parallel", w.integer_into(c.parallel, 1, 256)},
+                     {"threads", w.integer_into(c.threads, 1, 4096)},
                  });
          }}};
 }
 
 void CommandKind::check(config::Walker& w, const YAML::Node& entry, const std::string& path,
                         config::ModelConfig& m, bool) const {
-    if (!command_settings(m).argv.empty()) return;
+    const auto& c = command_settings(m);
+    if (!c.threads)
+        for (const auto& a : c.argv)
+            if (a.find("{threads}") != std::string::npos) {
+                w.error(entry["command"], path + ".command.threads",
+                        "argv uses {threads} but command.threads is not set (the CPU threads the server "
+                        "computes with, e.g. threads: 4)");
+                return;
+            }
+    if (!c.argv.empty()) return;
     const YAML::Node section = entry["command"];
     if (!section.IsDefined()) {
         const YAML::Node at = entry["engine"];
@@ -247,6 +262,11 @@ void CommandKind::check(config::Walker& w, const YAML::Node& entry, const std::s
     } else if (section.IsMap() && !section["argv"].IsDefined()) {
         w.error(section, path + ".command", "missing 'argv' (the server's command line as a list)");
     }  // else: argv was there, and its own error is reported
+}
+
+std::optional<std::uint32_t> CommandKind::cpu_threads(const config::ModelConfig& model, const Placement&,
+                                                      std::uint32_t, std::uint32_t) const {
+    return command_settings(model).threads;
 }
 
 const Kind& command_kind() {

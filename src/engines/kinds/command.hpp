@@ -1,7 +1,7 @@
 // engines/kinds/command — any OpenAI-compatible server started from an argv template (`command:` in the
-// config). Placeholders {host} {port} {model_path} {model_name} {ctx} {parallel} are replaced inside each
-// argument; "{{" / "}}" are literal braces. One grammar serves the config check (at load, with the entry's
-// position) and the launch. No shell ever sees the result: each template entry is one argv entry.
+// config). Placeholders {host} {port} {model_path} {model_name} {ctx} {parallel} {threads} are replaced
+// inside each argument; "{{" / "}}" are literal braces. One grammar serves the config check (at load, with
+// the entry's position) and the launch. No shell ever sees the result: each template entry is one argv entry.
 //
 // Placement reaches the process: only the admitted device is visible to it (CUDA_VISIBLE_DEVICES,
 // HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES; "-1" hides a backend, so an engine placed on the CPU sees no
@@ -34,6 +34,9 @@ struct CommandSettings final : config::KindSettings {
     std::uint32_t ctx = 4096;                // the {ctx} placeholder
     std::uint32_t parallel = 1;              // the {parallel} placeholder; the slots unless `concurrency`
     std::vector<std::string> routes;         // the API routes it answers; empty: the OpenAI text routes
+    // The CPU threads it computes with (the {threads} placeholder): counted against the cores like
+    // llama-server's args.threads wherever it runs (docs/broker.md); unset: not counted.
+    std::optional<std::uint32_t> threads;
     std::unique_ptr<config::KindSettings> clone() const override {
         return std::make_unique<CommandSettings>(*this);
     }
@@ -57,6 +60,8 @@ class CommandKind final : public Kind {
     Footprint formula(const config::Config& cfg, const config::ModelConfig& model,
                       const std::vector<Placement>& devices) const override;
     bool serves(const config::ModelConfig& model, std::string_view route) const override;
+    std::optional<std::uint32_t> cpu_threads(const config::ModelConfig& model, const Placement& where,
+                                             std::uint32_t cores, std::uint32_t layers) const override;
     // Any server: it names the model as it likes (a file path, its own id).
     bool names_model_as_configured() const override { return false; }
 };
