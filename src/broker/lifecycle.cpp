@@ -298,7 +298,11 @@ asio::awaitable<void> Broker::save_slots(Model& m, std::shared_ptr<engines::Engi
     const auto prefix = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                                            std::chrono::system_clock::now().time_since_epoch())
                                            .count());
-    auto saved = co_await m.kind->save_slots(ex_, to, prefix, saved_slots_.config().min_tokens);
+    // At loch's shutdown each save gets stop_grace (a person is waiting for loch to exit; one not done by
+    // then is abandoned, its conversation re-read next time); else 5 minutes (the memory stays booked
+    // meanwhile).
+    const std::chrono::seconds limit = shutting_down_ ? cfg_->stop_grace : std::chrono::seconds(300);
+    auto saved = co_await m.kind->save_slots(ex_, to, prefix, saved_slots_.config().min_tokens, limit);
     if (!*alive || saved.empty()) co_return;
     std::uint64_t tokens = 0, bytes = 0;
     for (const auto& s : saved) tokens += s.tokens, bytes += s.bytes;
@@ -485,7 +489,8 @@ asio::awaitable<void> Broker::shutdown() {
             std::vector<std::shared_ptr<engines::EngineRun>> running;
             for (auto& [n, m] : models_)
                 if (m->engine) running.push_back(m->engine);
-            for (auto& [n, m] : models_) begin_stop(*m, "loch is shutting down");
+            // Idle engines save their conversations first (they survive a restart of loch).
+            for (auto& [n, m] : models_) begin_stop(*m, "loch is shutting down", true);
             for (auto& engine : running) co_await engine->wait_exit();
         },
         asio::use_awaitable);

@@ -81,7 +81,8 @@ asio::awaitable<bool> Kind::wake(asio::any_io_executor, const EngineAddress&, st
 }
 
 asio::awaitable<std::vector<SavedSlot>> Kind::save_slots(asio::any_io_executor, const EngineAddress&,
-                                                         std::string, std::uint64_t) const {
+                                                         std::string, std::uint64_t,
+                                                         std::chrono::seconds) const {
     co_return std::vector<SavedSlot>{};
 }
 

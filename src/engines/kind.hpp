@@ -213,11 +213,13 @@ class Kind : public config::KindSchema {
     virtual bool keeps_slot_files(const config::ModelConfig&) const { return false; }
     virtual void launch_with_slot_files(const std::filesystem::path& /*folder*/, EngineSpec& /*spec*/) const {
     }
-    // Saves every idle slot holding at least `min_tokens` as "<prefix>-<slot>.bin": what was saved.
+    // Saves every idle slot holding at least `min_tokens` as "<prefix>-<slot>.bin", each save given at most
+    // `limit` (one not done by then is abandoned): what was saved.
     virtual boost::asio::awaitable<std::vector<SavedSlot>> save_slots(boost::asio::any_io_executor ex,
                                                                       const EngineAddress& engine,
                                                                       std::string prefix,
-                                                                      std::uint64_t min_tokens) const;
+                                                                      std::uint64_t min_tokens,
+                                                                      std::chrono::seconds limit) const;
     // A short text a saved slot's text must contain for the request to continue it (found without asking
     // the engine; empty: the request cannot continue one).
     virtual std::string prompt_probe(const RequestView&) const { return {}; }

@@ -181,7 +181,8 @@ class LlamaServerKind final : public Kind {
     void launch_with_slot_files(const std::filesystem::path& folder, EngineSpec& spec) const override;
     boost::asio::awaitable<std::vector<SavedSlot>> save_slots(boost::asio::any_io_executor ex,
                                                               const EngineAddress& engine, std::string prefix,
-                                                              std::uint64_t min_tokens) const override;
+                                                              std::uint64_t min_tokens,
+                                                              std::chrono::seconds limit) const override;
     boost::asio::awaitable<std::optional<std::string>> prompt_text(boost::asio::any_io_executor ex,
                                                                    const EngineAddress& engine,
                                                                    const RequestView& request) const override;

@@ -98,7 +98,8 @@ void LlamaServerKind::launch_with_slot_files(const std::filesystem::path& folder
 asio::awaitable<std::vector<SavedSlot>> LlamaServerKind::save_slots(asio::any_io_executor ex,
                                                                     const EngineAddress& engine,
                                                                     std::string prefix,
-                                                                    std::uint64_t min_tokens) const {
+                                                                    std::uint64_t min_tokens,
+                                                                    std::chrono::seconds limit) const {
     std::vector<SavedSlot> saved;
     const auto slots = reply_json(co_await engine_request(ex, engine, "GET", "/slots", "", 10s));
     if (!slots.is_array()) co_return saved;
@@ -112,7 +113,7 @@ asio::awaitable<std::vector<SavedSlot>> LlamaServerKind::save_slots(asio::any_io
         SavedSlot one;
         one.file = fmt::format("{}-{}.bin", prefix, id);
         const auto r = co_await engine_request(ex, engine, "POST", fmt::format("/slots/{}?action=save", id),
-                                               nlohmann::json{{"filename", one.file}}.dump(), 300s);
+                                               nlohmann::json{{"filename", one.file}}.dump(), limit);
         const auto j = reply_json(r);
         if (!j.is_object() || unsigned_field(j, "n_saved") == 0) continue;
         if (!bos) bos = co_await bos_text(ex, engine);

@@ -181,6 +181,24 @@ TEST_F(Conversations, AnAnthropicAndAResponsesConversationAreRestoredAfterAnEvic
     EXPECT_EQ(events(loch, "slot_restored"), 2u);
 }
 
+// loch stopped (an upgrade, a reboot): its idle engines save their conversations before they stop, and the
+// next loch restores them.
+TEST_F(Conversations, AConversationSurvivesARestartOfLoch) {
+    const json first = json::array({{{"role", "user"}, {"content", long_text("fig")}}});
+    json a1;
+    {
+        LochServer loch(dir.path(), two_models(kSaveSmall));
+        a1 = ask(loch, "chat", first);
+        ASSERT_GT(a1["usage"]["prompt_tokens"].get<std::uint64_t>(), 1000u);
+        EXPECT_EQ(files_in(slots(), ".bin"), 0u);
+    }  // SIGTERM: loch saves, then stops the engine, and exits 0 (checked by LochServer)
+    EXPECT_EQ(files_in(slots(), ".bin"), 1u);
+    LochServer loch(dir.path(), two_models(kSaveSmall));
+    const json a2 = ask(loch, "chat", continued(first, a1, "and then?"));
+    EXPECT_GT(cached(a2), 1000u) << a2["timings"].dump();
+    EXPECT_EQ(events(loch, "slot_restored"), 1u);
+}
+
 TEST_F(Conversations, SavedSlotsOutliveLochButNeverGoIntoAnEngineLaunchedWithOtherSettings) {
     const json first = json::array({{{"role", "user"}, {"content", long_text("plum")}}});
     json a1;
