@@ -216,6 +216,9 @@ class Broker {
                                                                                std::string& body);
     // Stops every engine and fails every waiter; the broker accepts nothing afterwards.
     boost::asio::awaitable<void> shutdown();
+    // SIGKILL to every engine's process group, now (a second signal while shutdown() runs: the person wants
+    // loch gone at once). Returns how many were signalled. Nothing is saved or waited for.
+    std::size_t kill_engines_now();
 
     const config::Config& config() const { return *cfg_; }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <regex>
 
 #include <fmt/format.h>
@@ -472,6 +473,14 @@ asio::awaitable<nlohmann::json> Broker::unload(std::string model) {
     else if (m->state == ModelState::ready || m->state == ModelState::loading)
         m->unload_when_idle = true;  // once its requests end (a loading model: once its first ones have)
     co_return model_status(*m);
+}
+
+std::size_t Broker::kill_engines_now() {
+    std::size_t n = 0;
+    for (auto& [name, m] : models_)
+        if (m->engine && !m->engine->exit_report())
+            if (const auto pid = m->engine->pid(); pid && *pid > 0 && ::kill(-*pid, SIGKILL) == 0) ++n;
+    return n;
 }
 
 asio::awaitable<void> Broker::shutdown() {

@@ -250,8 +250,20 @@ void run_serve(const ServeOptions& o) {
     asio::signal_set signals(ioc, SIGINT, SIGTERM);
     signals.async_wait([&](const boost::system::error_code& ec, int sig) {
         if (ec) return;
-        spdlog::info("signal {}: running requests get {} s to finish, then every engine stops", sig,
-                     cfg.stop_grace.count());
+        spdlog::info(
+            "signal {}: running requests get {} s to finish, then every engine stops (idle ones save "
+            "their conversations first); a second signal ends loch at once",
+            sig, cfg.stop_grace.count());
+        // A second signal while that runs (Ctrl-C twice): the person wants loch gone now. The engines'
+        // groups are killed (nothing saved, nothing waited for: the next start cleans what is left) and
+        // loch exits as a signal would have ended it.
+        signals.async_wait([&](const boost::system::error_code& again, int sig2) {
+            if (again) return;
+            const auto killed = broker.kill_engines_now();
+            spdlog::warn("signal {} again: exiting now, {} engine(s) killed", sig2, killed);
+            spdlog::default_logger()->flush();
+            std::_Exit(128 + sig2);
+        });
         asio::co_spawn(
             ex,
             [&]() -> asio::awaitable<void> {

@@ -404,6 +404,36 @@ TEST_F(Serve, LochKilledWithSigkillLeavesNoEngine) {
     EXPECT_TRUE(gone) << "engine pid " << *pid << " survived loch";
 }
 
+// Ctrl-C twice: the first signal lets a running stream finish (up to stop_grace), the second ends loch at
+// once, its engine killed with it.
+TEST_F(Serve, ASecondSignalEndsLochAtOnceAndKillsItsEngine) {
+    std::optional<int> pid;
+    {
+        LochServer loch(dir.path(), config(dir, "512MiB", long_model(), "stop_grace: 60s\n"));
+        SseClient c(loch.port(), "/v1/chat/completions", long_stream("tiny"));
+        ASSERT_EQ(c.status(), 200);
+        ASSERT_TRUE(c.next_event());
+        pid = loch.engine_pid("tiny");
+        ASSERT_TRUE(pid);
+        loch.expect_exit();
+        ::kill(loch.process().pid(), SIGTERM);
+        EXPECT_FALSE(loch.process().wait_for(500ms)) << "the first signal waits for the running stream";
+        const auto asked = std::chrono::steady_clock::now();
+        ::kill(loch.process().pid(), SIGINT);
+        const auto status = loch.process().wait_for(5s);
+        ASSERT_TRUE(status) << "loch still runs after a second signal";
+        EXPECT_LT(std::chrono::steady_clock::now() - asked, 2s);
+        EXPECT_EQ(*status, 128 + SIGINT);
+        EXPECT_NE(loch.log().find("again: exiting now, 1 engine(s) killed"), std::string::npos) << loch.log();
+    }
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+        gone = !process_alive(*pid);
+        if (!gone) std::this_thread::sleep_for(50ms);
+    }
+    EXPECT_TRUE(gone) << "engine pid " << *pid << " survived loch";
+}
+
 TEST_F(Serve, BadRequestsGet4xxJson) {
     LochServer loch(dir.path(), config(dir, "512MiB", model_entry("tiny", models().tiny.path(), kArgs),
                                        "max_body: 64KiB\n"));
