@@ -83,13 +83,22 @@ Config default_config(const LoadContext& ctx, const fs::path& models_dir) {
                               "' is taken by another file");
             continue;
         }
+        // Checked as a written entry would be; a file its engine could not serve is left out (the others
+        // are still served) with the reason.
+        if (const auto why = loader.check_found(m); !why.empty()) {
+            c.notes.push_back("skipped " + f.filename().string() + ": " + why);
+            continue;
+        }
         c.models.push_back(std::move(m));
     }
     if (c.models.empty()) {
-        throw ConfigError(
-            {Diagnostic{label, 0, 0, "models_dir",
-                        "no *.gguf files in " + c.models_dir.string() +
-                            ": put a model there (e.g. `loch-synth` writes one), or pass --config"}});
+        std::string skipped;
+        for (const auto& n : c.notes) skipped += (skipped.empty() ? "" : "; ") + n;
+        throw ConfigError({Diagnostic{
+            label, 0, 0, "models_dir",
+            (files.empty() ? "no *.gguf files in " + c.models_dir.string()
+                           : "no model loch can serve in " + c.models_dir.string() + " (" + skipped + ")") +
+                ": put a model there (e.g. `loch-synth` writes one), or pass --config"}});
     }
     loader.finish(c);
     if (!loader.diagnostics().empty()) throw ConfigError(std::move(loader.diagnostics()));

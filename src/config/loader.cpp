@@ -698,6 +698,28 @@ class Loader : public Walker {
 
     bool require_models_ = true;
 
+    // A model found on disk rather than written as an entry (the embedded default's models_dir): its kind's
+    // check as if an entry named its file, and what its file says read. The first problem (the caller
+    // leaves the model out), or empty.
+    std::string check_found(ModelConfig& m) {
+        const auto kind = std::find_if(ctx_.kinds.begin(), ctx_.kinds.end(),
+                                       [&](const KindSchema* k) { return k->name() == m.engine; });
+        if (kind == ctx_.kinds.end()) return "no engine kind '" + m.engine + "'";
+        YAML::Node entry;  // (no position: a diagnostic of a found file has none)
+        entry["name"] = m.name;
+        entry["path"] = m.path.string();
+        const std::size_t before = diags.size();
+        (*kind)->check(*this, entry, "models_dir/" + m.path.filename().string(), m, ctx_.check_files);
+        if (diags.size() > before) {
+            std::string why = diags[before].message;
+            diags.resize(before);
+            return why;
+        }
+        if (ctx_.check_files)
+            m.file_facts = std::make_shared<const nlohmann::json>((*kind)->describe_file(m));
+        return {};
+    }
+
   private:
     fs::path base_dir_;
     const LoadContext& ctx_;
@@ -795,6 +817,9 @@ ModelConfig Schema::default_model(const YAML::Node& defaults_node) {
 }
 void Schema::finish(Config& c) {
     impl_->loader.finish(c);
+}
+std::string Schema::check_found(ModelConfig& m) {
+    return impl_->loader.check_found(m);
 }
 std::vector<Diagnostic>& Schema::diagnostics() {
     return impl_->loader.diags;

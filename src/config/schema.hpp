@@ -22,6 +22,9 @@ class Schema {
     // A `defaults:` mapping as the starting point of a model entry of the default kind.
     ModelConfig default_model(const YAML::Node& defaults_node);
     void finish(Config& c);  // the cross-model checks and the engine binary lookup
+    // A model found on disk: its kind's check (what the planner needs kept in its settings, its file's
+    // facts read) as an entry's would be; the first problem, or empty.
+    std::string check_found(ModelConfig& m);
     std::vector<Diagnostic>& diagnostics();
 
   private:

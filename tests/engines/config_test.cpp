@@ -501,6 +501,26 @@ TEST_F(ConfigTest, EmbeddedDefaultServesEveryGgufInTheFolder) {
     EXPECT_EQ(c.notes.size(), 2u);  // the second split part, the projector
 }
 
+// The embedded default checks what it finds as a written entry would be checked: the planner's header and
+// the file's facts are read before serving (never on loch's loop later), and a file llama-server could not
+// serve is left out with the reason while the others are served.
+TEST_F(ConfigTest, EmbeddedDefaultChecksWhatItFindsAndLeavesOutWhatItCannotServe) {
+    fs::create_directories(dir.path() / "found");
+    const test::SynthModel real({"--preset", "tiny-qwen2"}, "chat.gguf");
+    fs::copy_file(real.path(), dir.path() / "found" / "chat.gguf");
+    write(dir.path() / "found" / "broken.gguf", "PK\3\4 a zip, not a GGUF");
+    const Config c = default_config(ctx, dir.path() / "found");
+    ASSERT_EQ(c.models.size(), 1u);
+    const auto& m = c.models.at(0);
+    EXPECT_EQ(m.name, "chat");
+    EXPECT_TRUE(engines::llama_args(m).file);
+    ASSERT_TRUE(m.file_facts);
+    EXPECT_EQ((*m.file_facts)["architecture"], "qwen2");
+    ASSERT_EQ(c.notes.size(), 1u);
+    EXPECT_THAT(c.notes[0], HasSubstr("skipped broken.gguf"));
+    EXPECT_THAT(c.notes[0], HasSubstr("not a GGUF file"));
+}
+
 TEST_F(ConfigTest, EmbeddedDefaultWithAnotherFolderAndErrors) {
     fs::create_directories(dir.path() / "other");
     write(dir.path() / "other" / "z.gguf", "GGUF");
