@@ -301,7 +301,7 @@ void check_projector(config::Walker& w, const YAML::Node& entry, const std::stri
 
 void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const std::string& path,
                             config::ModelConfig& m, bool check_files) const {
-    const auto& a = llama_args(m);
+    const LlamaArgs a = llama_args(m);  // a copy: m.settings is replaced below (the file kept)
     if (a.ctx / a.parallel < 16) {
         w.error(entry, path + ".args",
                 "ctx " + std::to_string(a.ctx) + " over parallel " + std::to_string(a.parallel) + " leaves " +
