@@ -347,7 +347,8 @@ nlohmann::json LlamaServerKind::describe_file(const config::ModelConfig& m) cons
     nlohmann::json d = Kind::describe_file(m);
     d["format"] = "gguf";
     try {
-        const auto model = gguf::read_model(m.path);
+        const auto file = planned_file(m);  // (the header the check kept: the file is not read again)
+        const gguf::Model& model = *file;
         const auto s = gguf::summarize(model);
         d["architecture"] = s.architecture;
         if (s.parameter_count) d["parameter_count"] = s.parameter_count;
