@@ -312,8 +312,7 @@ class Loader : public Walker {
             }
         }
         std::error_code ec;  // (the non-throwing overload: an unreadable folder is a diagnostic, not a crash)
-        kind->check(*this, node, path, m, ctx_.check_files && fs::exists(m.path, ec));
-        if (ctx_.check_files) m.file_facts = std::make_shared<const nlohmann::json>(kind->describe_file(m));
+        check_model(*kind, node, path, m, ctx_.check_files && fs::exists(m.path, ec));
         return m;
     }
 
@@ -709,18 +708,21 @@ class Loader : public Walker {
         entry["name"] = m.name;
         entry["path"] = m.path.string();
         const std::size_t before = diags.size();
-        (*kind)->check(*this, entry, "models_dir/" + m.path.filename().string(), m, ctx_.check_files);
-        if (diags.size() > before) {
-            std::string why = diags[before].message;
-            diags.resize(before);
-            return why;
-        }
-        if (ctx_.check_files)
-            m.file_facts = std::make_shared<const nlohmann::json>((*kind)->describe_file(m));
-        return {};
+        check_model(**kind, entry, "models_dir/" + m.path.filename().string(), m, ctx_.check_files);
+        if (diags.size() == before) return {};
+        std::string why = diags[before].message;
+        diags.resize(before);
+        return why;
     }
 
   private:
+    // The kind's check of one model, then (where files are checked) what its file says, read once here.
+    void check_model(const KindSchema& kind, const YAML::Node& entry, const std::string& path, ModelConfig& m,
+                     bool files) {
+        kind.check(*this, entry, path, m, files);
+        if (ctx_.check_files) m.file_facts = std::make_shared<const nlohmann::json>(kind.describe_file(m));
+    }
+
     fs::path base_dir_;
     const LoadContext& ctx_;
     bool listen_loopback_ = true;

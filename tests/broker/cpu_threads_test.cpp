@@ -79,6 +79,19 @@ class CpuThreadsTest : public BrokerTest {
         o.policy = policy;
         start_on({cpu}, o);
     }
+    // While `busy` computes, a request for `waiting` waits, its reason naming `reason`; it goes once `busy`
+    // ends.
+    void waits_while_computing(const std::string& busy, const std::string& waiting,
+                               const std::string& reason) {
+        Lease computing = running(busy);
+        auto w = acquire(waiting);
+        run_for(300ms);
+        EXPECT_NE(w.wait_for(0s), std::future_status::ready) << "2 + 2 threads on 2 cores: it must wait";
+        EXPECT_NE(waiting_reason().find(reason), std::string::npos) << waiting_reason();
+        computing.release();
+        ASSERT_TRUE(settle(w));
+        w.get().release();
+    }
     std::string waiting_reason() {
         auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
         settle(st);
@@ -140,16 +153,7 @@ TEST_F(CpuThreadsTest, AGpuEngineWithLayersOnTheCpuCountsAndAFullyOffloadedOneDo
     add_gpu_model("offloaded", std::nullopt);
     add_cpu_model("chat", 2);
     start_gpu_and_cpu();
-    {
-        Lease computing = running("partial");
-        auto chat = acquire("chat");
-        run_for(300ms);
-        EXPECT_NE(chat.wait_for(0s), std::future_status::ready) << "2 + 2 threads on 2 cores";
-        EXPECT_NE(waiting_reason().find("'partial'"), std::string::npos) << waiting_reason();
-        computing.release();
-        ASSERT_TRUE(settle(chat));
-        chat.get().release();
-    }
+    waits_while_computing("partial", "chat", "'partial'");
     Lease computing = running("offloaded");
     auto chat = acquire("chat");
     ASSERT_TRUE(settle(chat)) << "every layer on the GPU: the CPU is free";
@@ -206,15 +210,7 @@ TEST_F(CpuThreadsTest, ACommandEngineCountsWithItsThreadsSettingAndNotWithout) {
     add_model("uncounted", kGiB);
     cfg.models.back().devices = {"cpu"};
     start_cpu();
-    {
-        Lease computing = running("script");
-        auto chat = acquire("chat");
-        run_for(300ms);
-        EXPECT_NE(chat.wait_for(0s), std::future_status::ready) << "2 + 2 threads on 2 cores: it must wait";
-        EXPECT_NE(waiting_reason().find("'script' (2 thread(s))"), std::string::npos) << waiting_reason();
-        computing.release();
-        ASSERT_TRUE(settle(chat));
-    }
+    waits_while_computing("script", "chat", "'script' (2 thread(s))");
     Lease other = running("uncounted");
     auto chat = acquire("chat");
     EXPECT_TRUE(settle(chat, 1s)) << "a command engine without threads is not counted";
