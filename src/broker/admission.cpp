@@ -369,7 +369,12 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
     for (const auto& n : in.needs) {
         const auto h = host_part(n, ledger);
         const bool device_ever = ledger.has_device(n.device) && n.bytes <= ledger.capacity(n.device);
-        limiting.push_back(device_ever && h && !host_fits_ever(n, ledger) ? *h : n);
+        if (device_ever && h && !host_fits_ever(n, ledger)) {
+            limiting.push_back(*h);
+            limiting.back().why = "in host RAM beside " + n.device + ": " + n.host_why;
+        } else {
+            limiting.push_back(n);
+        }
     }
     for (const auto& n : limiting) {
         if (!ledger.has_device(n.device)) continue;
@@ -406,11 +411,13 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
         d.refusal.capacity = cap;
         d.refusal.largest_free = largest_free;
         d.refusal.device = closest->device;
+        d.refusal.need_source = closest->source;
+        d.refusal.need_detail = closest->why;
         d.refusal.would_help = what_would_help(*closest, cap);
         if (closest->device == "cpu" && !closest->why.empty() &&
             std::none_of(in.needs.begin(), in.needs.end(), [](const Need& n) { return n.device == "cpu"; }))
             d.refusal.would_help.push_back(fmt::format(
-                "less of it in host RAM: {} stays there beside the device ({}); put more of it "
+                "less of it in host RAM: {} stays there ({}); put more of it "
                 "on the device (args.n_gpu_layers, the sd placement flags) or give the host more RAM",
                 human_bytes(closest->bytes), closest->why));
         d.refusal.empty_capacity = ledger.empty_capacity(closest->device);

@@ -668,15 +668,9 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                                       {"empty_capacity_bytes", d.refusal.empty_capacity},
                                       {"outside_bytes", d.refusal.outside},
                                       {"driver_reserved_bytes", d.refusal.driver_reserved},
-                                      {"footprint_source", to_string(m.footprint->source)}};
-            for (const auto& n : admission_input(m).needs)
-                if (n.device == d.refusal.device) {
-                    details["need_source"] = to_string(n.source);
-                    details["need_detail"] = n.why;
-                } else if (d.refusal.device == "cpu" && n.host_bytes == d.refusal.need) {  // its host part
-                    details["need_source"] = to_string(Source::formula);
-                    details["need_detail"] = "in host RAM beside " + n.device + ": " + n.host_why;
-                }
+                                      {"footprint_source", to_string(m.footprint->source)},
+                                      {"need_source", to_string(d.refusal.need_source)},
+                                      {"need_detail", d.refusal.need_detail}};
             std::string vulkan;
             if (const auto* lim = ledger_.limits(d.refusal.device); lim && lim->backend_bound) {
                 vulkan = fmt::format(
