@@ -80,7 +80,7 @@ struct Refusal {
     std::vector<std::string> would_help;  // human advice with numbers
     std::vector<RefusedPart> split;       // the split closest to fitting, per device (when there were splits)
     Source need_source = Source::formula;  // where `need` came from
-    std::string need_detail;               // how `need` was decided (a host part names the device it sits beside)
+    std::string need_detail;  // how `need` was decided (a host part names the device it sits beside)
 };
 
 struct Decision {
