@@ -137,9 +137,25 @@ asio::awaitable<void> Runner::loop() {
         } catch (const std::exception& e) {
             spdlog::error("batches: {}", e.what());
         }
+        if (!checkpointing_ && Clock::now() >= next_checkpoint_) {
+            checkpointing_ = true;
+            asio::co_spawn(ex_, checkpoint(self), asio::detached);
+        }
         wake_.expires_after(options_.pass);
         co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
     }
+}
+
+asio::awaitable<void> Runner::checkpoint(std::shared_ptr<Runner> self) {
+    try {
+        co_await core::off_loop(work_,
+                                [db = options_.dir / "batches.sqlite3"] { return Store::checkpoint(db); });
+    } catch (const std::exception& e) {
+        spdlog::warn("batches: {} (tried again in {} ms; the log grows meanwhile)", e.what(),
+                     options_.checkpoint_every.count());
+    }
+    checkpointing_ = false;
+    next_checkpoint_ = Clock::now() + options_.checkpoint_every;
 }
 
 Runner::Active* Runner::find(const std::string& id) {

@@ -16,7 +16,8 @@
 // At most `concurrency(model)` items of a model are in flight at once (default: its slots).
 //
 // Threads: everything on loch's io_context; the input file's check and the output files are written on the
-// worker pool (core/off_loop.hpp). The store is the runner's own (Store is not thread-safe).
+// worker pool (core/off_loop.hpp), and so is the store's checkpoint (its only fsync). The store is the
+// runner's own (Store is not thread-safe).
 #pragma once
 
 #include <chrono>
@@ -69,6 +70,9 @@ struct RunnerOptions {
     std::filesystem::path dir;  // batches.sqlite3, files/, tmp/
     std::chrono::milliseconds pass{250};
     std::size_t insert_chunk = 2000;  // items added per transaction while a batch validates
+    // How often the store's write-ahead log is copied into its database, on the worker (Store::checkpoint):
+    // the loop's commits never fsync.
+    std::chrono::milliseconds checkpoint_every{5000};
 };
 
 // What POST /v1/batches asked for, checked by the HTTP layer.
@@ -135,6 +139,7 @@ class Runner : public std::enable_shared_from_this<Runner> {
     void settle(const std::string& id, const ItemRecord& item, const ItemAnswer& answer, bool unreadable,
                 Clock::time_point t0);
     boost::asio::awaitable<void> finalize(std::shared_ptr<Runner> self, std::string id);
+    boost::asio::awaitable<void> checkpoint(std::shared_ptr<Runner> self);
     void fail_validation(Active& a, const nlohmann::json& errors);
     Active* find(const std::string& id);
 
@@ -151,6 +156,8 @@ class Runner : public std::enable_shared_from_this<Runner> {
     std::map<std::string, unsigned> in_flight_;    // per model
     std::map<std::string, Clock::time_point> not_before_;  // per model: after a busy answer
     bool stopping_ = false, started_ = false;
+    bool checkpointing_ = false;
+    Clock::time_point next_checkpoint_ = Clock::now();
 };
 
 // The Batch object as OpenAI's clients read it, with loch's progress under `loch` when given.

@@ -8,7 +8,9 @@
 // stay in the uploaded file (each item's line: offset and length), not in the database.
 //
 // Not thread-safe: one owner (the batch runner on loch's io_context) calls it. Every call is short (an
-// indexed read or a single-row write), so it may run on the loop thread.
+// indexed read or a single-row write, committed without an fsync), so it may run on the loop thread. The one
+// step that fsyncs — copying the write-ahead log into the database — is not the owner's: its connection never
+// checkpoints, the runner calls `checkpoint` on its worker every few seconds instead.
 #pragma once
 
 #include <cstdint>
@@ -88,6 +90,11 @@ class Store {
     ~Store();
     Store(const Store&) = delete;
     Store& operator=(const Store&) = delete;
+
+    // Copies what the write-ahead log holds into the database file (SQLite's PASSIVE checkpoint: it waits for
+    // no reader or writer; the owner goes on writing meanwhile) on a connection of its own. Blocks on the
+    // disk: call it off the loop. Returns the log's frames copied. Throws std::runtime_error naming the file.
+    static int checkpoint(const std::filesystem::path& path);
 
     // A new id with `prefix` ("file-", "batch_"): random, never reused.
     static std::string new_id(std::string_view prefix);

@@ -36,6 +36,7 @@ class RunnerTest : public ::testing::Test {
     bool people_waiting = false;
     std::set<std::string> running, preempted;
     int files = 0;
+    std::chrono::milliseconds checkpoint_every = 5000ms;
 
     void start(unsigned concurrency) {
         RunnerHooks h;
@@ -82,6 +83,7 @@ class RunnerTest : public ::testing::Test {
         RunnerOptions o;
         o.dir = dir.path() / "batches";
         o.pass = 10ms;
+        o.checkpoint_every = checkpoint_every;
         runner = std::make_shared<Runner>(ioc.get_executor(), pool, o, std::move(h));
         runner->start();
     }
@@ -145,6 +147,19 @@ TEST_F(RunnerTest, EveryItemIsSentOnceAtMostConcurrencyAtATimeAndAnsweredInLineO
         EXPECT_EQ(out[i]["response"]["request_id"], id + "-" + std::to_string(i + 1) + ".1");
     }
     EXPECT_TRUE(b.error_file_id.empty()) << "an error file with no error in it";
+}
+
+TEST_F(RunnerTest, TheResultsAreCopiedFromTheStoresLogIntoItsDatabaseByTheWorker) {
+    checkpoint_every = 10ms;
+    const std::string pad(100 * 1024, 'x');
+    answer = [&](const std::string&, int) {
+        return ItemAnswer{200, json{{"object", "chat.completion"}, {"pad", pad}}.dump(), "", 0};
+    };
+    start(4);
+    const auto db = dir.path() / "batches" / "batches.sqlite3";
+    EXPECT_EQ(run_to_end(batch_of(60)).status, BatchStatus::completed);
+    for (int i = 0; i < 400 && std::filesystem::file_size(db) < 6'000'000u; ++i) ioc.run_for(5ms);
+    EXPECT_GT(std::filesystem::file_size(db), 6'000'000u) << "the results stayed in the write-ahead log";
 }
 
 TEST_F(RunnerTest, AnItemLochWasTooBusyToRunIsRequeuedWithoutAnAttemptAndAFailureIsFinal) {

@@ -1,6 +1,6 @@
 // The batch store on a real SQLite file: records survive reopening (a restart), an item is finished with its
 // result in one step, a crash's running items are re-run once and never a third time, finished items never
-// again, custom_ids are unique per batch, pagination is newest first.
+// again, custom_ids are unique per batch, pagination is newest first, the owner's commits never checkpoint.
 #include <gtest/gtest.h>
 
 #include <SQLiteCpp/SQLiteCpp.h>
@@ -150,6 +150,24 @@ TEST_F(StoreTest, BatchesArePagedNewestFirst) {
     ASSERT_EQ(next.size(), 2u);
     EXPECT_EQ(next[0].id, "b2");
     EXPECT_EQ(next[1].id, "b1");
+}
+
+TEST_F(StoreTest, TheOwnersCommitsNeverCheckpointAndACheckpointOnAnotherConnectionCopiesTheLog) {
+    Store s(db());
+    s.add_batch(batch("b"), items(60));
+    const std::string result(100 * 1024, 'x');  // 6 MiB in all: SQLite would checkpoint after ~4 MiB of log
+    for (int line = 1; line <= 60; ++line) {
+        ASSERT_TRUE(s.start_item("b", line));
+        ASSERT_TRUE(s.finish_item("b", line, 200, result, ""));
+    }
+    EXPECT_LT(std::filesystem::file_size(db()), 1'000'000u)
+        << "the owner's commit checkpointed the log: an fsync on loch's loop";
+    EXPECT_GT(Store::checkpoint(db()), 1000);
+    EXPECT_GT(std::filesystem::file_size(db()), 6'000'000u);
+    EXPECT_EQ(s.counts("b").done, 60) << "the owner goes on after a checkpoint elsewhere";
+    s.add_batch(batch("c"), items(1));
+    EXPECT_EQ(s.counts("c").queued, 1);
+    EXPECT_THROW(Store::checkpoint(dir.path() / "missing.sqlite3"), std::runtime_error);
 }
 
 TEST_F(StoreTest, IdsAreNewEachTimeAndANewerSchemaIsRefusedWithTheFileNamed) {
