@@ -81,7 +81,7 @@ if [ "$WHAT" = restore ] || [ "$WHAT" = all ]; then
     timeout 400 bash "$R/bench/conversation-restore.sh" 16000 2>&1 | tee "$OUT/restore.txt" || true
 fi
 if [ "$WHAT" = floor ] || [ "$WHAT" = all ]; then
-  BIN=$B DEVICE=nvidia:0 BUDGET=40GiB OTHER_MEMORY=30GiB MODEL_ARGS="$EIGHT_B" ROUNDS=5 \
+  BIN=$B DEVICE=nvidia:0 BUDGET=40GiB OTHER_MEMORY=30GiB MODEL_ARGS="$EIGHT_B" ROUNDS=${FLOOR_ROUNDS:-5} \
     timeout 300 bash "$R/bench/swap-floor.sh" 2>&1 | tee "$OUT/floor.txt" || true
 fi
 if [ "$WHAT" = readahead ] || [ "$WHAT" = all ]; then
