@@ -252,6 +252,29 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
             return d;
         }
     }
+    // Before 2, memory on its way: engines stopping on a device free enough there (with their host RAM) →
+    // wait for them. The pass that evicted them runs again before a GPU engine has exited (~0.1–1 s), sees
+    // the memory still held and would stop one more engine for room that is already coming.
+    for (const auto& n : in.needs) {
+        if (!ledger.has_device(n.device)) continue;
+        std::uint64_t coming = 0, coming_host = 0;
+        std::vector<std::string> stopping;
+        for (const auto& e : in.engines) {
+            if (!e.stopping || bytes_on(e, n.device) == 0) continue;
+            coming += bytes_on(e, n.device);
+            coming_host += n.device == "cpu" ? 0 : bytes_on(e, "cpu");
+            stopping.push_back(e.name);
+        }
+        const auto h = host_part(n, ledger);
+        if (stopping.empty() || ledger.free(n.device) + coming < n.bytes ||
+            (h && ledger.free(h->device) + coming_host < h->bytes))
+            continue;
+        d.kind = Decision::Kind::wait;
+        d.reason = fmt::format("waiting for {} stopping on {} to free {}: needs {}, {} free",
+                               fmt::join(stopping, ", "), n.device, human_bytes(coming), human_bytes(n.bytes),
+                               human_bytes(ledger.free(n.device)));
+        return d;
+    }
     // 2. Fits after evicting idle engines; of several devices, the one whose victims are cheapest to lose.
     std::optional<EvictionPlan> best;
     const Need* best_need = nullptr;

@@ -5,6 +5,8 @@
 //   1. fits on an allowed device now (and no other load is in flight there) → start there;
 //   2. fits after stopping idle, unpinned engines of equal or lower priority → stop them (cheapest to
 //      reload first: idle time ÷ (load time × weight)), then start;
+//      — unless engines already stopping there free enough with what is free: then wait for them (a
+//      second pass before an evicted GPU engine has exited must not stop another one);
 //   3. does not fit even on an empty allowed device → refuse now, with the numbers and what would help;
 //   4. otherwise → wait (queue) until memory frees.
 // Several GPUs (issue 14): a model may also be split over a set of devices (llama.cpp --split-mode layer),
@@ -44,6 +46,9 @@ struct EngineView {
     // Busy with batch requests only: it yields to interactive work (no new batch request is granted while
     // an interactive one waits for its device), so it is idle within its current requests' time.
     bool batch_only = false;
+    // Stopping (evicted, idle past its keep-alive, reloaded): its memory is on its way back. A GPU engine
+    // takes from a tenth of a second to seconds to exit and hand it back.
+    bool stopping = false;
 };
 
 // Higher = a better victim (idle long, cheap to reload, unimportant).

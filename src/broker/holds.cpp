@@ -252,6 +252,7 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
                       !o->cfg->pinned && !wanted;
         v.batch_only = o->state == ModelState::ready && o->active > 0 && o->active_interactive == 0 &&
                        options_.policy == Policy::loch;
+        v.stopping = o->state == ModelState::stopping;
         v.held_as = o->state != ModelState::ready ? std::string(to_string(o->state))
                     : o->active > 0               ? "busy"
                     : o->cfg->pinned              ? "pinned"

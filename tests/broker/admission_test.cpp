@@ -127,6 +127,30 @@ TEST(Admission, WaitsWhenBusyEnginesHoldTheMemory) {
         << d.reason;
 }
 
+TEST(Admission, WaitsForEnginesStoppingOnTheDeviceWhenTheyFreeEnoughInsteadOfStoppingMore) {
+    Ledger l = ledger_with(10 * kGiB);
+    l.reserve("gpu0", "leaving", {4 * kGiB, Source::measured, ""});
+    l.reserve("gpu0", "idle", {4 * kGiB, Source::measured, ""});
+    AdmissionInput in{{need(3 * kGiB)},
+                      1,
+                      {engine("leaving", 4 * kGiB, false, 0, 1), engine("idle", 4 * kGiB, true, 100, 1)},
+                      {}};
+    in.engines[0].stopping = true;
+    in.engines[0].held_as = "stopping";
+    auto d = decide(in, l);  // 2 GiB free + 4 GiB on its way ≥ 3 GiB
+    EXPECT_EQ(d.kind, Decision::Kind::wait) << d.reason;
+    EXPECT_NE(d.reason.find("leaving"), std::string::npos) << d.reason;
+    // What stops frees too little: the idle one goes as well.
+    Ledger less = ledger_with(10 * kGiB);
+    less.reserve("gpu0", "leaving", {1 * kGiB, Source::measured, ""});
+    less.reserve("gpu0", "idle", {4 * kGiB, Source::measured, ""});
+    in.engines[0].bytes = 1 * kGiB;
+    in.needs = {need(7 * kGiB)};  // 5 GiB free + 1 GiB on its way
+    d = decide(in, less);
+    ASSERT_EQ(d.kind, Decision::Kind::evict_then_start) << d.reason;
+    EXPECT_EQ(d.victims, std::vector<std::string>{"idle"});
+}
+
 TEST(Admission, TakesTheSecondDeviceWhenTheFirstIsFull) {
     Ledger l = ledger_with(10 * kGiB);
     DeviceLimits d2;

@@ -116,6 +116,32 @@ TEST_F(BrokerTest, EvictionStopsTheIdleModelThatWasIdleLongest) {
     EXPECT_FALSE(fake->of("b")[0]->ended());
 }
 
+TEST_F(BrokerTest, APassWhileAnEvictedEngineIsStillStoppingWaitsForItInsteadOfStoppingAnother) {
+    add_model("a", 4 * kGiB);
+    add_model("b", 4 * kGiB);
+    add_model("c", 3 * kGiB);  // 10 GiB device: a and b leave 2 GiB, stopping one of them is enough
+    start(fast());
+    for (const char* name : {"a", "b"}) {
+        auto l = acquire(name);
+        ASSERT_TRUE(settle(l));
+        l.get().release();
+        run_for(20ms);
+    }
+    // A GPU engine takes a moment to exit and hand its memory back (the H200 trace: ~0.1 s).
+    for (const auto& r : fake->runs) r->stop_takes = 300ms;
+    auto first = acquire("c");
+    run_for(50ms);
+    auto second = acquire("c");  // another pass of admission while the victim still holds its memory
+    ASSERT_TRUE(settle(first));
+    Lease held = first.get();
+    EXPECT_TRUE(held.valid());
+    held.release();
+    ASSERT_TRUE(settle(second));
+    EXPECT_TRUE(fake->of("a")[0]->ended()) << "the longest-idle engine makes the room";
+    EXPECT_EQ(fake->of("b")[0]->stop_calls, 0) << "a second engine stopped for room that was already coming";
+    EXPECT_EQ(fake->of("c").size(), 1u);
+}
+
 TEST_F(BrokerTest, AModelInUseIsNeverEvictedTheNewcomerWaitsInstead) {
     add_model("a", 6 * kGiB);
     add_model("b", 6 * kGiB);

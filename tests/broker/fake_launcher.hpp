@@ -25,6 +25,7 @@ class FakeRun : public engines::EngineRun {
 
     std::chrono::milliseconds ready_after{5};
     std::optional<engines::ExitReport> fail_start;  // the start fails with this instead
+    std::chrono::milliseconds stop_takes{0};        // a GPU engine's teardown: it holds its memory meanwhile
 
     asio::awaitable<engines::StartResult> start() override {
         started = true;
@@ -47,6 +48,10 @@ class FakeRun : public engines::EngineRun {
     }
     asio::awaitable<engines::ExitReport> stop() override {
         ++stop_calls;
+        if (!exit_ && stop_takes.count() > 0) {
+            asio::steady_timer t(signal_.get_executor(), stop_takes);
+            co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        }
         if (!exit_) {
             engines::ExitReport r;
             r.kind = engines::ExitKind::stopped;
