@@ -252,7 +252,10 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
                       !o->cfg->pinned && !wanted;
         v.batch_only = o->state == ModelState::ready && o->active > 0 && o->active_interactive == 0 &&
                        options_.policy == Policy::loch;
-        v.stopping = o->state == ModelState::stopping;
+        // Its memory is on its way within stop_grace (then SIGKILL) — unless it saves a long conversation
+        // first (up to minutes on a slow disk): past that, admission may stop another engine instead.
+        v.stopping = o->state == ModelState::stopping &&
+                     now - o->stop_started < cfg_->stop_grace + std::chrono::seconds(2);
         v.held_as = o->state != ModelState::ready ? std::string(to_string(o->state))
                     : o->active > 0               ? "busy"
                     : o->cfg->pinned              ? "pinned"

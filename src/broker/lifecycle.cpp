@@ -268,6 +268,7 @@ void Broker::begin_stop(Model& m, std::string why, bool keep_conversations) {
     m.idle_stop_reason.clear();
     note("stop", m, why);
     m.state = ModelState::stopping;
+    m.stop_started = Clock::now();
     m.stop_reason = std::move(why);
     auto engine = m.engine;
     auto alive = alive_;
@@ -368,6 +369,7 @@ void Broker::begin_evict(Model& m, std::string why) {
     if (level == 0 || m.state != ModelState::ready || !m.engine) return begin_stop(m, std::move(why), true);
     note("sleep", m, fmt::format("{}: asleep at level {} instead of stopped", why, level));
     m.state = ModelState::stopping;
+    m.stop_started = Clock::now();
     m.stop_reason = why + " (going to sleep)";
     auto engine = m.engine;
     auto alive = alive_;

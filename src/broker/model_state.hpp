@@ -96,7 +96,8 @@ struct Broker::Model {
     double avg_request_s = 5.0;       // the mean request duration (the first one measured replaces the prior)
     std::uint64_t requests_done = 0;  // how many were measured: 0 = no ETA from it
     std::string stop_reason;
-    std::uint32_t sleep_level = 0;  // while asleep: the level it sleeps at
+    Clock::time_point stop_started{};  // admission waits for a stopping engine's memory this long at most
+    std::uint32_t sleep_level = 0;     // while asleep: the level it sleeps at
     std::uint64_t runs = 0;
     Clock::time_point load_started{};
     std::string wait_reason;        // why a request for it waits now (queue status, queue_timeout)

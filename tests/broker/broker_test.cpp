@@ -142,6 +142,27 @@ TEST_F(BrokerTest, APassWhileAnEvictedEngineIsStillStoppingWaitsForItInsteadOfSt
     EXPECT_EQ(fake->of("c").size(), 1u);
 }
 
+TEST_F(BrokerTest, AnEngineStillStoppingPastStopGraceIsNotWaitedForAndAnotherIsStopped) {
+    cfg.stop_grace = 0s;  // the wait for a stopping engine's memory: at most stop_grace + 2 s
+    add_model("a", 4 * kGiB);
+    add_model("b", 4 * kGiB);
+    add_model("c", 3 * kGiB);
+    start(fast());
+    for (const char* name : {"a", "b"}) {
+        auto l = acquire(name);
+        ASSERT_TRUE(settle(l));
+        l.get().release();
+        run_for(20ms);
+    }
+    fake->of("a")[0]->stop_takes = 4s;  // the first victim saves a long conversation to a slow disk
+    auto c = acquire("c");
+    run_for(1s);
+    EXPECT_EQ(fake->of("b")[0]->stop_calls, 0) << "within the bound it waits for a";
+    ASSERT_TRUE(settle(c, 5s));
+    EXPECT_TRUE(c.get().valid());
+    EXPECT_EQ(fake->of("b")[0]->stop_calls, 1) << "past the bound the other idle engine makes the room";
+}
+
 TEST_F(BrokerTest, AModelInUseIsNeverEvictedTheNewcomerWaitsInstead) {
     add_model("a", 6 * kGiB);
     add_model("b", 6 * kGiB);
