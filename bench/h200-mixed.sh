@@ -10,9 +10,6 @@
 #   readahead bench/read-ahead.sh with an 8B-shaped q8_0 model whose weights are written (not sparse);
 #   trace    mixed-trace --device nvidia:0 (a captioner and a chat model of 8B shape, Flux-tiny images).
 #   bash bench/h200-mixed.sh [build|restore|floor|readahead|trace|all]      results in $OUT (default ./h200-mix-out)
-# `build` also sends the built engines back (prebuilt-*.part, split to the device tool's 16 MiB a file) when
-# they fit in 40 MiB: `PREBUILT=<folder of those parts> bash bench/h200-mixed.sh --pack` carries them instead
-# of the sources, and the next session skips the ~500 s CUDA build (the lent machines share one image).
 set -euo pipefail
 R=$(pwd)
 C=$R/devcarry-mix
@@ -21,12 +18,7 @@ if [ "${1:-}" = --pack ]; then
   tar -C /var/cache/loch/llama.cpp-src --exclude=./build --exclude=./models --exclude=./docs --exclude=./.git \
     --exclude=./media --exclude=./gguf-py --exclude=./benches --exclude=./tools/server/webui \
     --exclude='./tools/server/public*' -cJf "$C/llama.cpp-src.tar.xz" .
-  if [ -n "${PREBUILT:-}" ]; then
-    mkdir -p "$C/prebuilt" && cp "$PREBUILT"/prebuilt-*.part "$C/prebuilt/"
-    rm "$C/llama.cpp-src.tar.xz"
-  else
-    (cd "$C" && pip download -q --no-deps --no-binary :all: stable-diffusion-cpp-python==0.4.7)
-  fi
+  (cd "$C" && pip download -q --no-deps --no-binary :all: stable-diffusion-cpp-python==0.4.7)
   for b in loch loch-synth mixed-trace; do strip -o "$C/real/$b" "$R/build/bin/$b"; done
   for l in libprometheus-cpp-core.so.1.0 libstdc++.so.6 libm.so.6 libc.so.6 libgcc_s.so.1; do
     cp -L "/lib/x86_64-linux-gnu/$l" "$C/lib/"; done
@@ -38,9 +30,6 @@ OUT=${OUT:-$R/h200-mix-out}
 W=/tmp/h200-mix
 B=$W/bin
 mkdir -p "$OUT" "$B"
-if [ -d "$C/prebuilt" ] && [ ! -x "$W/llama/build/bin/llama-server" ]; then
-  cat "$C"/prebuilt/prebuilt-*.part | xz -dc | tar -C "$W" -xf - && echo "engines: prebuilt (carried)"
-fi
 if [ ! -x "$W/llama/build/bin/llama-server" ] || [ ! -x "$W/sd/build/bin/sd-server" ]; then
   t0=$(date +%s)
   mkdir -p "$W/llama" "$W/sdsrc"
@@ -56,15 +45,6 @@ if [ ! -x "$W/llama/build/bin/llama-server" ] || [ ! -x "$W/sd/build/bin/sd-serv
    cmake --build "$W/sd/build" -j 8 --target sd-server >>"$OUT/sd-build.log" 2>&1) &
   wait
   echo "builds: $(( $(date +%s) - t0 )) s"
-  if [ -x "$W/llama/build/bin/llama-server" ] && [ -x "$W/sd/build/bin/sd-server" ]; then
-    (cd "$W" && tar -cf - llama/build/bin/llama-server llama/build/bin/llama-fit-params \
-       $(cd "$W" && ls llama/build/bin/*.so* 2>/dev/null) sd/build/bin/sd-server) | xz -T0 -6 > "$W/prebuilt.tar.xz"
-    size=$(stat -c %s "$W/prebuilt.tar.xz")
-    echo "prebuilt engines: $size bytes compressed"
-    if [ "$size" -le $((40 * 1024 * 1024)) ]; then
-      split -b 15M -d -a 1 --additional-suffix=.part "$W/prebuilt.tar.xz" "$OUT/prebuilt-"
-    fi
-  fi
 fi
 for b in loch loch-synth mixed-trace; do
   printf '#!/bin/sh\nexec "%s/lib/ld-linux-x86-64.so.2" --library-path "%s/lib" "%s/real/%s" "$@"\n' "$C" "$C" "$C" "$b" > "$B/$b"
