@@ -116,17 +116,23 @@ TEST_F(BrokerTest, EvictionStopsTheIdleModelThatWasIdleLongest) {
     EXPECT_FALSE(fake->of("b")[0]->ended());
 }
 
-TEST_F(BrokerTest, APassWhileAnEvictedEngineIsStillStoppingWaitsForItInsteadOfStoppingAnother) {
-    add_model("a", 4 * kGiB);
-    add_model("b", 4 * kGiB);
-    add_model("c", 3 * kGiB);  // 10 GiB device: a and b leave 2 GiB, stopping one of them is enough
-    start(fast());
-    for (const char* name : {"a", "b"}) {
-        auto l = acquire(name);
-        ASSERT_TRUE(settle(l));
-        l.get().release();
-        run_for(20ms);
+// Two idle 4 GiB engines on the 10 GiB device (`a` idle longer) and a 3 GiB model `c`: a and b leave
+// 2 GiB, stopping one of them is enough.
+struct StoppingEngineTest : BrokerTest {
+    void two_idle_engines_and_room_for_c_after_one() {
+        add_model("a", 4 * kGiB);
+        add_model("b", 4 * kGiB);
+        add_model("c", 3 * kGiB);
+        start(fast());
+        for (const char* name : {"a", "b"}) {
+            running(name).release();
+            run_for(20ms);
+        }
     }
+};
+
+TEST_F(StoppingEngineTest, APassWhileAnEvictedEngineIsStillStoppingWaitsForItInsteadOfStoppingAnother) {
+    two_idle_engines_and_room_for_c_after_one();
     // A GPU engine takes a moment to exit and hand its memory back (the H200 trace: ~0.1 s).
     for (const auto& r : fake->runs) r->stop_takes = 300ms;
     auto first = acquire("c");
@@ -142,18 +148,9 @@ TEST_F(BrokerTest, APassWhileAnEvictedEngineIsStillStoppingWaitsForItInsteadOfSt
     EXPECT_EQ(fake->of("c").size(), 1u);
 }
 
-TEST_F(BrokerTest, AnEngineStillStoppingPastStopGraceIsNotWaitedForAndAnotherIsStopped) {
+TEST_F(StoppingEngineTest, AnEngineStillStoppingPastStopGraceIsNotWaitedForAndAnotherIsStopped) {
     cfg.stop_grace = 0s;  // the wait for a stopping engine's memory: at most stop_grace + 2 s
-    add_model("a", 4 * kGiB);
-    add_model("b", 4 * kGiB);
-    add_model("c", 3 * kGiB);
-    start(fast());
-    for (const char* name : {"a", "b"}) {
-        auto l = acquire(name);
-        ASSERT_TRUE(settle(l));
-        l.get().release();
-        run_for(20ms);
-    }
+    two_idle_engines_and_room_for_c_after_one();
     fake->of("a")[0]->stop_takes = 4s;  // the first victim saves a long conversation to a slow disk
     auto c = acquire("c");
     run_for(1s);
