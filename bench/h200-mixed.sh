@@ -6,10 +6,11 @@
 # loader; the engines it starts are built there and use the machine's own). Steps:
 #   build    the pinned llama-server and sd-server with CUDA (once per warm machine, in /tmp/h200-mix);
 #   restore  bench/conversation-restore.sh with an 8B-shaped model on nvidia:0;
+#   restore70 the same with a 70B shape (q4_k_m) and a ~16k-token conversation;
 #   floor    bench/swap-floor.sh with the same model;
 #   readahead bench/read-ahead.sh with an 8B-shaped q8_0 model whose weights are written (not sparse);
 #   trace    mixed-trace --device nvidia:0 (a captioner and a chat model of 8B shape, Flux-tiny images).
-#   bash bench/h200-mixed.sh [build|restore|floor|readahead|trace|all]      results in $OUT (default ./h200-mix-out)
+#   bash bench/h200-mixed.sh [build|restore|restore70|floor|readahead|trace|all]      results in $OUT (default ./h200-mix-out)
 set -euo pipefail
 R=$(pwd)
 C=$R/devcarry-mix
@@ -59,6 +60,13 @@ EIGHT_B="--preset llama-3.1-8b --type f16 --weights zeros --ctx 32768"
 if [ "$WHAT" = restore ] || [ "$WHAT" = all ]; then
   BIN=$B DEVICE=nvidia:0 BUDGET=60GiB OTHER_MEMORY=50GiB MODEL_ARGS="$EIGHT_B" \
     timeout 400 bash "$R/bench/conversation-restore.sh" 16000 2>&1 | tee "$OUT/restore.txt" || true
+fi
+if [ "$WHAT" = restore70 ]; then
+  # A 70B shape (q4_k_m, ~40 GiB) at a 16k-token conversation: the restore's KV grows 2.5x over the 8B's per
+  # token while the prefill it saves grows ~9x, so this is the regime the restore is for (docs/performance.md).
+  BIN=$B DEVICE=nvidia:0 BUDGET=120GiB OTHER_MEMORY=100GiB \
+    MODEL_ARGS="--preset llama-3.1-70b --type q4_k_m --weights zeros --ctx 32768" \
+    timeout 500 bash "$R/bench/conversation-restore.sh" "${TOKENS:-24300}" 2>&1 | tee "$OUT/restore70.txt" || true
 fi
 if [ "$WHAT" = floor ] || [ "$WHAT" = all ]; then
   BIN=$B DEVICE=nvidia:0 BUDGET=40GiB OTHER_MEMORY=30GiB MODEL_ARGS="$EIGHT_B" ROUNDS=${FLOOR_ROUNDS:-5} \
