@@ -42,6 +42,8 @@ std::string_view to_string(ErrorKind k) {
             return "not_cancellable";
         case ErrorKind::conflict:
             return "conflict";
+        case ErrorKind::insufficient_storage:
+            return "insufficient_storage";
         case ErrorKind::internal:
             return "internal_error";
     }

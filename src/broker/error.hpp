@@ -32,6 +32,7 @@ enum class ErrorKind {
     cancelled,             // ended by `loch cancel` / DELETE /loch/requests/{id}
     not_cancellable,       // a cancel of what cannot stop (a generation sd-server has started)
     conflict,              // the thing's state forbids it (cancel a batch that ended, delete a file in use)
+    insufficient_storage,  // the disk loch writes to is full (an upload): the user's to free, not a bug
     internal,              // a bug in loch: the message says what failed
 };
 std::string_view to_string(ErrorKind k);                           // also the JSON "type"

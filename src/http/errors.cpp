@@ -44,6 +44,8 @@ beast_http::status status_of(ErrorKind kind) {
         case ErrorKind::not_cancellable:
         case ErrorKind::conflict:
             return beast_http::status::conflict;
+        case ErrorKind::insufficient_storage:
+            return beast_http::status::insufficient_storage;
         case ErrorKind::internal:
             return beast_http::status::internal_server_error;
     }

@@ -132,13 +132,14 @@ asio::awaitable<void> write_json(beast::tcp_stream& stream, unsigned version, bo
     if (retry_after_s) res.set(bhttp::field::retry_after, std::to_string(*retry_after_s));
     if (!allow.empty()) res.set(bhttp::field::allow, allow);
     // A refusal that the same request can never get past here (bad input, no such model, too large for
-    // this box's hardware): OpenAI's and Anthropic's SDKs would otherwise retry it. A model too large for
-    // this box is a 503 all the same, which a load balancer retries on another box (docs/several-boxes.md).
+    // this box's hardware, a full disk): OpenAI's and Anthropic's SDKs would otherwise retry it. A model too
+    // large for this box is a 503 all the same, which a load balancer retries on another box
+    // (docs/several-boxes.md).
     const bool too_large_here = status == 503 && body.is_object() && body.contains("error") &&
                                 body["error"].is_object() &&
                                 body["error"].value("type", std::string()) == "insufficient_memory";
     if (status == 400 || status == 401 || status == 404 || status == 405 || status == 409 || status == 413 ||
-        too_large_here)
+        status == 507 || too_large_here)
         res.set("x-should-retry", "false");
     res.keep_alive(keep_alive);
     res.body() = dump(body);
@@ -161,6 +162,19 @@ asio::awaitable<void> write_error(beast::tcp_stream& stream, unsigned version, b
                                   const Error& e, const std::string& allow) {
     co_await write_json(stream, version, keep_alive, static_cast<unsigned>(status_of(e.kind())),
                         error_body(e), e.retry_after_s(), allow);
+}
+
+asio::awaitable<void> drain_before_close(beast::tcp_stream& stream) {
+    beast::error_code sec;
+    stream.socket().shutdown(tcp::socket::shutdown_send, sec);
+    char sink[16 * 1024];
+    for (std::uint64_t drained = 0; drained < 64ull * 1024 * 1024;) {
+        stream.expires_after(std::chrono::seconds(2));
+        auto [dec, dn] =
+            co_await stream.async_read_some(asio::buffer(sink), asio::as_tuple(asio::use_awaitable));
+        if (dec) break;
+        drained += dn;
+    }
 }
 
 Server::Server(asio::any_io_executor ex, broker::Broker& broker, ServerOptions options)
@@ -391,17 +405,7 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
                 d);
             log_unread(e);
             co_await write_error(stream, 11, false, e);
-            // Read (and drop) what the client is still sending for a moment: closing with unread data would
-            // reset the connection, and the client could lose the 413 before reading it.
-            beast::error_code sec;
-            stream.socket().shutdown(tcp::socket::shutdown_send, sec);
-            char sink[16 * 1024];
-            for (std::uint64_t drained = 0; drained < 64ull * 1024 * 1024;) {
-                stream.expires_after(std::chrono::seconds(2));
-                auto [dec, dn] = co_await stream.async_read_some(asio::buffer(sink), tok);
-                if (dec) break;
-                drained += dn;
-            }
+            co_await drain_before_close(stream);
             co_return;
         }
         if (ec) {

@@ -327,4 +327,9 @@ boost::asio::awaitable<void> write_text(boost::beast::tcp_stream& stream, unsign
 boost::asio::awaitable<void> write_error(boost::beast::tcp_stream& stream, unsigned version, bool keep_alive,
                                          const broker::Error& e, const std::string& allow = {});
 
+// After an answer to a request whose body was not read to its end (a refusal mid-upload): reads and drops
+// what the client still sends, for a moment and up to 64 MiB, before the connection closes. Closing with
+// unread data resets the connection, and the client could lose the answer before reading it.
+boost::asio::awaitable<void> drain_before_close(boost::beast::tcp_stream& stream);
+
 }  // namespace loch::http

@@ -19,6 +19,9 @@ TEST(Errors, StatusPerKind) {
     EXPECT_EQ(http::status_of(ErrorKind::engine_failed), bhttp::status::bad_gateway);
     EXPECT_EQ(http::status_of(ErrorKind::watchdog_timeout), bhttp::status::gateway_timeout);
     EXPECT_EQ(http::status_of(ErrorKind::unauthorized), bhttp::status::unauthorized);
+    EXPECT_EQ(http::status_of(ErrorKind::insufficient_storage), bhttp::status::insufficient_storage);
+    EXPECT_EQ(broker::to_string(ErrorKind::insufficient_storage), "insufficient_storage");
+    EXPECT_EQ(broker::error_kind_named("insufficient_storage"), ErrorKind::insufficient_storage);
 }
 
 TEST(Errors, BodyCarriesTypeMessageAndNumbers) {

@@ -2,6 +2,10 @@
 // lists, downloads and deletes an input file, and gets a bad one back as a 400 with its line numbers; a file
 // larger than max_body is streamed to disk (loch's memory does not grow by its size) and survives a restart;
 // one over max_batch_file is refused with the key to raise.
+#include <sys/mount.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -25,9 +29,9 @@ std::uint64_t rss_anon(int pid) {
 }
 
 // Sends an upload of `text` in two halves and measures how loch's heap grew in between (while it receives);
-// the answer's status and body.
+// the answer's status and body (and its x-should-retry header into `should_retry`, when given).
 std::pair<int, std::string> upload_in_halves(LochServer& loch, const std::string& text,
-                                             std::int64_t& heap_growth) {
+                                             std::int64_t& heap_growth, std::string* should_retry = nullptr) {
     namespace asio = boost::asio;
     namespace http = boost::beast::http;
     asio::io_context ioc;
@@ -48,6 +52,7 @@ std::pair<int, std::string> upload_in_halves(LochServer& loch, const std::string
     boost::beast::flat_buffer buf;
     http::response<http::string_body> res;
     http::read(sock, buf, res);
+    if (should_retry) *should_retry = std::string(res["x-should-retry"]);
     return {static_cast<int>(res.result_int()), res.body()};
 }
 
@@ -135,4 +140,39 @@ TEST(Files, AFileLargerThanMaxBodyIsStreamedToDiskSurvivesARestartAndOneOverTheL
     const auto other = upload(*loch, chat_item("a", "tiny") + "\n", "fine-tune");
     EXPECT_EQ(other.status, 400) << other.body;
     EXPECT_NE(other.body.find("purpose must be"), std::string::npos) << other.body;
+}
+
+// A full disk mid-upload: 507 insufficient_storage with the figures and where the room is needed (not a
+// 500, not a reset connection), nothing half-written kept, and loch goes on answering. The disk is a 2 MiB
+// tmpfs over the upload folder: it needs mount(2), so the test is skipped where loch's tests are not root.
+TEST(Files, AnUploadThatFillsTheDiskIsRefusedWith507AndTheFreeBytes) {
+    test::TempDir dir("loch-itest-files");
+    const auto tmp = dir.path() / "state" / "batches" / "tmp";
+    fs::create_directories(tmp);
+    if (::mount("tmpfs", tmp.c_str(), "tmpfs", 0, "size=2m") != 0)
+        GTEST_SKIP() << "cannot mount a small tmpfs here (" << std::strerror(errno) << "): needs root";
+    struct Unmount {
+        fs::path p;
+        ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
+    } unmount{tmp};
+    LochServer loch(dir.path(), config(dir, "2GiB", model_entry("tiny", models().tiny.path(), kArgs),
+                                       "max_batch_file: 64MiB\n"));
+    std::string text;
+    const std::string pad(4096, 'x');
+    for (int i = 0; text.size() < 6u << 20; ++i)
+        text += chat_item("i" + std::to_string(i), "tiny", pad) + "\n";
+    std::int64_t heap_growth = 0;
+    std::string should_retry;
+    const auto [status, body] = upload_in_halves(loch, text, heap_growth, &should_retry);
+    EXPECT_EQ(status, 507) << body.substr(0, 2000);
+    EXPECT_EQ(should_retry, "false") << "the SDKs would retry into the same full disk";
+    const auto e = json::parse(body, nullptr, false);
+    ASSERT_TRUE(e.is_object()) << body.substr(0, 2000);
+    EXPECT_EQ(e["error"]["type"], "insufficient_storage") << body;
+    EXPECT_TRUE(e["error"]["free_bytes"].is_number()) << body;
+    EXPECT_GE(e["error"]["received_bytes"].get<std::uint64_t>(), 2u << 20) << body;
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("state_dir"), std::string::npos) << body;
+    EXPECT_TRUE(fs::is_empty(tmp)) << "the half-written upload was kept";
+    EXPECT_EQ(test::http_get(loch.port(), "/health", 2s).status, 200);
+    EXPECT_EQ(json::parse(loch.get("/v1/files").body)["data"].size(), 0u);
 }

@@ -1,0 +1,44 @@
+#include "core/file_sink.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <system_error>
+#include <utility>
+
+#include "core/off_loop.hpp"
+
+namespace loch::core {
+
+namespace {
+
+[[noreturn]] void fail(int err, const std::filesystem::path& path) {
+    throw std::system_error(err, std::generic_category(), "cannot write " + path.string());
+}
+
+}  // namespace
+
+boost::asio::awaitable<FileSink> FileSink::open(boost::asio::thread_pool& pool, std::filesystem::path path) {
+    // stdio, not iostreams: its failures keep their errno (a full disk is not "an I/O error").
+    auto file = co_await off_loop(pool, [path] {
+        std::FILE* f = std::fopen(path.c_str(), "wbe");  // e: O_CLOEXEC (engines never inherit it)
+        if (!f) fail(errno, path);
+        return std::shared_ptr<std::FILE>(f, [](std::FILE* p) { std::fclose(p); });
+    });
+    co_return FileSink(pool, std::move(path), std::move(file));
+}
+
+boost::asio::awaitable<void> FileSink::take(std::string& bytes, bool last) {
+    if (!last && bytes.size() < kChunk) co_return;
+    const auto n = bytes.size();
+    const int err = co_await off_loop(*pool_, [file = file_, data = std::exchange(bytes, {}), last] {
+        errno = 0;
+        if (!data.empty() && std::fwrite(data.data(), 1, data.size(), file.get()) != data.size())
+            return errno ? errno : EIO;
+        if (last && std::fflush(file.get()) != 0) return errno ? errno : EIO;
+        return 0;
+    });
+    if (err) fail(err, path_);
+    written_ += n;
+}
+
+}  // namespace loch::core
