@@ -6,7 +6,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <future>
 #include <stdexcept>
+#include <utility>
+
+#include <boost/asio/post.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -15,10 +19,12 @@ namespace loch::observe {
 RequestLog::RequestLog(std::filesystem::path file, std::uint64_t rotate_at, std::size_t flush_at)
     : file_(std::move(file)), rotate_at_(rotate_at), flush_at_(flush_at) {
     if (!file_.empty()) open();
+    has_file_ = fd_ >= 0;
 }
 
 RequestLog::~RequestLog() {
     flush();
+    writer_.join();  // runs what was handed over, then the thread ends
     if (fd_ >= 0) ::close(fd_);
 }
 
@@ -37,11 +43,11 @@ bool RequestLog::write(const RequestRecord& r) {
     const std::string_view line(pending_.data() + before, pending_.size() - before);
     // With the file, loch's own log keeps the requests that went wrong and leaves the rest to the file (at
     // debug).
-    if (fd_ >= 0 && r.outcome() == "ok")
+    if (has_file_ && r.outcome() == "ok")
         spdlog::debug("request {}", line);
     else
         spdlog::info("request {}", line);
-    if (fd_ < 0) {
+    if (!has_file_) {
         pending_.clear();
         return false;
     }
@@ -62,18 +68,28 @@ void RequestLog::rotate_if_full(std::size_t adding) {
     try {
         open();
     } catch (const std::exception& e) {
+        has_file_ = false;  // from now on every request's line goes to loch's own log
         spdlog::warn("{}", e.what());
     }
 }
 
 void RequestLog::flush() {
-    if (pending_.empty() || file_.empty()) return;
-    if (fd_ >= 0) rotate_if_full(pending_.size());
-    if (fd_ < 0) {  // the file could not be opened again after rotating: the lines are in loch's own log
-        pending_.clear();
-        return;
-    }
-    std::string_view rest = pending_;
+    if (pending_.empty() || !has_file_) return;
+    boost::asio::post(writer_, [this, lines = std::exchange(pending_, {})] { append(lines); });
+}
+
+void RequestLog::wait_written() {
+    std::promise<void> done;
+    auto written = done.get_future();
+    boost::asio::post(writer_, [&done] { done.set_value(); });
+    written.wait();
+}
+
+void RequestLog::append(const std::string& lines) {
+    if (fd_ >= 0) rotate_if_full(lines.size());
+    if (fd_ < 0)
+        return;  // the file could not be opened again after rotating: the lines are in loch's own log
+    std::string_view rest = lines;
     while (!rest.empty()) {
         const ssize_t n = ::write(fd_, rest.data(), rest.size());
         if (n < 0 && errno == EINTR) continue;
@@ -84,7 +100,6 @@ void RequestLog::flush() {
         size_ += static_cast<std::uint64_t>(n);
         rest.remove_prefix(static_cast<std::size_t>(n));
     }
-    pending_.clear();
 }
 
 }  // namespace loch::observe

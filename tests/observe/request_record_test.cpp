@@ -1,8 +1,15 @@
 // The request log's line (to_json_line, written without a DOM) is the record's JSON object exactly: every
 // field, odd strings (quotes, backslashes, control characters, UTF-8, invalid UTF-8) and odd numbers.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -128,9 +135,11 @@ TEST(RequestLog, LinesWaitInMemoryUntilAFlushAndWriteSaysWhenOneIsDue) {
     EXPECT_GT(log.pending_bytes(), 0u);
     log.flush();
     EXPECT_EQ(log.pending_bytes(), 0u);
+    log.wait_written();
     EXPECT_EQ(lines_of(file), 2u);
     EXPECT_TRUE(log.write(full()));  // due again after a flush
     log.flush();
+    log.wait_written();
     EXPECT_EQ(lines_of(file), 3u);
 }
 
@@ -144,8 +153,10 @@ TEST(RequestLog, FlushesItselfWhenTheBufferIsFullAndWhenDestroyed) {
         EXPECT_FALSE(log.write(full()));
         EXPECT_FALSE(log.write(full()));  // the third fills the buffer: written now
         EXPECT_EQ(log.pending_bytes(), 0u);
+        log.wait_written();
         EXPECT_EQ(lines_of(file), 3u);
         EXPECT_TRUE(log.write(full()));
+        log.wait_written();
         EXPECT_EQ(lines_of(file), 3u);
     }
     EXPECT_EQ(lines_of(file), 4u);  // the destructor (loch's shutdown) wrote the pending one
@@ -164,6 +175,42 @@ TEST(RequestLog, RotatesAtItsLimitKeepingOneOldFileOfWholeLines) {
     }
     EXPECT_EQ(lines_of(file.string() + ".1"), 2u);
     EXPECT_EQ(lines_of(file), 1u);
+}
+
+// A FIFO whose reader comes late stands for a disk that makes write(2) wait (dirty-page throttling): the
+// flush returns at once, the writer thread waits, and every line arrives whole and in order. Written on the
+// caller's thread (loch's loop), the flush would take the reader's whole delay.
+TEST(RequestLog, AFlushNeverWaitsForTheDisk) {
+    loch::test::TempDir dir("loch-request-log");
+    const auto fifo = dir.path() / "requests.jsonl";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const int rfd =
+        ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // so the log's open goes through
+    ASSERT_GE(rfd, 0);
+    std::string got;
+    std::thread reader;
+    std::chrono::steady_clock::duration flush_took{};
+    {
+        RequestLog log(fifo, 64ull << 30, 64ull << 30);
+        for (int i = 0; i < 2000; ++i) log.write(full());  // ~1 MB: the pipe holds 64 KiB
+        reader = std::thread([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+            ::fcntl(rfd, F_SETFL, 0);  // blocking reads from here on, until the log closes its end
+            char buf[65536];
+            for (ssize_t n; (n = ::read(rfd, buf, sizeof buf)) > 0;)
+                got.append(buf, static_cast<std::size_t>(n));
+        });
+        const auto t0 = std::chrono::steady_clock::now();
+        log.flush();
+        flush_took = std::chrono::steady_clock::now() - t0;
+    }
+    reader.join();
+    ::close(rfd);
+    EXPECT_LT(flush_took, std::chrono::milliseconds(250)) << "the flush waited for the disk";
+    std::size_t lines = 0;
+    for (std::size_t at = 0, nl; (nl = got.find('\n', at)) != std::string::npos; at = nl + 1, ++lines)
+        EXPECT_NO_THROW((void)nlohmann::json::parse(got.substr(at, nl - at)));
+    EXPECT_EQ(lines, 2000u);
 }
 
 TEST(RequestLog, WithoutAFileNothingIsPending) {
