@@ -30,13 +30,22 @@ boost::asio::awaitable<FileSink> FileSink::open(boost::asio::thread_pool& pool, 
 boost::asio::awaitable<void> FileSink::take(std::string& bytes, bool last) {
     if (!last && bytes.size() < kChunk) co_return;
     const auto n = bytes.size();
-    const int err = co_await off_loop(*pool_, [file = file_, data = std::exchange(bytes, {}), last] {
+    // Two buffers take turns: the caller fills one while the other is written, then gets it back empty
+    // with its capacity (no allocation per MiB; under ASan a freed MiB would sit in its quarantine).
+    std::string data;
+    data.swap(bytes);
+    bytes.swap(spare_);
+    auto [err, emptied] = co_await off_loop(*pool_, [file = file_, data = std::move(data), last]() mutable {
         errno = 0;
+        int e = 0;
         if (!data.empty() && std::fwrite(data.data(), 1, data.size(), file.get()) != data.size())
-            return errno ? errno : EIO;
-        if (last && std::fflush(file.get()) != 0) return errno ? errno : EIO;
-        return 0;
+            e = errno ? errno : EIO;
+        else if (last && std::fflush(file.get()) != 0)
+            e = errno ? errno : EIO;
+        data.clear();
+        return std::pair{e, std::move(data)};
     });
+    spare_ = std::move(emptied);
     if (err) fail(err, path_);
     written_ += n;
 }

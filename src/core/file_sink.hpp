@@ -36,6 +36,7 @@ class FileSink {
     boost::asio::thread_pool* pool_;
     std::filesystem::path path_;
     std::shared_ptr<std::FILE> file_;  // shared with the write in flight, on the pool
+    std::string spare_;                // the buffer handed back to the caller at the next take
     std::uint64_t written_ = 0;
 };
 
