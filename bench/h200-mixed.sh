@@ -83,5 +83,5 @@ if [ "$WHAT" = trace ] || [ "$WHAT" = all ]; then
     --chat "--preset llama-3.1-8b --type q8_0 --weights zeros --ctx 8192" \
     --captioner "--preset qwen3-8b --type q8_0 --weights zeros --ctx 8192" \
     --json "$OUT/trace.json" 2>&1 | tee "$OUT/trace.txt" || true
-  cp "$W"/trace/loch-*.log "$OUT/" 2>/dev/null || true
+  cp "$W"/trace/loch-*.log "$W"/trace/round-* "$OUT/" 2>/dev/null || true
 fi

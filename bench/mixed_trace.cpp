@@ -313,8 +313,17 @@ class Bench {
                 if (k == "out_of_memory") f.ooms += v.get<std::uint64_t>();
         }
         loch->stop(60s);
+        // Each round's logs kept beside the next round's (loch's own log, its request log): a tail is
+        // explained from them afterwards.
+        const fs::path w(o_.work), requests = w / ("state-" + policy) / "logs" / "requests.jsonl";
+        const auto tag = policy + "-r" + std::to_string(round + 1);  // as the output counts rounds
+        std::error_code copy_ec;
+        fs::copy_file(w / ("loch-" + policy + ".log"), w / ("round-" + tag + ".log"),
+                      fs::copy_options::overwrite_existing, copy_ec);
+        fs::copy_file(requests, w / ("round-" + tag + "-requests.jsonl"),
+                      fs::copy_options::overwrite_existing, copy_ec);
         std::map<std::string, json> records;
-        std::ifstream log(fs::path(o_.work) / ("state-" + policy) / "logs" / "requests.jsonl");
+        std::ifstream log(requests);
         for (std::string l; std::getline(log, l);) {
             auto j = json::parse(l, nullptr, false);
             if (j.is_object() && j.contains("id")) records[j["id"].get<std::string>()] = j;
