@@ -59,7 +59,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 EIGHT_B="--preset llama-3.1-8b --type f16 --weights zeros --ctx 32768"
 if [ "$WHAT" = restore ] || [ "$WHAT" = all ]; then
   BIN=$B DEVICE=nvidia:0 BUDGET=60GiB OTHER_MEMORY=50GiB MODEL_ARGS="$EIGHT_B" \
-    timeout 400 bash "$R/bench/conversation-restore.sh" ${TOKENS8:-24300} 2>&1 | tee "$OUT/restore.txt" || true
+    timeout 400 bash "$R/bench/conversation-restore.sh" "${TOKENS:-24300}" 2>&1 | tee "$OUT/restore.txt" || true
 fi
 if [ "$WHAT" = restore70 ]; then
   # A 70B shape (q4_k_m, ~40 GiB) at a 16k-token conversation: the restore's KV grows 2.5x over the 8B's per

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <stdexcept>
 #include <system_error>
 #include <utility>
 
@@ -28,6 +29,7 @@ boost::asio::awaitable<FileSink> FileSink::open(boost::asio::thread_pool& pool, 
 }
 
 boost::asio::awaitable<void> FileSink::take(std::string& bytes, bool last) {
+    if (!file_) throw std::logic_error("FileSink::take after the last take: " + path_.string());
     if (!last && bytes.size() < kChunk) co_return;
     const auto n = bytes.size();
     // Two buffers take turns: the caller fills one while the other is written, then gets it back empty
@@ -35,16 +37,19 @@ boost::asio::awaitable<void> FileSink::take(std::string& bytes, bool last) {
     std::string data;
     data.swap(bytes);
     bytes.swap(spare_);
-    auto [err, emptied] = co_await off_loop(*pool_, [file = file_, data = std::move(data), last]() mutable {
-        errno = 0;
-        int e = 0;
-        if (!data.empty() && std::fwrite(data.data(), 1, data.size(), file.get()) != data.size())
-            e = errno ? errno : EIO;
-        else if (last && std::fflush(file.get()) != 0)
-            e = errno ? errno : EIO;
-        data.clear();
-        return std::pair{e, std::move(data)};
-    });
+    // The last write takes the file and closes it on the pool too (a close can wait on a network disk).
+    auto [err, emptied] = co_await off_loop(
+        *pool_, [file = last ? std::move(file_) : file_, data = std::move(data), last]() mutable {
+            errno = 0;
+            int e = 0;
+            if (!data.empty() && std::fwrite(data.data(), 1, data.size(), file.get()) != data.size())
+                e = errno ? errno : EIO;
+            else if (last && std::fflush(file.get()) != 0)
+                e = errno ? errno : EIO;
+            if (last) file.reset();
+            data.clear();
+            return std::pair{e, std::move(data)};
+        });
     spare_ = std::move(emptied);
     if (err) fail(err, path_);
     written_ += n;

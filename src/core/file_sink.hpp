@@ -6,8 +6,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -28,15 +29,15 @@ class FileSink {
     boost::asio::awaitable<void> take(std::string& bytes, bool last);
 
     std::uint64_t written() const { return written_; }
-    const std::filesystem::path& path() const { return path_; }
 
   private:
     FileSink(boost::asio::thread_pool& pool, std::filesystem::path path, std::shared_ptr<std::FILE> file)
         : pool_(&pool), path_(std::move(path)), file_(std::move(file)) {}
     boost::asio::thread_pool* pool_;
     std::filesystem::path path_;
-    std::shared_ptr<std::FILE> file_;  // shared with the write in flight, on the pool
-    std::string spare_;                // the buffer handed back to the caller at the next take
+    std::shared_ptr<std::FILE>
+        file_;           // shared with the write in flight; the last one takes it (closed there)
+    std::string spare_;  // the buffer handed back to the caller at the next take
     std::uint64_t written_ = 0;
 };
 
