@@ -1,26 +1,39 @@
 #!/usr/bin/env bash
 # Sets up what loch needs on a fresh Debian 12 machine (run as root) and is safe to run again:
-#   1. Debian packages for the build (and, with --all, for the tests, fuzzing and benchmarks);
-#   2. the pinned engines, built once and cached by version: llama.cpp (source from npm node-llama-cpp@3.22.1)
-#      always; sd-server (PyPI stable-diffusion-cpp-python) with --images; whisper-server (PyPI pywhispercpp)
-#      with --speech;
-#   3. loch itself (build/bin/loch, build/bin/loch-synth) with the engine binaries copied beside it, compiled
-#      by clang++-19 (g++ 12 miscompiles Asio coroutine lambdas: docs/toolchain.md); with --all also the test
-#      suites and benchmarks;
-#   4. a generated demo model (models/demo.gguf) for `loch serve`'s embedded default.
+#   1. finds the machine's GPUs (NVIDIA, AMD, others through Vulkan) and chooses the engine backends that can
+#      run there: CUDA for NVIDIA (the machine's nvcc, for the compute capabilities found), ROCm for AMD where
+#      a ROCm toolchain is installed (for the gfx targets found), Vulkan for AMD and any other GPU, and for an
+#      NVIDIA GPU when CUDA is missing; --backend overrides the choice;
+#   2. Debian packages for the build (and, with --all, for the tests, fuzzing and benchmarks);
+#   3. the pinned engines, each for the CPU and each chosen backend, built once and cached by engine, version,
+#      backend and targets: llama.cpp (source from npm node-llama-cpp@3.22.1) always; sd-server (PyPI
+#      stable-diffusion-cpp-python) with --images; whisper-server (PyPI pywhispercpp) with --speech;
+#   4. loch itself (build/bin/loch, build/bin/loch-synth) with the CPU engines beside it and each GPU build in
+#      build/bin/<backend>/, compiled by clang++-19 (g++ 12 miscompiles Asio coroutine lambdas:
+#      docs/toolchain.md); with --all also the test suites and benchmarks;
+#   5. a generated demo model (models/demo.gguf) for `loch serve`'s embedded default.
 # Without options it builds only what `loch serve` on its embedded default needs (the README's first command).
-#   bash scripts/setup.sh [--images] [--speech] [--all]      (--all = everything the test command needs)
+#   bash scripts/setup.sh [--images] [--speech] [--all] [--backend cuda|vulkan|rocm|cpu]...
+# (--all = everything the test command needs, which includes the Vulkan engines for the lavapipe checks.)
+# Environment: LOCH_CUDA_ARCHS ("61;90") and LOCH_GPU_TARGETS ("gfx1151") override what the GPUs report.
 # Each step says what it does, how long it took, and skips what is already done.
 set -euo pipefail
-
+# (The whole script is read before it runs: a checkout updated while it runs does not change it midway.)
+{
 WITH_IMAGES=0 WITH_SPEECH=0 WITH_TESTS=0
-for arg in "$@"; do
-  case $arg in
+ASKED=()
+while (($#)); do
+  case $1 in
     --images) WITH_IMAGES=1 ;;
     --speech) WITH_SPEECH=1 ;;
     --all) WITH_IMAGES=1 WITH_SPEECH=1 WITH_TESTS=1 ;;
-    *) echo "setup.sh: unknown option '$arg' (use --images, --speech, --all)" >&2; exit 2 ;;
+    --backend)
+      case ${2:-} in cuda | vulkan | rocm | cpu) ASKED+=("$2") ;;
+        *) echo "setup.sh: --backend takes cuda, vulkan, rocm or cpu (got '${2:-}')" >&2; exit 2 ;; esac
+      shift ;;
+    *) echo "setup.sh: unknown option '$1' (use --images, --speech, --all, --backend B)" >&2; exit 2 ;;
   esac
+  shift
 done
 SETUP_START=$SECONDS
 
@@ -33,12 +46,23 @@ JOBS=$(nproc)
 step() { printf '\n==> %s  [%d s]\n' "$*" $((SECONDS - SETUP_START)); }
 skip() { printf '    (skipped: %s)\n' "$*"; }
 
-# ---------------------------------------------------------------- 1. packages
+# ---------------------------------------------------------------- 1. GPUs and backends
+step "GPUs and engine backends"
+# shellcheck source=scripts/engines/gpus.sh
+source "$ROOT/scripts/engines/gpus.sh"
+find_gpus
+choose_backends
+echo "    backends: cpu${BACKENDS[*]:+ ${BACKENDS[*]}}"
+
+# ---------------------------------------------------------------- 2. packages
 PACKAGES=(build-essential g++-12 cmake ninja-build git pkg-config curl ca-certificates
   libboost1.81-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   clang-19 ccache prometheus-cpp-dev libsqlite3-dev libsqlitecpp-dev procps python3)
 ((WITH_IMAGES || WITH_SPEECH)) && PACKAGES+=(python3-pip)  # pip download of the engines' sdists
-((WITH_TESTS)) && PACKAGES+=(libgtest-dev libgmock-dev libclang-rt-19-dev clang-format-14 nginx-light
+# The Vulkan backend's build needs its headers and shader compiler (Debian main).
+[[ " ${BACKENDS[*]} " == *" vulkan "* ]] && PACKAGES+=(libvulkan-dev glslc spirv-headers)
+((WITH_TESTS)) && PACKAGES+=(mesa-vulkan-drivers vulkan-tools  # lavapipe: a real Vulkan driver on the CPU
+  libgtest-dev libgmock-dev libclang-rt-19-dev clang-format-14 nginx-light
   haproxy iproute2  # several boxes: network namespaces behind Debian's HAProxy (docs/several-boxes.md)
   python3-venv  # test peers: a test double of vLLM; the ollama client and Prometheus' parser (venv)
   chromium-headless-shell fonts-dejavu-core)  # the dashboard's browser test
@@ -65,107 +89,141 @@ for svc in nginx haproxy; do
   if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then systemctl stop "$svc" || true; fi
 done
 
-# ---------------------------------------------------------------- 2. engine
-step "Pinned engine: llama.cpp from $ENGINE_NPM"
-mkdir -p "$CACHE"
-BUNDLE=$CACHE/llama.cpp.bundle
-if [[ ! -s $BUNDLE ]]; then
-  tmp=$(mktemp -d)
-  (cd "$tmp" && npm pack --silent "$ENGINE_NPM" >/dev/null && tar xzf node-llama-cpp-*.tgz package/llama/gitRelease.bundle)
-  mv "$tmp/package/llama/gitRelease.bundle" "$BUNDLE"
-  rm -rf "$tmp"
-  echo "    fetched $(du -h "$BUNDLE" | cut -f1) bundle"
-else
-  skip "bundle cached at $BUNDLE"
-fi
-SRC=$CACHE/llama.cpp-src
-[[ -d $SRC/.git ]] || git clone -q "$BUNDLE" "$SRC"
-COMMIT=$(git -C "$SRC" rev-parse HEAD)
-# The build's flags (below, and scripts/engines/llama-build.cmake: kernels at -O3, the rest at -O1) are part of
-# the cache key: changing them rebuilds the engine once.
-TUNING=$ROOT/scripts/engines/llama-build.cmake
-# ggml's own thread pool, as for sd-server and whisper-server (clang-19 has no OpenMP runtime here).
-LLAMA_FLAGS=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DCMAKE_C_COMPILER=clang-19
-  -DCMAKE_CXX_COMPILER=clang++-19 -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF)
-FLAVOR=$( (cat "$TUNING"; echo "${LLAMA_FLAGS[*]}") | sha256sum | cut -c1-8)
-ENGINE=$CACHE/llama.cpp-$COMMIT-$FLAVOR
-if [[ ! -x $ENGINE/bin/llama-server || ! -x $ENGINE/bin/llama-fit-params ]]; then
-  echo "    building llama.cpp ${COMMIT:0:7} (static, CPU) with $JOBS jobs; about 4 minutes on 2 cores"
-  start=$SECONDS
-  rm -rf "$SRC/build"
-  cmake -S "$SRC" -B "$SRC/build" -G Ninja "${LLAMA_FLAGS[@]}" -DCMAKE_PROJECT_INCLUDE="$TUNING" >/dev/null
-  cmake --build "$SRC/build" -j "$JOBS" --target llama-server llama-fit-params >/dev/null
-  mkdir -p "$ENGINE/bin.tmp"
-  cp "$SRC/build/bin/llama-server" "$SRC/build/bin/llama-fit-params" "$ENGINE/bin.tmp/"
-  rm -rf "$ENGINE/bin" && mv "$ENGINE/bin.tmp" "$ENGINE/bin"
-  echo "$COMMIT" >"$ENGINE/COMMIT"
+# ---------------------------------------------------------------- 3. engines
+# Each pinned engine is built for the CPU and for every backend chosen above (scripts/engines/build.sh knows
+# the flags), once, and cached by engine, version, backend, targets and the build's own files. The CPU build
+# goes to build/bin/, each GPU build to build/bin/<backend>/, each folder with an engine-build.json that tells
+# loch which backend its binaries reach (docs/engine-build.md).
+mkdir -p "$CACHE/src"
+BUILD_FLAVOR=$(cat "$ROOT/scripts/engines/build.sh" "$ROOT/scripts/engines/llama-build.cmake" | sha256sum | cut -c1-8)
+# A failed registry fetch says which one and what to check (set -e alone would end the script without a word).
+fetch_failed() {
+  echo "setup.sh: fetching $1 failed ($2). Check that this machine reaches that registry (npm's settings:" \
+    "npm config get registry; pip's: pip config list) and re-run." >&2
+  exit 1
+}
+# engine_source ENGINE: sets SRC_DIR to the source tree of a pinned engine, fetching and unpacking it once.
+# (Globals, not $(…): a failure inside a command substitution would not end the script.)
+engine_source() {
+  case $1 in
+    llama)
+      local bundle=$CACHE/llama.cpp.bundle src=$CACHE/llama.cpp-src
+      if [[ ! -s $bundle ]]; then
+        local tmp; tmp=$(mktemp -d)
+        (cd "$tmp" && npm pack --silent "$ENGINE_NPM" >/dev/null) ||
+          fetch_failed "$ENGINE_NPM from npm's registry" "npm pack $ENGINE_NPM"
+        tar xzf "$tmp"/node-llama-cpp-*.tgz -C "$tmp" package/llama/gitRelease.bundle
+        mv "$tmp/package/llama/gitRelease.bundle" "$bundle"
+        rm -rf "$tmp"
+        echo "    fetched $(du -h "$bundle" | cut -f1) llama.cpp bundle"
+      fi
+      [[ -d $src/.git ]] || git clone -q "$bundle" "$src" 2>/dev/null
+      SRC_DIR=$src ;;
+    sd | whisper)
+      local pin package vendored
+      if [[ $1 == sd ]]; then pin=$SD_PYPI package=stable-diffusion-cpp-python vendored=vendor/stable-diffusion.cpp
+      else pin=$WHISPER_PYPI package=pywhispercpp vendored=whisper.cpp; fi
+      local dir=$CACHE/src/${pin/==/-}
+      if [[ ! -d $dir/src ]]; then
+        local tmp; tmp=$(mktemp -d)
+        # (--no-binary for this package only: its build backend may come as a wheel, else pip builds the
+        # whole backend chain from source)
+        /usr/bin/python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary "$package" \
+          "$pin" -d "$tmp" || fetch_failed "$pin from PyPI" "pip download $pin"
+        tar xzf "$tmp"/*.tar.gz -C "$tmp"
+        rm -rf "$dir" && mkdir -p "$dir"
+        mv "$(echo "$tmp"/*/"$vendored")" "$dir/src"
+        rm -rf "$tmp"
+      fi
+      SRC_DIR=$dir/src ;;
+  esac
+}
+# build_engine ENGINE VERSION BACKEND: builds (or finds cached) one engine for one backend; sets ENGINE_OUT to
+# its folder. An auto-chosen GPU backend whose build fails is skipped (ENGINE_OUT empty) with the log named;
+# one the user asked for, or the CPU build, ends the script.
+build_engine() {
+  local engine=$1 version=$2 backend=$3 targets=""
+  [[ $backend == cuda ]] && targets=$CUDA_ARCHS
+  [[ $backend == rocm ]] && targets=$GPU_TARGETS
+  local key="$engine-$version-$backend${targets:+-${targets//;/_}}-$BUILD_FLAVOR"
+  ENGINE_OUT=$CACHE/engines/$key
+  if [[ -d $ENGINE_OUT && -n $(ls -A "$ENGINE_OUT" 2>/dev/null) ]]; then
+    skip "$engine ($backend${targets:+ $targets}) cached at $ENGINE_OUT"
+    return
+  fi
+  engine_source "$engine"
+  echo "    building $engine $version for $backend${targets:+ ($targets)} with $JOBS jobs"
+  local start=$SECONDS rc=0
+  mkdir -p "$CACHE/build"
+  JOBS=$JOBS BUILD_DIR=$CACHE/build/$key bash "$ROOT/scripts/engines/build.sh" "$engine" "$backend" "$SRC_DIR" \
+    "$ENGINE_OUT" "$targets" || rc=$?
+  if ((rc)); then
+    [[ $backend == cpu || " ${ASKED[*]} " == *" $backend "* ]] && exit 1
+    ((VULKAN_FOR_TESTS_ONLY)) && [[ $backend == vulkan ]] && exit 1  # the test command's lavapipe checks need it
+    echo "    skipped: the $backend build of $engine failed (log above); run with --backend $backend to make" \
+      "that an error"
+    ENGINE_OUT=""
+    return
+  fi
   echo "    built in $((SECONDS - start)) s"
-else
-  skip "llama.cpp ${COMMIT:0:7} cached at $ENGINE"
-fi
+}
 
-# ---------------------------------------------------------------- 2a. image engine
-# stable-diffusion.cpp's sd-server, from the source the PyPI sdist vendors (pip's normal client, download only),
-# built once for the CPU and cached by version: static, ggml's own thread pool (no OpenMP), no web frontend
-# (it would run pnpm), no WebP/WebM (less to compile). About 155 s on 2 idle cores.
+# The Vulkan toolchain the pinned ggml-vulkan needs: its code uses VK_EXT_layer_settings (Vulkan-Headers
+# 1.3.261 and later) and its shaders cooperative matrices (a 2024 glslc); Debian 12 ships headers 1.3.239 and
+# glslc 2023.2. Where the system's are older, Debian 13's headers, SPIRV-Headers and glslc are fetched by apt
+# from Debian's archive and unpacked into the cache — nothing is installed: the headers are only read, and
+# glslc runs at build time through Debian 13's own loader and libraries (a wrapper in bin/).
+VULKAN_SDK_PKGS=(libvulkan-dev=1.4.309.0-1 spirv-headers=1.6.1+1.4.309.0-1 glslc=2025.2-1 libshaderc1=2025.2-1
+  libc6 libstdc++6 libgcc-s1)
+vulkan_sdk() {
+  local have; have=$(sed -n 's/^#define VK_HEADER_VERSION \([0-9]*\)$/\1/p' /usr/include/vulkan/vulkan_core.h 2>/dev/null)
+  VULKAN_SDK=""
+  [[ ${have:-0} -ge 309 ]] && return
+  VULKAN_SDK=$CACHE/vulkan-sdk-debian13
+  [[ -x $VULKAN_SDK/bin/glslc ]] && return
+  local apt=$CACHE/apt-debian13
+  mkdir -p "$apt/lists/partial" "$apt/debs"
+  echo 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main' \
+    >"$apt/sources.list"
+  local o=(-o "Dir::Etc::sourcelist=$apt/sources.list" -o Dir::Etc::sourceparts=- -o "Dir::State::Lists=$apt/lists")
+  apt-get "${o[@]}" -qq update || fetch_failed "Debian 13's package lists" "apt-get update (trixie)"
+  (cd "$apt/debs" && apt-get "${o[@]}" -qq download "${VULKAN_SDK_PKGS[@]}" 2>&1 | grep -v unsandboxed || true)
+  ls "$apt"/debs/glslc_*.deb >/dev/null 2>&1 || fetch_failed "${VULKAN_SDK_PKGS[*]} from Debian 13" "apt-get download"
+  rm -rf "$VULKAN_SDK" && mkdir -p "$VULKAN_SDK/bin"
+  for d in "$apt"/debs/*.deb; do dpkg -x "$d" "$VULKAN_SDK"; done
+  local lib=$VULKAN_SDK/usr/lib/x86_64-linux-gnu
+  printf '#!/bin/sh\nexec "%s/ld-linux-x86-64.so.2" --library-path "%s" "%s/usr/bin/glslc" "$@"\n' "$lib" "$lib" \
+    "$VULKAN_SDK" >"$VULKAN_SDK/bin/glslc"
+  chmod +x "$VULKAN_SDK/bin/glslc"
+  "$VULKAN_SDK/bin/glslc" --version | head -1 | sed 's/^/    Vulkan toolchain from Debian 13: /'
+}
+VULKAN_SDK=""
+[[ " ${BACKENDS[*]} " == *" vulkan "* ]] && vulkan_sdk
+export VULKAN_SDK
+
+ENGINES=(llama)
+((WITH_IMAGES)) && ENGINES+=(sd)
+((WITH_SPEECH)) && ENGINES+=(whisper)
 SD_PYPI=stable-diffusion-cpp-python==0.4.7
-SD_ENGINE=$CACHE/sd-server-${SD_PYPI#*==}
-step "Pinned image engine: stable-diffusion.cpp sd-server from PyPI $SD_PYPI"
-if ((!WITH_IMAGES)); then
-  skip "not asked for (--images or --all builds it, about 6 minutes on 2 cores)"
-elif [[ -x $SD_ENGINE/bin/sd-server ]]; then
-  skip "sd-server cached at $SD_ENGINE"
-else
-  tmp=$(mktemp -d)
-  # (--no-binary for this package only: its build backend may come as a wheel, else pip builds the whole
-  # backend chain from source)
-  /usr/bin/python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary stable-diffusion-cpp-python \
-    "$SD_PYPI" -d "$tmp"
-  tar xzf "$tmp"/stable_diffusion_cpp_python-*.tar.gz -C "$tmp"
-  sd_src=$(echo "$tmp"/stable_diffusion_cpp_python-*/vendor/stable-diffusion.cpp)
-  start=$SECONDS
-  cmake -S "$sd_src" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
-    -DGGML_OPENMP=OFF -DSD_SERVER_BUILD_FRONTEND=OFF -DSD_WEBP=OFF -DSD_WEBM=OFF -DCMAKE_EXE_LINKER_FLAGS=-static >/dev/null
-  cmake --build "$tmp/build" -j "$JOBS" --target sd-server >/dev/null
-  mkdir -p "$SD_ENGINE/bin.tmp"
-  cp "$tmp/build/bin/sd-server" "$SD_ENGINE/bin.tmp/"
-  rm -rf "$SD_ENGINE/bin" && mv "$SD_ENGINE/bin.tmp" "$SD_ENGINE/bin"
-  echo "$SD_PYPI" >"$SD_ENGINE/SOURCE"
-  rm -rf "$tmp"
-  echo "    built in $((SECONDS - start)) s"
-fi
-
-# ---------------------------------------------------------------- 2b. speech engine
-# whisper.cpp's whisper-server, from the source the PyPI sdist pywhispercpp vendors (download only), built once
-# for the CPU and cached by version like sd-server: static, no OpenMP, only the server target.
 WHISPER_PYPI=pywhispercpp==1.5.1
-WHISPER_ENGINE=$CACHE/whisper-server-${WHISPER_PYPI#*==}
-step "Pinned speech engine: whisper.cpp whisper-server from PyPI $WHISPER_PYPI"
-if ((!WITH_SPEECH)); then
-  skip "not asked for (--speech or --all builds it, about 3 minutes on 2 cores)"
-elif [[ -x $WHISPER_ENGINE/bin/whisper-server ]]; then
-  skip "whisper-server cached at $WHISPER_ENGINE"
-else
-  tmp=$(mktemp -d)
-  /usr/bin/python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary pywhispercpp \
-    "$WHISPER_PYPI" -d "$tmp"
-  tar xzf "$tmp"/pywhispercpp-*.tar.gz -C "$tmp"
-  whisper_src=$(echo "$tmp"/pywhispercpp-*/whisper.cpp)
-  start=$SECONDS
-  cmake -S "$whisper_src" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-    -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DWHISPER_BUILD_TESTS=OFF -DWHISPER_BUILD_EXAMPLES=ON \
-    -DWHISPER_BUILD_SERVER=ON -DWHISPER_SDL2=OFF -DWHISPER_CURL=OFF -DCMAKE_EXE_LINKER_FLAGS=-static >/dev/null
-  cmake --build "$tmp/build" -j "$JOBS" --target whisper-server >/dev/null
-  mkdir -p "$WHISPER_ENGINE/bin.tmp"
-  cp "$tmp/build/bin/whisper-server" "$WHISPER_ENGINE/bin.tmp/"
-  rm -rf "$WHISPER_ENGINE/bin" && mv "$WHISPER_ENGINE/bin.tmp" "$WHISPER_ENGINE/bin"
-  echo "$WHISPER_PYPI" >"$WHISPER_ENGINE/SOURCE"
-  rm -rf "$tmp"
-  echo "    built in $((SECONDS - start)) s"
-fi
+declare -A BUILT  # backend → "engine:folder ..."
+for backend in cpu "${BACKENDS[@]}"; do
+  step "Pinned engines for $backend (${ENGINES[*]})"
+  for engine in "${ENGINES[@]}"; do
+    [[ $backend == vulkan && $engine == whisper ]] && ((VULKAN_FOR_TESTS_ONLY)) && continue
+    case $engine in
+      llama) engine_source llama && version=$(git -C "$SRC_DIR" rev-parse --short=7 HEAD) ;;
+      sd) version=${SD_PYPI#*==} ;;
+      whisper) version=${WHISPER_PYPI#*==} ;;
+    esac
+    build_engine "$engine" "$version" "$backend"
+    [[ -n $ENGINE_OUT ]] && BUILT[$backend]+="$engine:$version:$ENGINE_OUT"
+  done
+done
+((WITH_IMAGES)) || skip "the image engine (sd-server) not asked for (--images or --all builds it, about 6 minutes on 2 cores)"
+((WITH_SPEECH)) || skip "the speech engine (whisper-server) not asked for (--speech or --all, about 3 minutes on 2 cores)"
 
-# ---------------------------------------------------------------- 2c. Python test peers
+# ---------------------------------------------------------------- 3c. Python test peers
 # Real clients in the tests: Ollama's Python client and Prometheus' own text-format parser, pinned, in a venv
 # from PyPI (cached; rebuilt only when the pins change).
 PY_PINS="ollama==0.6.1 prometheus_client==0.23.1 openai==1.109.1 anthropic==2.10.0"
@@ -183,7 +241,7 @@ else
   echo "$PY_PINS" >"$PYENV/PINS"
 fi
 
-# ---------------------------------------------------------------- 2d. deployment checks' tools
+# ---------------------------------------------------------------- 3d. deployment checks' tools
 step "Deployment checks' tools (podman, helm, kubernetes-validate, yamllint: scripts/setup-deploy.sh)"
 if ((WITH_TESTS)); then
   bash "$ROOT/scripts/setup-deploy.sh"
@@ -191,25 +249,41 @@ else
   skip "not asked for (--all)"
 fi
 
-# ---------------------------------------------------------------- 3. loch
+# ---------------------------------------------------------------- 4. loch
 step "Building loch"
 # -O2 without debug info: the Beast templates compile much faster without it on small machines. ccache
 # (keyed relative to the checkout) makes a rebuild in another clone on the same machine cheap.
 export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
-  -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLOCH_WERROR=ON >/dev/null
+  -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLOCH_WERROR=ON \
+  -DLOCH_BUILD_TESTS="$( ((WITH_TESTS)) && echo ON || echo OFF)" >/dev/null
 if ((WITH_TESTS)); then
   cmake --build "$BUILD" -j "$JOBS"
 else
   cmake --build "$BUILD" -j "$JOBS" --target loch loch-synth  # what `loch serve` needs; tests come with --all
 fi
-cp -f "$ENGINE/bin/llama-server" "$ENGINE/bin/llama-fit-params" "$BUILD/bin/"
-for e in "$SD_ENGINE/bin/sd-server" "$WHISPER_ENGINE/bin/whisper-server"; do
-  [[ -x $e ]] && cp -f "$e" "$BUILD/bin/"
+# The engines: the CPU builds beside loch, each GPU build in its backend's folder, and in each folder the
+# engine-build.json that tells loch which backend those binaries reach (config/engine_builds.hpp).
+for backend in cpu "${BACKENDS[@]}"; do
+  dir=$BUILD/bin
+  [[ $backend == cpu ]] || dir=$BUILD/bin/$backend
+  mkdir -p "$dir"
+  targets=""
+  [[ $backend == cuda ]] && targets=$CUDA_ARCHS
+  [[ $backend == rocm ]] && targets=$GPU_TARGETS
+  entries=""
+  for built in ${BUILT[$backend]:-}; do
+    IFS=: read -r engine version folder <<<"$built"
+    for b in "$folder"/*; do
+      cp -f "$b" "$dir/"
+      entries+="${entries:+,}\"$(basename "$b")\": \"$engine $version\""
+    done
+  done
+  printf '{"backend": "%s", "targets": "%s", "engines": {%s}}\n' "$backend" "$targets" "$entries" >"$dir/engine-build.json"
+  echo "    $dir: $(cd "$dir" && find . -maxdepth 1 -type f -perm -u+x -printf '%f ' | sort)"
 done
-echo "    $BUILD/bin: $(ls "$BUILD/bin" | tr '\n' ' ')"
 
-# ---------------------------------------------------------------- 4. demo model
+# ---------------------------------------------------------------- 5. demo model
 step "Demo model"
 mkdir -p "$ROOT/models"
 if [[ ! -s $ROOT/models/demo.gguf ]]; then
@@ -219,3 +293,5 @@ else
 fi
 echo
 echo "loch is set up in $((SECONDS - SETUP_START)) s: $BUILD/bin/loch"
+exit 0
+}

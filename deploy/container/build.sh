@@ -22,15 +22,7 @@ for b in loch loch-synth llama-server; do
   [[ -x $BIN/$b ]] || { echo "build.sh: no $BIN/$b: build it first (bash scripts/setup.sh)" >&2; exit 1; }
 done
 
-if [[ $BASE == localhost/debian:bookworm ]] && ! podman image exists "$BASE"; then
-  mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
-  mirror=${mirror:-http://deb.debian.org/debian}
-  rootfs=$(mktemp -d)
-  echo "    making $BASE with debootstrap from $mirror (about a minute)"
-  debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >/dev/null
-  tar -C "$rootfs" -c . | podman import - "$BASE" >/dev/null
-  rm -rf "$rootfs"
-fi
+[[ $BASE == localhost/debian:bookworm ]] && bash "$(dirname "${BASH_SOURCE[0]}")/debian-base.sh" "$BASE"
 
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT

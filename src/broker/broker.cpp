@@ -407,11 +407,11 @@ void Broker::check_runnable(Model& m, const RequestNeeds& needs) {
         // The Vulkan trap: one tensor larger than the driver lets one buffer be, whatever is free.
         const std::uint64_t most = lim->largest_allocation->bytes;
         auto help = t.under_allocation ? t.under_allocation(most) : std::vector<std::string>{};
-        help.insert(
-            help.begin(),
-            fmt::format("the ROCm build of the engine (devices.{}.backend: rocm): HIP has no such per-buffer "
-                        "limit on this device",
-                        device));
+        if (device.starts_with("amd:"))  // (a GPU only Vulkan reaches has no other build to name)
+            help.insert(help.begin(),
+                        fmt::format("the ROCm build of the engine (devices.{}.backend: rocm): HIP "
+                                    "has no such per-buffer limit on this device",
+                                    device));
         nlohmann::json d = t.details;
         d["model"] = m.name();
         d["device"] = device;
@@ -598,6 +598,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                                     std::chrono::ceil<std::chrono::seconds>(verdict.wait).count());
         return Serve::wait;
     }
+    if (auto none = no_build_reaches(m)) throw *none;
     if (!m.footprint) {
         m.wait_reason = "planning its memory footprint";
         return Serve::wait;

@@ -306,6 +306,9 @@ class Broker {
     std::vector<EngineView> holder_views(const Model* except_model, const Hold* except_hold) const;
 
     std::vector<std::string> allowed_devices(const Model& m) const;
+    // The refusal for a model no device's engine build reaches (a GPU with only CPU builds); nullopt when
+    // some device can run it.
+    std::optional<Error> no_build_reaches(const Model& m) const;
     // How the engines' runtimes number a device: from the probe, else placement_without_probe().
     engines::Placement placement_of(const std::string& device) const;
     // `priority`: the request's, when lower than the model's (a batch item evicts only batch engines).

@@ -35,19 +35,22 @@ std::vector<DeviceSnapshot> ProbedDevices::snapshot() {
     if (vulkan_ || !root.is_live()) {
         // Once, at the first snapshot (Broker::start's, before the loop runs): libvulkan's instance is not a
         // per-tick cost, and the figures are the driver's constants.
-        if (!vulkan_figures_) {
-            std::vector<devices::Device> probed = found;
+        if (!vulkan_probed_) {
+            vulkan_probed_ = found;
             if (root.is_live())
-                devices::probe_vulkan(probed);
+                devices::probe_vulkan(*vulkan_probed_, software_vulkan_);
             else
-                devices::probe_vulkan_capture(root, probed);
-            vulkan_figures_.emplace();
-            for (const auto& d : probed)
-                (*vulkan_figures_)[d.id] = {d.vulkan_device_local_heap, d.vulkan_max_allocation};
+                devices::probe_vulkan_capture(root, *vulkan_probed_, software_vulkan_);
         }
         for (auto& d : found)
-            if (auto it = vulkan_figures_->find(d.id); it != vulkan_figures_->end())
-                std::tie(d.vulkan_device_local_heap, d.vulkan_max_allocation) = it->second;
+            for (const auto& p : *vulkan_probed_)
+                if (p.id == d.id) {
+                    d.vulkan_device_local_heap = p.vulkan_device_local_heap;
+                    d.vulkan_max_allocation = p.vulkan_max_allocation;
+                    d.vulkan_index = p.vulkan_index;
+                }
+        for (const auto& p : *vulkan_probed_)
+            if (p.vendor == devices::Vendor::vulkan) found.push_back(p);
     }
     found.push_back(devices::probe_cpu(system));
     for (const auto& d : found)
@@ -101,10 +104,10 @@ std::optional<DeviceSnapshot> snapshot_of(const devices::Device& d) {
     if (pool->reserved) s.driver_reserved = *pool->reserved;
     for (const auto& pu : d.processes)
         if (pu.pool == pool->kind) s.process_bytes[pu.pid] += pu.bytes.bytes;
-    s.backend = d.vendor == devices::Vendor::nvidia ? "cuda"
-                : d.vendor == devices::Vendor::amd  ? "rocm"
-                                                    : "cpu";
+    s.backends = devices::backends_of(d);
+    s.backend = s.backends.front();
     s.ordinal = d.ordinal;
+    s.vulkan_index = d.vulkan_index;
     if (d.driver_version) s.driver = *d.driver_version;
     if (d.vulkan_device_local_heap) s.vulkan_heap = *d.vulkan_device_local_heap;
     if (d.vulkan_max_allocation) s.vulkan_max_allocation = *d.vulkan_max_allocation;

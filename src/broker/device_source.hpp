@@ -27,8 +27,13 @@ struct DeviceSnapshot {
     std::optional<MemoryFigure> driver_reserved;  // never free (NVML v2 `reserved`)
     std::map<int, std::uint64_t> process_bytes;   // per PID, where the platform reports it (NVML, fdinfo)
     std::string name;
-    std::string backend = "cpu";  // how engines reach it: "cpu" | "cuda" | "rocm"
-    std::optional<int> ordinal;   // devices::Device::ordinal
+    std::string backend = "cpu";  // how engines reach it natively: "cpu" | "cuda" | "rocm" | "vulkan"
+    // The backends that can reach it, best first (NVIDIA: cuda, vulkan; AMD: rocm, vulkan; a Vulkan-only
+    // device: vulkan): the broker takes the first one an engine build exists for
+    // (config::Config::backend_for). Empty: `backend` alone.
+    std::vector<std::string> backends;
+    std::optional<int> vulkan_index;  // devices::Device::vulkan_index: its number for a Vulkan engine
+    std::optional<int> ordinal;       // devices::Device::ordinal
     // The largest Vulkan DEVICE_LOCAL heap (RADV on an APU: ~4 GiB, whatever GTT holds); what a Vulkan
     // engine can allocate at most.
     std::optional<MemoryFigure> vulkan_heap;
@@ -80,11 +85,16 @@ class ProbedDevices : public DeviceSource {
     // `nvml_library`: what to dlopen for NVIDIA GPUs (LOCH_NVML_LIBRARY overrides it for `loch serve`, as for
     // `loch devices`).
     // `sysroot`: "/" for this machine, or a captured tree (`loch serve --sysroot`: replays and tests plan
-    // for that machine while the engines run here). `vulkan`: probe libvulkan once (a device is configured
-    // with backend: vulkan); a captured tree's vulkan.json is read instead.
+    // for that machine while the engines run here). `vulkan`: probe libvulkan once (a Vulkan engine build
+    // exists, or a device is configured with backend: vulkan); a captured tree's vulkan.json is read
+    // instead. `software_vulkan`: offer software Vulkan devices too (the config names a `vulkan:N` device).
     explicit ProbedDevices(std::string nvml_library = "libnvidia-ml.so.1",
-                           std::filesystem::path sysroot = "/", bool vulkan = false)
-        : nvml_(std::move(nvml_library)), root_(std::move(sysroot)), vulkan_(vulkan) {}
+                           std::filesystem::path sysroot = "/", bool vulkan = false,
+                           bool software_vulkan = false)
+        : nvml_(std::move(nvml_library)),
+          root_(std::move(sysroot)),
+          vulkan_(vulkan),
+          software_vulkan_(software_vulkan) {}
     std::vector<DeviceSnapshot> snapshot() override;
     std::optional<std::uint64_t> resident_bytes(int pid) override;  // /proc/PID/status VmRSS
     // /proc/*/stat field 5, rescanned at most every 30 s per group (an engine forks its workers at start;
@@ -102,9 +112,10 @@ class ProbedDevices : public DeviceSource {
     std::string nvml_;
     std::filesystem::path root_;
     bool vulkan_ = false;
-    // The Vulkan figures per device id, probed once (they are the driver's constants).
-    std::optional<std::map<std::string, std::pair<devices::ProbedFigure, devices::ProbedFigure>>>
-        vulkan_figures_;
+    bool software_vulkan_ = false;
+    // The devices as the Vulkan probe left them, probed once (its figures are the driver's constants): the
+    // others' Vulkan figures by id, and the devices only Vulkan reports.
+    std::optional<std::vector<devices::Device>> vulkan_probed_;
     std::optional<devices::SystemInfo> system_;
     std::chrono::steady_clock::time_point nvml_retry_at_{};
     struct Group {

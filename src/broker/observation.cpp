@@ -44,6 +44,8 @@ void Broker::refresh_devices() {
         return;
     }
     for (const auto& d : snap) {
+        const std::string backend =
+            cfg_->backend_for(d.id, d.backends.empty() ? std::vector<std::string>{d.backend} : d.backends);
         if (!ledger_.has_device(d.id)) {
             const auto dc = cfg_->device(d.id);
             DeviceLimits l;
@@ -57,11 +59,10 @@ void Broker::refresh_devices() {
             // counts (GTT on an APU): where the heap is smaller it bounds the device (the ROCm build could
             // use more); where it is larger — RADV on an APU with a large carve-out reports 2/3 of carve-out
             // + GTT — it is the device's total for this build.
-            if (dc.backend == "vulkan") {
+            if (backend == "vulkan") {
                 if (d.vulkan_heap) {
-                    const std::string what = "the Vulkan DEVICE_LOCAL heap (devices." + d.id +
-                                             ".backend: vulkan, " + d.vulkan_heap->detail +
-                                             "): all a Vulkan engine can allocate";
+                    const std::string what = "the Vulkan DEVICE_LOCAL heap (backend vulkan, " +
+                                             d.vulkan_heap->detail + "): all a Vulkan engine can allocate";
                     if (d.vulkan_heap->bytes < d.total.bytes)
                         l.backend_bound = MemoryFigure{d.vulkan_heap->bytes, Source::measured, what};
                     else
@@ -76,9 +77,10 @@ void Broker::refresh_devices() {
         }
         if (d.used) ledger_.observe_used(d.id, d.used->bytes);
         if (!d.driver.empty()) drivers_[d.id] = d.driver;
-        const std::string backend = cfg_->device(d.id).backend.value_or(d.backend);
+        // A Vulkan engine numbers devices as libvulkan does (GGML_VK_VISIBLE_DEVICES), not as CUDA or HIP.
+        const auto ordinal = backend == "vulkan" ? d.vulkan_index : d.ordinal;
         if (backend != "cpu" || d.id == "cpu")
-            placements_[d.id] = {d.id, backend, d.ordinal, d.total.bytes, d.unified, {}, {}};
+            placements_[d.id] = {d.id, backend, ordinal, d.total.bytes, d.unified, {}, {}};
     }
     observe_engines(snap);
     observe_holds(snap);

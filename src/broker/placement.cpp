@@ -31,6 +31,10 @@ engines::Placement Broker::placement_of(const std::string& device) const {
 }
 
 std::vector<std::string> Broker::allowed_devices(const Model& m) const {
+    // Only devices an engine build of its kind reaches: a CPU build started with `--device CUDA0` exits.
+    const auto reached = [&](const std::string& d) {
+        return cfg_->reaches(m.cfg->engine, placement_of(d).backend);
+    };
     std::vector<std::string> out;
     const auto known = ledger_.devices();
     if (!m.cfg->devices.empty()) {
@@ -39,12 +43,38 @@ std::vector<std::string> Broker::allowed_devices(const Model& m) const {
         for (const auto& d : known)
             if (d != "cpu") out.push_back(d);
     }
-    // The CPU: when allowed explicitly, as a configured fallback, or when the machine has nothing else.
-    const bool no_gpu = std::none_of(known.begin(), known.end(), [](const auto& d) { return d != "cpu"; });
-    if ((m.cfg->cpu_fallback || (m.cfg->devices.empty() && no_gpu)) &&
+    std::erase_if(out, [&](const std::string& d) { return !reached(d); });
+    // The CPU: when allowed explicitly, as a configured fallback, or when the machine has nothing else for
+    // this kind (no GPU, or none its builds reach: the doctor says so loudly at start, `loch devices` too).
+    const bool no_gpu =
+        std::none_of(known.begin(), known.end(), [&](const auto& d) { return d != "cpu" && reached(d); });
+    if ((m.cfg->cpu_fallback || (m.cfg->devices.empty() && no_gpu)) && reached("cpu") &&
         std::find(out.begin(), out.end(), "cpu") == out.end())
         out.push_back("cpu");
     return out;
+}
+
+std::optional<Error> Broker::no_build_reaches(const Model& m) const {
+    if (!allowed_devices(m).empty()) return std::nullopt;
+    std::vector<std::string> missing;
+    std::string backend;  // the first such device's
+    nlohmann::json builds = nlohmann::json::array();
+    for (const auto& b : cfg_->builds_of(m.cfg->engine))
+        builds.push_back({{"program", b.program.string()}, {"backend", b.backend}, {"from", b.from}});
+    for (const auto& d : ledger_.devices()) {
+        const auto b = placement_of(d).backend;
+        if (d == "cpu" || cfg_->reaches(m.cfg->engine, b)) continue;
+        missing.push_back(d + " (" + b + ")");
+        if (backend.empty()) backend = b;
+    }
+    if (missing.empty()) return std::nullopt;
+    return Error(
+        ErrorKind::engine_failed,
+        fmt::format("model '{}' cannot start: no {} build reaches {} — the builds found are for other "
+                    "backends. Build one: bash scripts/setup.sh --backend {} (or set the model's "
+                    "devices: [cpu] to run it on the CPU)",
+                    m.name(), m.cfg->engine, fmt::join(missing, ", "), backend),
+        {{"model", m.name()}, {"engine", m.cfg->engine}, {"devices", missing}, {"builds", builds}});
 }
 
 AdmissionInput Broker::admission_input(const Model& m, std::optional<config::Priority> priority,

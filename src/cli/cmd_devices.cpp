@@ -2,9 +2,13 @@
 #include <fmt/format.h>
 
 #include <iostream>
+
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/engine_binaries.hpp"
+#include "config/config.hpp"
 #include "devices/probe.hpp"
 #include "devices/report_json.hpp"
 
@@ -39,7 +43,20 @@ std::string pool_label(const devices::Device& d, devices::PoolKind k) {
     return "?";
 }
 
-void print_text(const devices::DeviceReport& r) {
+void print_engines(const devices::Device& d, const std::vector<doctor::EngineBinary>& builds) {
+    const auto e = engines_for(d, builds);
+    fmt::print("  engines ({}):\n", e.backend);
+    for (const auto& [program, path] : e.programs)
+        fmt::print("    {:<15} {}\n", program,
+                   !path.empty() ? path
+                   : e.backend == "cpu"
+                       ? std::string("none found")
+                       : "NONE: only builds for other backends; models of it never run here. Fix: "
+                         "bash scripts/setup.sh --backend " +
+                             e.backend);
+}
+
+void print_text(const devices::DeviceReport& r, const std::vector<doctor::EngineBinary>& builds) {
     for (const auto& d : r.devices) {
         fmt::print("{}  {}  [{}]\n", d.id, d.name, devices::to_string(d.kind));
         fmt::print("  kind:      {}\n", d.kind_reason);
@@ -53,7 +70,7 @@ void print_text(const devices::DeviceReport& r) {
                        figure(p.free));
             if (p.reserved) fmt::print("    reserved by the driver {}\n", figure(p.reserved));
         }
-        if (d.vendor == devices::Vendor::amd) {
+        if (d.vendor == devices::Vendor::amd || d.vendor == devices::Vendor::vulkan) {
             fmt::print("  Vulkan device-local heap: {}\n", figure(d.vulkan_device_local_heap));
             fmt::print("  Vulkan largest allocation: {}\n", figure(d.vulkan_max_allocation));
         }
@@ -67,6 +84,8 @@ void print_text(const devices::DeviceReport& r) {
             fmt::print("  process:   PID {} holds {} of {} ({}): {}\n", p.pid, human_bytes(p.bytes.bytes),
                        devices::to_string(p.pool), p.bytes.detail, p.command.empty() ? "?" : p.command);
         if (!d.processes_note.empty()) fmt::print("  processes: {}\n", d.processes_note);
+        if (d.software) fmt::print("  software:  used only where the config names it under devices:\n");
+        print_engines(d, builds);
         fmt::print("\n");
     }
     const auto& s = r.system;
@@ -92,6 +111,7 @@ void add_devices_command(CLI::App& app) {
     struct Flags {
         bool json = false;
         std::string sysroot = "/";
+        std::string engine_dir;
     };
     auto flags = std::make_shared<Flags>();
     auto* cmd = app.add_subcommand("devices",
@@ -100,13 +120,29 @@ void add_devices_command(CLI::App& app) {
     cmd->add_flag("--json", flags->json, "JSON with exact bytes and the source of every figure");
     cmd->add_option("--sysroot", flags->sysroot, "Read /proc and /sys under DIR (a captured tree)")
         ->check(CLI::ExistingDirectory);
+    cmd->add_option("--engine-dir", flags->engine_dir,
+                    "Where the engine builds are (default: loch's own folder, as `loch serve` looks)")
+        ->check(CLI::ExistingDirectory);
     cmd->callback([flags] {
-        const auto options = devices::default_probe_options(flags->sysroot, devices::process_environment());
+        auto options = devices::default_probe_options(flags->sysroot, devices::process_environment());
+        options.software_vulkan = true;  // shown (marked), though loch uses one only where configured
         const auto report = devices::probe(options);
-        if (flags->json)
-            std::cout << devices::to_json(report).dump(2) << "\n";
-        else
-            print_text(report);
+        const auto builds =
+            engine_binaries(flags->engine_dir.empty() ? config::LoadContext::from_process().exe_dir
+                                                      : std::filesystem::path(flags->engine_dir));
+        if (flags->json) {
+            auto j = devices::to_json(report);
+            for (std::size_t i = 0; i < report.devices.size() && i < j["devices"].size(); ++i) {
+                const auto e = engines_for(report.devices[i], builds);
+                auto& dj = j["devices"][i];
+                dj["engine_backend"] = e.backend;
+                for (const auto& [program, path] : e.programs)
+                    dj["engines"][program] = path.empty() ? nlohmann::json() : nlohmann::json(path);
+            }
+            std::cout << j.dump(2) << "\n";
+        } else {
+            print_text(report, builds);
+        }
     });
 }
 

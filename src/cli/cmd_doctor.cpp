@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/engine_binaries.hpp"
 #include "devices/probe.hpp"
 #include "devices/report_json.hpp"
 #include "doctor/doctor.hpp"
@@ -71,6 +72,7 @@ void add_doctor_command(CLI::App& app) {
         std::vector<std::string> models;
         std::vector<std::string> engines;
         std::uint32_t n_ctx = 4096;
+        std::string engine_dir;
     };
     auto flags = std::make_shared<Flags>();
     auto* cmd = app.add_subcommand("doctor",
@@ -86,12 +88,18 @@ void add_doctor_command(CLI::App& app) {
         ->check(CLI::Range(256u, 1u << 24));
     cmd->add_option("--engine", flags->engines,
                     "Engine backend configured (repeatable): vulkan, rocm, cuda, cpu");
+    cmd->add_option("--engine-dir", flags->engine_dir,
+                    "Where the engine builds are (default: loch's own folder, as `loch serve` looks)")
+        ->check(CLI::ExistingDirectory);
     cmd->callback([flags] {
         const auto options = devices::default_probe_options(flags->sysroot, devices::process_environment());
         const auto report = devices::probe(options);
         doctor::Input input;
         for (const auto& path : flags->models) input.models.push_back(size_model(path, flags->n_ctx));
         input.engines = flags->engines;
+        input.engine_builds =
+            engine_binaries(flags->engine_dir.empty() ? config::LoadContext::from_process().exe_dir
+                                                      : std::filesystem::path(flags->engine_dir));
         const auto findings = doctor::diagnose(report, input);
         if (flags->json) {
             nlohmann::json models = nlohmann::json::array();

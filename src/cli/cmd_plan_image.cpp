@@ -71,6 +71,9 @@ void run_image_plan(const ImagePlanOptions& io, const std::string& file, const s
                           {"phases", phases},
                           {"largest_phase", p.largest_phase},
                           {"compute_bytes", p.device_compute},
+                          // One allocation on Vulkan: what a driver's maxMemoryAllocationSize bounds.
+                          {"largest_tensor_bytes", p.largest_tensor},
+                          {"largest_tensor", p.largest_tensor_what + " (" + p.largest_tensor_phase + ")"},
                           {"peak_bytes", peak},
                           {"peak_source", "formula"}};
     if (!json) {

@@ -27,6 +27,7 @@
 #include "balancer/agent_server.hpp"
 #include "broker/broker.hpp"
 #include "cli/commands.hpp"
+#include "cli/engine_binaries.hpp"
 #include "config/config.hpp"
 #include "core/off_loop.hpp"
 #include "devices/probe.hpp"
@@ -56,14 +57,32 @@ struct ServeOptions {
 // The platform traps `loch doctor` knows, checked once at start and logged with their fixes: a person who
 // only reads loch's log learns that the firmware breaks ROCm before a job hangs. The environment judged is
 // loch's own (the engines inherit it), also when the devices come from a captured tree.
+// Vulkan is probed (once: libvulkan loads every driver) where a Vulkan engine could run: a device configured
+// for it, or a Vulkan build of some engine.
+bool uses_vulkan(const config::Config& cfg) {
+    for (const auto& [id, dc] : cfg.devices)
+        if (dc.backend == "vulkan" || id.starts_with("vulkan:")) return true;
+    for (const auto& [kind, builds] : cfg.builds)
+        for (const auto& b : builds)
+            if (b.backend == "vulkan") return true;
+    return false;
+}
+
+// A software Vulkan device (lavapipe) is offered only where the config names a `vulkan:N` device.
+bool names_vulkan_device(const config::Config& cfg) {
+    return std::any_of(cfg.devices.begin(), cfg.devices.end(),
+                       [](const auto& d) { return d.first.starts_with("vulkan:"); });
+}
+
 void log_platform_findings(const config::Config& cfg, const std::string& sysroot) {
     auto options = devices::default_probe_options(sysroot, devices::process_environment());
     options.env = devices::process_environment();
     doctor::Input input;
     for (const auto& [id, dc] : cfg.devices)
         if (dc.backend) input.engines.push_back(*dc.backend);
-    options.probe_vulkan = options.probe_vulkan && std::find(input.engines.begin(), input.engines.end(),
-                                                             "vulkan") != input.engines.end();
+    input.engine_builds = engine_binaries(cfg);
+    options.probe_vulkan = options.probe_vulkan && uses_vulkan(cfg);
+    options.software_vulkan = names_vulkan_device(cfg);
     for (const auto& f : doctor::diagnose(devices::probe(options), input)) {
         if (f.severity == doctor::Severity::info) continue;
         const auto line = fmt::format("doctor {}{}: {} Fix: {}", f.id,
@@ -161,12 +180,11 @@ void run_serve(const ServeOptions& o) {
     asio::io_context ioc(1);
     const auto ex = ioc.get_executor();
     const char* nvml = std::getenv("LOCH_NVML_LIBRARY");
-    const bool vulkan = std::any_of(cfg.devices.begin(), cfg.devices.end(),
-                                    [](const auto& d) { return d.second.backend == "vulkan"; });
     broker::Broker broker(
         ex, cfg,
         std::make_unique<broker::ProbedDevices>(
-            nvml && *nvml ? nvml : (o.sysroot == "/" ? "libnvidia-ml.so.1" : ""), o.sysroot, vulkan),
+            nvml && *nvml ? nvml : (o.sysroot == "/" ? "libnvidia-ml.so.1" : ""), o.sysroot, uses_vulkan(cfg),
+            names_vulkan_device(cfg)),
         std::make_unique<broker::KindFootprint>(cfg.state_dir / "dry-run-cache.json"),
         std::make_unique<engines::ProcessLauncher>(&state),
         broker::BrokerOptions{.policy = o.bench_policy == "fifo-lock"       ? broker::Policy::fifo_lock

@@ -31,6 +31,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "config/engine_builds.hpp"
+
 namespace loch::config {
 
 namespace fs = std::filesystem;
@@ -178,6 +180,9 @@ struct Config {
     fs::path log_dir;                          // absolute: one log file per engine
     fs::path engine_dir;                       // absolute: where engine programs are looked for first
     std::map<std::string, fs::path> programs;  // kind → its resolved program (only kinds a model uses)
+    // kind → every build of its program found, by backend (config/engine_builds.hpp); a kind listed in
+    // `programs` but not here has one build of unknown backend: that program.
+    std::map<std::string, std::vector<EngineBuild>> builds;
     QueueLimits queue;
     std::uint64_t max_body_bytes = 16 * 1024 * 1024;  // request body size limit
     // A Batch API input file (POST /v1/files): streamed to disk, never held in memory.
@@ -206,6 +211,17 @@ struct Config {
         auto it = programs.find(std::string(kind));
         return it == programs.end() ? fs::path() : it->second;
     }
+    // The program of `kind` that reaches `backend` ("cpu", "cuda", "rocm", "vulkan"): that backend's build,
+    // else one of unknown backend; empty when no build reaches it.
+    fs::path program(std::string_view kind, std::string_view backend) const;
+    // Whether an engine of `kind` can run on a device of `backend`: a kind without a program (the command
+    // kind) always can.
+    bool reaches(std::string_view kind, std::string_view backend) const;
+    // The builds of `kind`, as program(kind, backend) chooses among them.
+    std::vector<EngineBuild> builds_of(std::string_view kind) const;
+    // The backend engines use on a device: `devices.<id>.backend` where the config says, else the first of
+    // `candidates` (the device's backends, best first) that some engine was built for, else the first.
+    std::string backend_for(std::string_view device, const std::vector<std::string>& candidates) const;
 };
 
 // ---------------------------------------------------------------------------------------------------------

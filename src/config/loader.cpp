@@ -683,8 +683,13 @@ class Loader : public Walker {
             if (first == c.models.end()) continue;
             std::vector<fs::path> dirs{c.engine_dir};
             dirs.insert(dirs.end(), ctx_.path_dirs.begin(), ctx_.path_dirs.end());
-            if (auto p = find_executable(program, dirs)) {
-                c.programs[std::string(k->name())] = *p;
+            const auto found = find_executable(program, dirs);
+            // Its builds by backend (engine_dir/<backend>/), then the one found in engine_dir or on PATH.
+            auto builds = find_engine_builds(c.engine_dir, program, found.value_or(fs::path()));
+            if (found) {
+                c.programs[std::string(k->name())] = *found;
+            } else if (!builds.empty()) {
+                c.programs[std::string(k->name())] = builds.front().program;
             } else if (!ctx_.check_files) {
                 c.programs[std::string(k->name())] = c.engine_dir / program;
             } else {
@@ -692,6 +697,7 @@ class Loader : public Walker {
                          program + " not found in " + c.engine_dir.string() + " nor on PATH (model '" +
                              first->name + "' needs it; set engine_dir to the folder that holds it)");
             }
+            if (!builds.empty()) c.builds[std::string(k->name())] = std::move(builds);
         }
     }
 

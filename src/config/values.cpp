@@ -177,6 +177,7 @@ std::optional<std::string> device_id_problem(std::string_view id) {
     if (id == "cpu") return std::nullopt;
     if (id.starts_with("nvidia:") && digits(id.substr(7))) return std::nullopt;
     if (id.starts_with("amd:card") && digits(id.substr(8))) return std::nullopt;
+    if (id.starts_with("vulkan:") && digits(id.substr(7))) return std::nullopt;  // a GPU only Vulkan reports
     std::string hint;
     // What other tools call the same devices.
     for (const std::string_view p : {"cuda:", "cuda", "gpu:", "gpu", "nvidia"})
@@ -186,9 +187,9 @@ std::optional<std::string> device_id_problem(std::string_view id) {
         if (hint.empty() && id.starts_with(p) && digits(id.substr(p.size())))
             hint = " (did you mean amd:card" + std::string(id.substr(p.size())) + "?)";
     return "'" + std::string(id) +
-           "' is not a device id: `loch devices` prints them, as cpu, nvidia:N (NVML's order) or amd:cardN "
+           "' is not a device id: `loch devices` prints them, as cpu, nvidia:N (NVML's order), amd:cardN "
            "(the "
-           "DRM card)" +
+           "DRM card) or vulkan:N (a GPU only Vulkan reports, by its Vulkan index)" +
            hint;
 }
 

@@ -8,10 +8,26 @@ std::string_view to_string(Vendor v) {
             return "nvidia";
         case Vendor::amd:
             return "amd";
+        case Vendor::vulkan:
+            return "vulkan";
         case Vendor::cpu:
             return "cpu";
     }
     return "unknown";
+}
+
+std::vector<std::string> backends_of(const Device& d) {
+    switch (d.vendor) {
+        case Vendor::nvidia:
+            return {"cuda", "vulkan"};
+        case Vendor::amd:
+            return {"rocm", "vulkan"};
+        case Vendor::vulkan:
+            return {"vulkan"};
+        case Vendor::cpu:
+            break;
+    }
+    return {"cpu"};
 }
 
 std::string_view to_string(DeviceKind k) {

@@ -35,13 +35,18 @@ struct Probed {
 using ProbedFigure = Probed<MemoryFigure>;
 using Env = std::map<std::string, std::string>;
 
-enum class Vendor { nvidia, amd, cpu };
+// vulkan: a GPU only Vulkan reports (Intel, one whose vendor probe did not run, a software implementation).
+enum class Vendor { nvidia, amd, vulkan, cpu };
 enum class DeviceKind { discrete, integrated, cpu };
 // vram: dedicated (or, on an APU, the BIOS carve-out); vis_vram: the CPU-visible part of it;
 // gtt: system RAM the GPU maps (what hipMalloc uses on an APU); host_ram: the CPU's RAM.
 enum class PoolKind { vram, vis_vram, gtt, host_ram };
 
 std::string_view to_string(Vendor v);
+struct Device;
+// The engine backends that can reach a device, best first: NVIDIA cuda, vulkan; AMD rocm, vulkan; a GPU only
+// Vulkan reports vulkan; the CPU cpu. Which one is used is the config's or the first that has a build.
+std::vector<std::string> backends_of(const Device& d);
 std::string_view to_string(DeviceKind k);
 std::string_view to_string(PoolKind p);
 
@@ -101,6 +106,12 @@ struct Device {
     // min(maxMemoryAllocationSize, maxBufferSize) (4 GiB on RADV), and a tensor above it fails however large
     // the heap is.
     ProbedFigure vulkan_max_allocation;
+    // Its index among libvulkan's physical devices: what GGML_VK_VISIBLE_DEVICES names. Unset where Vulkan
+    // was not probed or did not report this device.
+    std::optional<int> vulkan_index;
+    // A software implementation (Vulkan deviceType CPU: Mesa's lavapipe). It computes on the CPU's cores in
+    // the CPU's RAM, so loch offers it only where the config names it under `devices:`.
+    bool software = false;
     UsableBudget usable;
 
     const MemoryPool* pool(PoolKind k) const;

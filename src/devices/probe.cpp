@@ -43,8 +43,9 @@ DeviceReport probe(const ProbeOptions& options) {
     }
     for (auto& d : probe_amd(root)) r.devices.push_back(std::move(d));
     if (options.probe_vulkan) {
-        if (auto note = probe_vulkan(r.devices); !note.empty()) r.notes.push_back(note);
-    } else if (auto note = probe_vulkan_capture(root, r.devices); !note.empty()) {
+        if (auto note = probe_vulkan(r.devices, options.software_vulkan); !note.empty())
+            r.notes.push_back(note);
+    } else if (auto note = probe_vulkan_capture(root, r.devices, options.software_vulkan); !note.empty()) {
         r.notes.push_back(note);
     }
     r.devices.push_back(probe_cpu(r.system));

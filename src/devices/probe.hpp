@@ -24,6 +24,8 @@ struct ProbeOptions {
     std::string nvml_library;
     // dlopen libvulkan.so.1 and read heap sizes (only meaningful on the live system).
     bool probe_vulkan = false;
+    // Report software Vulkan devices (lavapipe) too; the broker asks for them only when the config names one.
+    bool software_vulkan = false;
 };
 
 // Options for the CLI: on the live system NVML is libnvidia-ml.so.1 and Vulkan is probed; on a captured
@@ -48,14 +50,17 @@ struct NvmlProbe {
 // `root` is used only to name the processes NVML reports (/proc/PID/cmdline).
 NvmlProbe probe_nvidia(const std::string& library, const Sysroot& root);
 
-// Fills Device::vulkan_device_local_heap and vulkan_max_allocation for the devices libvulkan knows; returns
-// a note when it cannot.
-std::string probe_vulkan(std::vector<Device>& devices);
-// The same figures from a captured tree's `vulkan.json` (docs/devices.md, "Captured trees"):
-//   {"devices": [{"vendor_id": "0x1002", "device_id": "0x1586", "name": "…",
+// Fills Device::vulkan_device_local_heap, vulkan_max_allocation and vulkan_index for the devices libvulkan
+// knows (AMD by PCI device id; NVIDIA in enumeration order), and adds a `vulkan:N` device for each physical
+// device of a vendor no other probe reported (N: its Vulkan index), software ones only when `software`.
+// Returns a note when it cannot.
+std::string probe_vulkan(std::vector<Device>& devices, bool software);
+// The same from a captured tree's `vulkan.json` (docs/devices.md, "Captured trees"):
+//   {"devices": [{"vendor_id": "0x1002", "device_id": "0x1586", "name": "…", "type": "integrated",
 //                 "device_local_heap_bytes": N, "max_allocation_bytes": N}]}
+// (its place in the list is its Vulkan index; "type": discrete | integrated | cpu, as Vulkan's deviceType).
 // Returns a note when there is no such file or it cannot be read.
-std::string probe_vulkan_capture(const Sysroot& root, std::vector<Device>& devices);
+std::string probe_vulkan_capture(const Sysroot& root, std::vector<Device>& devices, bool software);
 
 // This process's environment (the C `environ`), for the CLI to inject; probes never call getenv.
 Env process_environment();

@@ -106,13 +106,81 @@ std::uint64_t largest_allocation(PFN_vkGetPhysicalDeviceProperties2 props2, VkPh
                             : m3.maxMemoryAllocationSize;
 }
 
+// Vulkan's deviceType: 1 integrated, 2 discrete, 3 virtual, 4 CPU (a software implementation).
+constexpr int kIntegratedGpu = 1, kCpuType = 4;
+
 bool same_device(const Device& d, std::uint32_t vendor, const std::string& device_id) {
-    return vendor == 0x1002 && d.vendor == Vendor::amd && d.pci_device_id == device_id;
+    // AMD by PCI device id (sysfs has it); NVIDIA by vendor in enumeration order (NVML's figures carry no
+    // PCI device id; one GPU, the usual case, is exact).
+    if (vendor == 0x1002) return d.vendor == Vendor::amd && d.pci_device_id == device_id;
+    if (vendor == 0x10de) return d.vendor == Vendor::nvidia;
+    return false;
+}
+
+// One physical device as the probes see it: from libvulkan or from a captured vulkan.json.
+struct VulkanDevice {
+    int index = 0;
+    std::uint32_t vendor = 0;
+    std::string device_id;  // "0x1586"
+    std::string name;
+    int type = 0;
+    std::optional<std::uint64_t> heap, most;
+    std::string heap_from, most_from;
+};
+
+// Fills the matching device's Vulkan figures, or adds a `vulkan:N` device for one of a vendor that no
+// other probe reported (a second driver for a GPU already known — RADV beside AMDVLK — adds nothing).
+void place(std::vector<Device>& devices, std::vector<bool>& taken, const VulkanDevice& v, bool software) {
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+        auto& d = devices[i];
+        if (taken[i] || !same_device(d, v.vendor, v.device_id)) continue;
+        taken[i] = true;
+        if (v.heap)
+            d.vulkan_device_local_heap =
+                ProbedFigure::known({*v.heap, Source::measured, v.heap_from}, v.heap_from);
+        if (v.most)
+            d.vulkan_max_allocation =
+                ProbedFigure::known({*v.most, Source::measured, v.most_from}, v.most_from);
+        d.vulkan_index = v.index;
+        return;
+    }
+    const bool known_vendor = std::any_of(devices.begin(), devices.end(), [&](const Device& d) {
+        return (v.vendor == 0x1002 && d.vendor == Vendor::amd) ||
+               (v.vendor == 0x10de && d.vendor == Vendor::nvidia);
+    });
+    if (known_vendor || (v.type == kCpuType && !software) || !v.heap) return;
+    Device d;
+    d.id = fmt::format("vulkan:{}", v.index);
+    d.vendor = Vendor::vulkan;
+    d.software = v.type == kCpuType;
+    d.kind = v.type == kIntegratedGpu || d.software ? DeviceKind::integrated : DeviceKind::discrete;
+    d.kind_reason = d.software ? "Vulkan deviceType CPU: a software implementation on the CPU's cores and RAM"
+                    : v.type == kIntegratedGpu ? "Vulkan deviceType INTEGRATED_GPU"
+                                               : "Vulkan deviceType " + std::to_string(v.type);
+    d.name = v.name;
+    d.pci_device_id = v.device_id;
+    d.vulkan_index = v.index;
+    d.ordinal = v.index;  // its backend is Vulkan: the Vulkan index is how its runtime numbers it
+    d.compute = Probed<std::string>::unknown("Vulkan only");
+    d.driver_version = Probed<std::string>::unknown("Vulkan only");
+    d.firmware_version = Probed<std::string>::unknown("Vulkan only");
+    MemoryPool pool;
+    pool.kind = PoolKind::vram;
+    pool.total = ProbedFigure::known({*v.heap, Source::measured, v.heap_from}, v.heap_from);
+    pool.used = ProbedFigure::unknown("Vulkan 1.0 reports no use");
+    pool.free = ProbedFigure::unknown("Vulkan 1.0 reports no use");
+    d.pools.push_back(std::move(pool));
+    d.vulkan_device_local_heap = ProbedFigure::known({*v.heap, Source::measured, v.heap_from}, v.heap_from);
+    if (v.most)
+        d.vulkan_max_allocation = ProbedFigure::known({*v.most, Source::measured, v.most_from}, v.most_from);
+    d.processes_note = "Vulkan reports no per-process use";
+    devices.push_back(std::move(d));
+    taken.push_back(true);
 }
 
 }  // namespace
 
-std::string probe_vulkan(std::vector<Device>& devices) {
+std::string probe_vulkan(std::vector<Device>& devices, bool software) {
     SharedLibrary lib(dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL));
     if (!lib) return "Vulkan not probed: libvulkan.so.1 not found";
     auto gipa = library_symbol<PFN_vkGetInstanceProcAddr>(lib.get(), "vkGetInstanceProcAddr");
@@ -150,7 +218,8 @@ std::string probe_vulkan(std::vector<Device>& devices) {
     phys.resize(n);
 
     std::vector<bool> taken(devices.size(), false);
-    for (auto* pd : phys) {
+    for (std::size_t i = 0; i < phys.size(); ++i) {
+        auto* pd = phys[i];
         alignas(16) unsigned char buf[4096] = {};  // VkPhysicalDeviceProperties is < 1 KiB
         props_fn(pd, buf);
         VkPhysicalDevicePropertiesPrefix props;
@@ -161,25 +230,24 @@ std::string probe_vulkan(std::vector<Device>& devices) {
         for (std::uint32_t h = 0; h < mem.memoryHeapCount && h < 16; ++h)
             if ((mem.memoryHeaps[h].flags & 1u) && mem.memoryHeaps[h].size > largest)
                 largest = mem.memoryHeaps[h].size;
-        const auto device_id = fmt::format("0x{:04x}", props.deviceID);
-        for (std::size_t i = 0; i < devices.size(); ++i) {
-            auto& d = devices[i];
-            if (taken[i] || !same_device(d, props.vendorID, device_id)) continue;
-            taken[i] = true;
-            const std::string name(props.deviceName, strnlen(props.deviceName, sizeof props.deviceName));
-            const auto detail = fmt::format("Vulkan {} largest DEVICE_LOCAL heap", name);
-            d.vulkan_device_local_heap = ProbedFigure::known({largest, Source::measured, detail}, detail);
-            if (const auto most = largest_allocation(props2_fn, pd)) {
-                const auto why = fmt::format("Vulkan {} min(maxMemoryAllocationSize, maxBufferSize)", name);
-                d.vulkan_max_allocation = ProbedFigure::known({most, Source::measured, why}, why);
-            }
-            break;
+        VulkanDevice v;
+        v.index = static_cast<int>(i);
+        v.vendor = props.vendorID;
+        v.device_id = fmt::format("0x{:04x}", props.deviceID);
+        v.name = std::string(props.deviceName, strnlen(props.deviceName, sizeof props.deviceName));
+        v.type = props.deviceType;
+        v.heap = largest;
+        v.heap_from = fmt::format("Vulkan {} largest DEVICE_LOCAL heap", v.name);
+        if (const auto most = largest_allocation(props2_fn, pd)) {
+            v.most = most;
+            v.most_from = fmt::format("Vulkan {} min(maxMemoryAllocationSize, maxBufferSize)", v.name);
         }
+        place(devices, taken, v, software);
     }
     return {};
 }
 
-std::string probe_vulkan_capture(const Sysroot& root, std::vector<Device>& devices) {
+std::string probe_vulkan_capture(const Sysroot& root, std::vector<Device>& devices, bool software) {
     const auto text = root.read("/vulkan.json");
     if (!text) return "Vulkan not probed: captured tree (--sysroot) without vulkan.json";
     const auto where = root.resolve("/vulkan.json").string();
@@ -199,26 +267,27 @@ std::string probe_vulkan_capture(const Sysroot& root, std::vector<Device>& devic
         if (!e.contains(key) || !e[key].is_number_unsigned()) return std::nullopt;
         return e[key].get<std::uint64_t>();
     };
+    std::vector<bool> taken(devices.size(), false);
+    int index = -1;
     for (const auto& e : j["devices"]) {
+        ++index;
         if (!e.is_object() || !e.contains("vendor_id") || !e.contains("device_id")) continue;
         const auto vendor = hex(e["vendor_id"]);
         const auto device = hex(e["device_id"]);
         if (!vendor || !device) continue;
-        const auto device_id = fmt::format("0x{:04x}", *device);
-        const std::string name =
-            e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
-        for (auto& d : devices) {
-            if (!same_device(d, *vendor, device_id)) continue;
-            if (const auto heap = bytes(e, "device_local_heap_bytes")) {
-                const auto detail = fmt::format("Vulkan {} largest DEVICE_LOCAL heap ({})", name, where);
-                d.vulkan_device_local_heap = ProbedFigure::known({*heap, Source::measured, detail}, detail);
-            }
-            if (const auto most = bytes(e, "max_allocation_bytes")) {
-                const auto detail = fmt::format("Vulkan {} largest allocation ({})", name, where);
-                d.vulkan_max_allocation = ProbedFigure::known({*most, Source::measured, detail}, detail);
-            }
-            break;
-        }
+        VulkanDevice v;
+        v.index = index;
+        v.vendor = *vendor;
+        v.device_id = fmt::format("0x{:04x}", *device);
+        v.name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
+        const std::string type =
+            e.contains("type") && e["type"].is_string() ? e["type"].get<std::string>() : "";
+        v.type = type == "cpu" ? kCpuType : type == "integrated" ? kIntegratedGpu : 2;
+        v.heap = bytes(e, "device_local_heap_bytes");
+        v.heap_from = fmt::format("Vulkan {} largest DEVICE_LOCAL heap ({})", v.name, where);
+        v.most = bytes(e, "max_allocation_bytes");
+        v.most_from = fmt::format("Vulkan {} largest allocation ({})", v.name, where);
+        place(devices, taken, v, software);
     }
     return {};
 }

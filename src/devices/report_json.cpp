@@ -60,6 +60,8 @@ nlohmann::json to_json(const Device& d) {
                      {"usable", usable}};
     if (!d.pci_slot.empty()) j["pci_slot"] = d.pci_slot;
     if (!d.pci_device_id.empty()) j["pci_device_id"] = d.pci_device_id;
+    if (d.vulkan_index) j["vulkan_index"] = *d.vulkan_index;
+    if (d.software) j["software"] = true;
     return j;
 }
 

@@ -39,6 +39,8 @@ const std::vector<Check>& registry() {
         {{"model-does-not-fit", "a configured model larger than every device's usable budget"},
          checks::model_does_not_fit},
         {{"budget-unknown", "a device whose usable budget could not be computed"}, checks::budget_unknown},
+        {{"engine-build-missing", "a GPU that no engine build reaches (only CPU builds)"},
+         checks::engine_build_missing},
     };
     return all;
 }

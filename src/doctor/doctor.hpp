@@ -13,6 +13,7 @@
 //   model-does-not-fit       a configured model larger than every device's usable budget
 //   vulkan-heap-too-small    a Vulkan engine on an APU whose DEVICE_LOCAL heap is too small
 //   budget-unknown           a device whose usable budget could not be computed
+//   engine-build-missing     a GPU that no engine build reaches (only CPU builds): models never run there
 #pragma once
 
 #include <cstdint>
@@ -60,10 +61,19 @@ struct ModelDemand {
     MemoryFigure bytes;
 };
 
+// One engine binary found and the backend it reaches (config/engine_builds.hpp), for engine-build-missing.
+struct EngineBinary {
+    std::string program;  // "llama-server"
+    std::string path;
+    std::string backend;  // "cpu", "cuda", "rocm", "vulkan"; "" when nothing says (it may reach any)
+    std::string from;     // the engine-build.json that said so, or why it is unknown
+};
+
 struct Input {
     std::vector<ModelDemand> models;
-    std::vector<std::string> engines;  // engine backends configured: "vulkan", "rocm", "cuda", "cpu"
-    std::set<int> own_pids;            // processes loch started (not "outside" memory holders)
+    std::vector<std::string> engines;         // engine backends configured: "vulkan", "rocm", "cuda", "cpu"
+    std::set<int> own_pids;                   // processes loch started (not "outside" memory holders)
+    std::vector<EngineBinary> engine_builds;  // empty: the builds are not checked
 };
 
 struct CheckInfo {

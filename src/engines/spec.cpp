@@ -60,6 +60,10 @@ std::map<std::string, std::string> device_environment(const Placement& where, bo
     set("CUDA_VISIBLE_DEVICES", where.backend == "cuda");
     set("HIP_VISIBLE_DEVICES", where.backend == "rocm");
     set("ROCR_VISIBLE_DEVICES", where.backend == "rocm");
+    // ggml-vulkan shows the listed Vulkan devices alone, in that order; without the list it takes every
+    // discrete GPU and never a software device (lavapipe). No "-1" for the others: an index it does not have
+    // ends the engine ("Invalid Vulkan device index").
+    if (where.backend == "vulkan" && !visible.empty()) env["GGML_VK_VISIBLE_DEVICES"] = visible;
     return env;
 }
 

@@ -6,6 +6,8 @@
 
 #include "devices/run_loch.hpp"
 #include "devices/sysroot_fixture.hpp"
+#include "support/engine_build_dir.hpp"
+#include "support/temp_dir.hpp"
 
 namespace loch::devices {
 namespace {
@@ -58,6 +60,52 @@ TEST(CliDevices, TextReportNamesPoolsBudgetAndHolders) {
     EXPECT_NE(run.out.find("VRAM (BIOS carve-out):"), std::string::npos) << run.out;
     EXPECT_NE(run.out.find("usable:    61.00 GiB (65498251264 B)"), std::string::npos) << run.out;
     EXPECT_NE(run.out.find("PID 4242 holds 40.00 GiB of gtt"), std::string::npos) << run.out;
+}
+
+TEST(CliDevices, EachDeviceNamesTheEngineBinariesLochWouldStart) {
+    loch::test::TempDir engines("loch-engines");
+    loch::test::write_engine_build(engines.path(), "cpu", {"llama-server"});
+    const std::vector<std::string> nvml{std::string("LOCH_NVML_LIBRARY=") + LOCH_NVML_DOUBLE};
+    const std::vector<std::string> args{"devices", "--sysroot", sysroot_fixture("cpu-container-16g").string(),
+                                        "--engine-dir", engines.path().string()};
+    auto with_json = args;
+    with_json.insert(with_json.begin() + 1, "--json");
+    auto run = run_loch(with_json, nvml);
+    ASSERT_EQ(run.status, 0) << run.out;
+    auto j = nlohmann::json::parse(run.out);
+    EXPECT_EQ(device(j, "nvidia:0").at("engine_backend"), "cuda");
+    EXPECT_TRUE(device(j, "nvidia:0").at("engines").at("llama-server").is_null()) << run.out;
+    EXPECT_EQ(device(j, "cpu").at("engines").at("llama-server"), (engines.path() / "llama-server").string());
+    // Loudly in the text report, with the command that fixes it.
+    run = run_loch(args, nvml);
+    EXPECT_NE(run.out.find("NONE: only builds for other backends"), std::string::npos) << run.out;
+    EXPECT_NE(run.out.find("bash scripts/setup.sh --backend cuda"), std::string::npos) << run.out;
+    // A Vulkan build reaches the NVIDIA GPU when there is no CUDA one: loch would start that.
+    loch::test::write_engine_build(engines.path() / "vulkan", "vulkan", {"llama-server"});
+    j = nlohmann::json::parse(run_loch(with_json, nvml).out);
+    EXPECT_EQ(device(j, "nvidia:0").at("engine_backend"), "vulkan");
+    EXPECT_EQ(device(j, "nvidia:0").at("engines").at("llama-server"),
+              (engines.path() / "vulkan" / "llama-server").string());
+}
+
+// A device only Vulkan reports — lavapipe, a software implementation — is listed with its heap, its largest
+// allocation and its Vulkan index, and marked: loch uses it only where the config names it.
+TEST(CliDevices, AVulkanOnlyDeviceIsListedWithItsDriversBounds) {
+    loch::testing::ScratchSysroot tree("cpu-container-16g");
+    tree.write(
+        "/vulkan.json",
+        R"J({"devices": [{"vendor_id": "0x10005", "device_id": "0x0000", "name": "llvmpipe (LLVM 15.0.6, 256 bits)",
+                   "type": "cpu", "device_local_heap_bytes": 2147483648, "max_allocation_bytes": 2147483648}]})J");
+    const auto run = run_loch({"devices", "--json", "--sysroot", tree.path().string()});
+    ASSERT_EQ(run.status, 0) << run.out;
+    const auto j = nlohmann::json::parse(run.out);
+    const auto& v = device(j, "vulkan:0");
+    EXPECT_EQ(v.at("vendor"), "vulkan");
+    EXPECT_EQ(v.at("software"), true);
+    EXPECT_EQ(v.at("vulkan_index"), 0);
+    EXPECT_EQ(v.at("vulkan_device_local_heap").at("bytes"), 2147483648u);
+    EXPECT_EQ(v.at("vulkan_max_allocation").at("bytes"), 2147483648u);
+    EXPECT_EQ(v.at("pools").at(0).at("total").at("bytes"), 2147483648u);
 }
 
 TEST(CliDevices, MissingSysrootIsAnErrorNotAnEmptyReport) {

@@ -5,6 +5,8 @@
 
 #include "devices/run_loch.hpp"
 #include "devices/sysroot_fixture.hpp"
+#include "support/engine_build_dir.hpp"
+#include "support/temp_dir.hpp"
 
 namespace loch::doctor {
 namespace {
@@ -30,7 +32,12 @@ TEST(CliDoctor, ErrorsGiveExitStatus2AndJsonFindings) {
 }
 
 TEST(CliDoctor, CleanTreeExitsZero) {
-    const auto run = run_loch({"doctor", "--sysroot", sysroot_fixture("rx7900xtx").string()});
+    // With the engines setup.sh builds for a Radeon (CPU and Vulkan): nothing to say.
+    loch::test::TempDir engines("loch-engines");
+    loch::test::write_engine_build(engines.path(), "cpu", {"llama-server"});
+    loch::test::write_engine_build(engines.path() / "vulkan", "vulkan", {"llama-server"});
+    const auto run = run_loch({"doctor", "--sysroot", sysroot_fixture("rx7900xtx").string(), "--engine-dir",
+                               engines.path().string()});
     EXPECT_EQ(run.status, 0) << run.out;
     EXPECT_NE(run.out.find("No problems found."), std::string::npos) << run.out;
 }
@@ -42,6 +49,36 @@ TEST(CliDoctor, EngineFlagReachesTheVulkanCheck) {
     bool saw = false;
     for (const auto& f : j.at("findings")) saw = saw || f.at("id") == "vulkan-heap-too-small";
     EXPECT_TRUE(saw) << run.out;
+}
+
+// The first user of a GPU box: setup built only CPU engines (no nvcc), and loch's doctor says so with the
+// fix.
+TEST(CliDoctor, AnNvidiaGpuWithOnlyCpuEnginesIsNamedWithTheFix) {
+    loch::test::TempDir engines("loch-engines");
+    loch::test::write_engine_build(engines.path(), "cpu", {"llama-server", "llama-fit-params"});
+    const auto run = run_loch({"doctor", "--json", "--sysroot", sysroot_fixture("cpu-container-16g").string(),
+                               "--engine-dir", engines.path().string()},
+                              {std::string("LOCH_NVML_LIBRARY=") + LOCH_NVML_DOUBLE});
+    EXPECT_EQ(run.status, 2) << run.out;
+    const auto j = nlohmann::json::parse(run.out);
+    const nlohmann::json* found = nullptr;
+    for (const auto& f : j.at("findings"))
+        if (f.at("id") == "engine-build-missing") found = &f;
+    ASSERT_NE(found, nullptr) << run.out;
+    EXPECT_EQ(found->at("device"), "nvidia:0");
+    EXPECT_EQ(found->at("severity"), "error");
+    EXPECT_NE(found->at("fix").get<std::string>().find("bash scripts/setup.sh --backend cuda"),
+              std::string::npos);
+    EXPECT_NE(found->dump().find((engines.path() / "llama-server").string()), std::string::npos)
+        << found->dump();
+    // With a CUDA build beside it, the GPU is reached and the finding goes.
+    loch::test::write_engine_build(engines.path() / "cuda", "cuda", {"llama-server", "llama-fit-params"},
+                                   "90");
+    const auto fixed =
+        run_loch({"doctor", "--json", "--sysroot", sysroot_fixture("cpu-container-16g").string(),
+                  "--engine-dir", engines.path().string()},
+                 {std::string("LOCH_NVML_LIBRARY=") + LOCH_NVML_DOUBLE});
+    EXPECT_EQ(fixed.out.find("engine-build-missing"), std::string::npos) << fixed.out;
 }
 
 TEST(CliDoctor, AFileThatIsNotGgufIsAnErrorNamingIt) {

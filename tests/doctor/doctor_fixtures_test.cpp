@@ -363,7 +363,7 @@ TEST(Json, FindingCarriesIdSeverityEvidenceSourcesAndFix) {
     EXPECT_EQ(j[0]["evidence"][0]["from"], "/sys/fs/cgroup/memory.max");
     EXPECT_EQ(j[0]["evidence"][0]["bytes"], 16 * kGiB);
     EXPECT_FALSE(j[0]["fix"].get<std::string>().empty());
-    EXPECT_EQ(all_checks().size(), 11u);
+    EXPECT_EQ(all_checks().size(), 12u);
 }
 
 }  // namespace

@@ -81,8 +81,9 @@ TEST(LlamaServerArgv, OnlyItsOwnDeviceIsVisibleByTheProbesOrdinalAndIsDeviceZero
     EXPECT_EQ(after(llama_server_argv("ls", m, {"nvidia:1", "cuda", 1}, 1), "--device"), "CUDA0");
     // amd:card1 is the machine's only GPU: HIP calls it 0.
     EXPECT_EQ(after(llama_server_argv("ls", m, {"amd:card1", "rocm", 0}, 1), "--device"), "ROCm0");
-    // Vulkan devices are not hidden by those variables: the ordinal names it.
-    EXPECT_EQ(after(llama_server_argv("ls", m, {"amd:card1", "vulkan", 1}, 1), "--device"), "Vulkan1");
+    // The Vulkan device shown alone (GGML_VK_VISIBLE_DEVICES=1) is the engine's Vulkan0.
+    EXPECT_EQ(after(llama_server_argv("ls", m, {"amd:card1", "vulkan", 1}, 1), "--device"), "Vulkan0");
+    EXPECT_EQ(device_environment({"amd:card1", "vulkan", 1}, true).at("GGML_VK_VISIBLE_DEVICES"), "1");
     config::Config cfg;
     cfg.programs["llama-server"] = "/bin/llama-server";
     const auto s = make_engine_spec(cfg, m, {"nvidia:1", "cuda", 1});

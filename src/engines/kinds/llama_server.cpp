@@ -22,8 +22,8 @@ std::vector<std::string> llama_devices(const Placement& where) {
             out.push_back("CUDA" + local);
         else if (where.backend == "rocm")
             out.push_back("ROCm" + local);
-        else if (where.backend == "vulkan")
-            out.push_back("Vulkan" + std::to_string(all[i].ordinal.value_or(0)));
+        else if (where.backend == "vulkan")  // its place among GGML_VK_VISIBLE_DEVICES (engines/spec.cpp)
+            out.push_back("Vulkan" + local);
         else
             out.push_back("none");
     }
@@ -85,11 +85,14 @@ std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
 
 EngineSpec LlamaServerKind::launch(const config::Config& cfg, const config::ModelConfig& model,
                                    const Placement& where, std::uint16_t port) const {
-    if (cfg.program(name()).empty())
-        throw std::invalid_argument("no llama-server binary resolved in the config");
+    // The build that reaches the placement's backend: a CPU build asked for `--device CUDA0` exits.
+    const auto program = cfg.program(name(), where.backend);
+    if (program.empty())
+        throw std::invalid_argument("no llama-server build for " + where.backend + " (" + where.device +
+                                    "): scripts/setup.sh --backend " + where.backend + " builds one");
     EngineSpec s = base_spec(cfg, model, port);
     s.kind = std::string(name());
-    s.argv = llama_server_argv(cfg.program(name()), model, where, port);
+    s.argv = llama_server_argv(program, model, where, port);
     s.health_path = "/health";
     // Only its own devices are visible (none for the CPU): it cannot open a context on another engine's GPU.
     s.env = device_environment(where, true);

@@ -316,10 +316,11 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
                                                      const config::ModelConfig& model,
                                                      const std::vector<Placement>& devices) const {
     Footprint formula = this->formula(cfg, model, devices);
-    // The dry-run tool of the same build sits next to the server binary.
-    const auto fit_params = cfg.program(name()).empty()
-                                ? std::filesystem::path()
-                                : cfg.program(name()).parent_path() / plan::kFitParamsProgram;
+    // The dry-run tool of the same build sits next to the server binary: the build of the devices' backend
+    // (a CPU build cannot open a CUDA0 to size it).
+    const auto server = devices.empty() ? cfg.program(name()) : cfg.program(name(), devices.front().backend);
+    const auto fit_params =
+        server.empty() ? std::filesystem::path() : server.parent_path() / plan::kFitParamsProgram;
     if (fit_params.empty() || !std::filesystem::exists(fit_params)) {
         formula.detail += "; dry run unavailable (llama-fit-params not found)";
         co_return formula;

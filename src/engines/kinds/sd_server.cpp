@@ -347,8 +347,10 @@ class SdServerKind final : public Kind {
 
     EngineSpec launch(const config::Config& cfg, const config::ModelConfig& m, const Placement& where,
                       std::uint16_t port) const override {
-        const auto program = cfg.program(name());
-        if (program.empty()) throw std::invalid_argument("no sd-server program resolved in the config");
+        const auto program = cfg.program(name(), where.backend);
+        if (program.empty())
+            throw std::invalid_argument("no sd-server build for " + where.backend + " (" + where.device +
+                                        "): scripts/setup.sh --backend " + where.backend + " builds one");
         const auto& s = sd_settings(m);
         EngineSpec spec = base_spec(cfg, m, port);
         spec.kind = std::string(name());

@@ -167,8 +167,10 @@ class WhisperServerKind final : public Kind {
 
     EngineSpec launch(const config::Config& cfg, const config::ModelConfig& m, const Placement& where,
                       std::uint16_t port) const override {
-        const auto program = cfg.program(name());
-        if (program.empty()) throw std::invalid_argument("no whisper-server program resolved in the config");
+        const auto program = cfg.program(name(), where.backend);
+        if (program.empty())
+            throw std::invalid_argument("no whisper-server build for " + where.backend + " (" + where.device +
+                                        "): scripts/setup.sh --backend " + where.backend + " builds one");
         const auto& s = whisper_settings(m);
         EngineSpec spec = base_spec(cfg, m, port);
         spec.kind = std::string(name());
