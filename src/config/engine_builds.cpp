@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -19,32 +20,40 @@ bool executable(const fs::path& p) {
     return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
 }
 
-// What engine-build.json in `dir` says of `program`: its backend and targets when it lists it.
+// What engine-build.json in `dir` says of `program`.
 EngineBuild described(const fs::path& dir, std::string_view program, fs::path path) {
-    EngineBuild b{std::move(path), "", "", ""};
     const auto file = dir / "engine-build.json";
     std::ifstream in(file);
-    if (!in) {
-        b.from = "no " + file.string() + " (built by hand?): its backend is unknown";
-        return b;
-    }
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("backend") || !j["backend"].is_string() ||
-        !j.contains("engines") || !j["engines"].is_object()) {
-        b.from = file.string() + " is not an engine-build file: its backend is unknown";
-        return b;
-    }
-    if (!j["engines"].contains(std::string(program))) {
-        b.from = file.string() + " does not list " + std::string(program) + ": its backend is unknown";
-        return b;
-    }
-    b.backend = j["backend"].get<std::string>();
-    if (j.contains("targets") && j["targets"].is_string()) b.targets = j["targets"].get<std::string>();
-    b.from = file.string();
-    return b;
+    if (!in)
+        return {std::move(path), "", "", "no " + file.string() + " (built by hand?): its backend is unknown"};
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return describe_engine_build(text, program, std::move(path), file.string());
 }
 
 }  // namespace
+
+EngineBuild describe_engine_build(std::string_view json_text, std::string_view program, fs::path path,
+                                  const std::string& file) {
+    EngineBuild b{std::move(path), "", "", ""};
+    const auto j = nlohmann::json::parse(json_text, nullptr, false);
+    const auto text = [&](const char* key) -> const std::string* {
+        const auto it = j.find(key);
+        return it != j.end() && it->is_string() ? it->get_ptr<const std::string*>() : nullptr;
+    };
+    if (j.is_discarded() || !j.is_object() || !text("backend") || !j.contains("engines") ||
+        !j["engines"].is_object()) {
+        b.from = file + " is not an engine-build file: its backend is unknown";
+        return b;
+    }
+    if (!j["engines"].contains(std::string(program))) {
+        b.from = file + " does not list " + std::string(program) + ": its backend is unknown";
+        return b;
+    }
+    b.backend = *text("backend");
+    if (const auto* t = text("targets")) b.targets = *t;
+    b.from = file;
+    return b;
+}
 
 std::vector<EngineBuild> find_engine_builds(const fs::path& engine_dir, std::string_view program,
                                             const fs::path& fallback) {

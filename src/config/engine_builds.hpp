@@ -26,6 +26,11 @@ struct EngineBuild {
     bool reaches(std::string_view b) const { return backend.empty() || backend == b; }
 };
 
+// What an engine-build.json's text says of `program` at `path`: its backend and targets when it lists it, an
+// unknown backend (with why in `from`) otherwise — never a throw, whatever the text (fuzzed).
+EngineBuild describe_engine_build(std::string_view json_text, std::string_view program,
+                                  std::filesystem::path path, const std::string& file);
+
 // The builds of `program` that exist: engine_dir/<backend>/program for each GPU backend, then `fallback` (the
 // program found in engine_dir or on PATH), whose backend engine_dir/engine-build.json gives when it lists it.
 std::vector<EngineBuild> find_engine_builds(const std::filesystem::path& engine_dir, std::string_view program,

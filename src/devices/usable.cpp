@@ -41,6 +41,15 @@ UsableBudget take_min(UsableBudget b) {
 
 UsableBudget usable_budget(const Device& d, const SystemInfo& s) {
     UsableBudget b;
+    if (d.vendor == Vendor::vulkan) {  // a GPU only Vulkan reports: its heap, with no use reported
+        b.rule = "GPU only Vulkan reports: its DEVICE_LOCAL heap (Vulkan 1.0 reports no use)";
+        if (!d.vulkan_device_local_heap) {
+            b.budget = ProbedFigure::unknown("no Vulkan heap: " + d.vulkan_device_local_heap.detail);
+            return b;
+        }
+        b.terms.push_back({"Vulkan heap", *d.vulkan_device_local_heap.value});
+        return take_min(std::move(b));
+    }
     switch (d.kind) {
         case DeviceKind::discrete: {
             b.rule = "discrete GPU: VRAM free";
