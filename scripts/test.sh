@@ -2,16 +2,24 @@
 # Sets everything up (scripts/setup.sh), then runs the whole test suite:
 #   format check (clang-format), fuzzers for a fixed time over their regression corpus, the unit tests of the
 #   release build, the deployment checks (systemd unit, Helm chart, the container image built and run with
-#   podman, its memory limit named: scripts/test-deploy.sh), and then every suite — unit and integration
-#   against the real llama-server — again on a build with AddressSanitizer + UndefinedBehaviorSanitizer
-#   (build-asan/), where any finding fails the run.
+#   podman, its memory limit named: scripts/test-deploy.sh), the Vulkan engines on a real Vulkan driver
+#   (Mesa's lavapipe: scripts/test-vulkan.sh), the README's first command in a pristine Debian 12 container
+#   (scripts/test-pristine.sh), and then every suite — unit and integration against the real llama-server —
+#   again on a build with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/), where any finding
+#   fails the run. Each stage prints its time.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${LOCH_BUILD_DIR:-$ROOT/build}
 ASAN=${LOCH_ASAN_BUILD_DIR:-$ROOT/build-asan}
 
 START=$SECONDS
-stage() { printf '\n==> %s  [%d s into the run]\n' "$*" $((SECONDS - START)); }
+LAST=$SECONDS
+# Each stage's start, and how long the one before it took.
+stage() {
+  printf '\n==> %s  [%d s into the run; the stage before took %d s]\n' "$*" $((SECONDS - START)) $((SECONDS - LAST))
+  LAST=$SECONDS
+}
+stage "Setup (scripts/setup.sh --all)"
 bash "$ROOT/scripts/setup.sh" --all
 export LOCH_TEST_PYTHON=${LOCH_CACHE_DIR:-/var/cache/loch}/py/bin/python3
 # Artifacts the tests keep (the dashboard's screenshot).
@@ -31,6 +39,12 @@ ctest --test-dir "$BUILD" --output-on-failure --timeout 300 -j "$(nproc)" -L uni
 
 stage "Deployment: systemd unit, Helm chart, container image and its memory limit (scripts/test-deploy.sh)"
 bash "$ROOT/scripts/test-deploy.sh"
+
+stage "Vulkan engines on a real Vulkan driver: Mesa's lavapipe (scripts/test-vulkan.sh)"
+bash "$ROOT/scripts/test-vulkan.sh"
+
+stage "The README's first command in a pristine Debian 12 container (scripts/test-pristine.sh)"
+bash "$ROOT/scripts/test-pristine.sh"
 
 stage "Sanitized build (clang++-19, ASan + UBSan, -O1)"
 export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
