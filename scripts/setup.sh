@@ -217,7 +217,7 @@ for backend in cpu "${BACKENDS[@]}"; do
       whisper) version=${WHISPER_PYPI#*==} ;;
     esac
     build_engine "$engine" "$version" "$backend"
-    [[ -n $ENGINE_OUT ]] && BUILT[$backend]+="$engine:$version:$ENGINE_OUT"
+    [[ -n $ENGINE_OUT ]] && BUILT[$backend]+="$engine:$version:$ENGINE_OUT "
   done
 done
 ((WITH_IMAGES)) || skip "the image engine (sd-server) not asked for (--images or --all builds it, about 6 minutes on 2 cores)"
