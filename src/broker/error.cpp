@@ -44,6 +44,8 @@ std::string_view to_string(ErrorKind k) {
             return "conflict";
         case ErrorKind::insufficient_storage:
             return "insufficient_storage";
+        case ErrorKind::engine_missing:
+            return "engine_missing";
         case ErrorKind::internal:
             return "internal_error";
     }

@@ -28,6 +28,7 @@ enum class ErrorKind {
     quarantined,           // the model keeps crashing; refused until the quarantine ends
     shutting_down,         // loch is stopping
     engine_failed,         // the engine died, refused the connection or failed to start
+    engine_missing,        // no engine build here reaches the model's devices (setup.sh --backend builds one)
     watchdog_timeout,      // the engine sent nothing for the watchdog period
     cancelled,             // ended by `loch cancel` / DELETE /loch/requests/{id}
     not_cancellable,       // a cancel of what cannot stop (a generation sd-server has started)

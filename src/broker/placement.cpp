@@ -69,7 +69,7 @@ std::optional<Error> Broker::no_build_reaches(const Model& m) const {
     }
     if (missing.empty()) return std::nullopt;
     return Error(
-        ErrorKind::engine_failed,
+        ErrorKind::engine_missing,
         fmt::format("model '{}' cannot start: no {} build reaches {} — the builds found are for other "
                     "backends. Build one: bash scripts/setup.sh --backend {} (or set the model's "
                     "devices: [cpu] to run it on the CPU)",

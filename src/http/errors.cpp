@@ -36,6 +36,9 @@ beast_http::status status_of(ErrorKind kind) {
             return beast_http::status::service_unavailable;
         case ErrorKind::engine_failed:
             return beast_http::status::bad_gateway;
+        // This box has no engine build for the device (a GPU with only CPU builds): another box may.
+        case ErrorKind::engine_missing:
+            return beast_http::status::service_unavailable;
         case ErrorKind::watchdog_timeout:
             return beast_http::status::gateway_timeout;
         // The request's own state decided it (docs/broker.md: cancel): retrying the same request is the

@@ -135,9 +135,10 @@ asio::awaitable<void> write_json(beast::tcp_stream& stream, unsigned version, bo
     // this box's hardware, a full disk): OpenAI's and Anthropic's SDKs would otherwise retry it. A model too
     // large for this box is a 503 all the same, which a load balancer retries on another box
     // (docs/several-boxes.md).
-    const bool too_large_here = status == 503 && body.is_object() && body.contains("error") &&
-                                body["error"].is_object() &&
-                                body["error"].value("type", std::string()) == "insufficient_memory";
+    const auto type = status == 503 && body.is_object() && body.contains("error") && body["error"].is_object()
+                          ? body["error"].value("type", std::string())
+                          : std::string();
+    const bool too_large_here = type == "insufficient_memory" || type == "engine_missing";
     if (status == 400 || status == 401 || status == 404 || status == 405 || status == 409 || status == 413 ||
         status == 507 || too_large_here)
         res.set("x-should-retry", "false");

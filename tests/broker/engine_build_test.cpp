@@ -28,6 +28,7 @@ TEST_F(EngineBuildTest, AGpuWithOnlyCpuBuildsIsRefusedAtOnceWithTheFixAndNothing
         << e->what();
     EXPECT_NE(std::string(e->what()).find("bash scripts/setup.sh --backend cuda"), std::string::npos)
         << e->what();
+    EXPECT_EQ(e->kind(), ErrorKind::engine_missing);  // 503, never retried here: another box may have one
     EXPECT_EQ(e->details()["builds"][0]["backend"], "cpu");
     EXPECT_TRUE(fake->runs.empty());
 }
