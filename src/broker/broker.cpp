@@ -304,6 +304,14 @@ void Broker::release(const std::string& name, Clock::duration held, const std::s
     pump();
 }
 
+Error Broker::quarantine_error(const Model& m, const engines::CrashTracker::Verdict& v) const {
+    nlohmann::json d = {{"model", m.name()}};
+    if (m.last_exit) d["last_exit"] = *m.last_exit;
+    const auto retry = std::chrono::duration_cast<std::chrono::seconds>(v.retry_in).count();
+    d["retry_in_s"] = retry;
+    return Error(ErrorKind::quarantined, v.message, d, static_cast<int>(std::max<long>(1, retry)));
+}
+
 int Broker::retry_after_s(const Model& m) const {
     std::size_t ahead = 0;
     for (const auto& [id, w] : waiters_)
@@ -537,12 +545,7 @@ Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, st
 Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string* holder, bool aged) {
     if (shutting_down_) throw Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5);
     const auto verdict = m.crashes.check(Clock::now());
-    if (verdict.quarantined) {
-        nlohmann::json d = {{"model", m.name()}};
-        if (m.last_exit) d["last_exit"] = *m.last_exit;
-        const auto retry = std::chrono::duration_cast<std::chrono::seconds>(verdict.retry_in).count();
-        throw Error(ErrorKind::quarantined, verdict.message, d, static_cast<int>(std::max<long>(1, retry)));
-    }
+    if (verdict.quarantined) throw quarantine_error(m, verdict);
     const config::Priority priority = priority_of(m, needs);
     // Batch work yields to people (yielding.cpp): where it would be granted or started now, it waits.
     const auto yield_to = priority == config::Priority::batch && !aged ? interactive_wants(m) : std::nullopt;

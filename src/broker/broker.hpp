@@ -394,6 +394,8 @@ class Broker {
     std::optional<FootprintKey> footprint_key(const Model& m, const std::string& device) const;
     void evict_expired();
     int retry_after_s(const Model& m) const;
+    // A quarantined model's refusal: the verdict's message, the last exit, Retry-After when it lifts.
+    Error quarantine_error(const Model& m, const engines::CrashTracker::Verdict& v) const;
     Model* find(const std::string& name_or_alias);
     nlohmann::json model_status(const Model& m) const;
     Outlook outlook_of(const Model& m) const;  // outlook() without starting an estimate

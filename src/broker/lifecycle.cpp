@@ -442,12 +442,12 @@ void Broker::on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine
     if (m.state == ModelState::loading) return;  // load() reports start-up failures
     ++m.exits[std::string(engines::to_string(r.kind))];
     learn_from_kill(m, r);
+    m.last_exit = r;  // (before the quarantine: its refusal names this exit)
     if (r.is_failure()) {
         note("exit", m, r.summary, {{"exit", r}}, true);
         m.crashes.record(Clock::now(), r);
         note_quarantine(m);
     }
-    m.last_exit = r;
     m.last_engine = engine;
     m.engine.reset();
     m.state = ModelState::stopped;

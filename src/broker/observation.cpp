@@ -320,7 +320,8 @@ void Broker::note_quarantine(Model& m) {
     if (!v.quarantined) return;
     note("quarantine", m, v.message,
          {{"retry_in_s", std::chrono::duration_cast<std::chrono::seconds>(v.retry_in).count()}}, true);
-    fail_waiters(m, Error(ErrorKind::quarantined, v.message, {{"model", m.name()}}));
+    // The same answer as every request after them: with Retry-After and the last exit.
+    fail_waiters(m, quarantine_error(m, v));
 }
 
 }  // namespace loch::broker

@@ -268,6 +268,28 @@ TEST_F(BrokerTest, ACrashedEngineRestartsAfterTheBackoffAndRepeatedCrashesQuaran
     EXPECT_EQ(fake->of("a").size(), 2u);
 }
 
+// The request waiting when the crash that quarantines happens gets the same answer as those after it: when
+// to come back (Retry-After) and the exit (issue 51: it had neither).
+TEST_F(BrokerTest, TheRequestThatTipsIntoQuarantineSaysWhenToComeBack) {
+    add_model("a", 4 * kGiB);
+    cfg.restart.max_crashes = 1;
+    cfg.restart.quarantine = 600s;
+    start(fast());
+    auto running = acquire("a");
+    ASSERT_TRUE(settle(running));
+    auto waiting = acquire("a");  // its one slot is busy: it waits
+    run_for(20ms);
+    fake->of("a")[0]->crash();
+    ASSERT_TRUE(settle(waiting));
+    const auto e = error_of(waiting);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->kind(), ErrorKind::quarantined);
+    ASSERT_TRUE(e->retry_after_s());
+    EXPECT_GT(*e->retry_after_s(), 500);
+    EXPECT_EQ(e->details()["last_exit"]["signal"], 11);
+    running.get().release();
+}
+
 TEST_F(BrokerTest, AFailedStartFailsItsWaitersWithTheExitReport) {
     add_model("a", 4 * kGiB);
     fake->configure = [](test::FakeRun& r) {
