@@ -401,7 +401,7 @@ std::optional<engines::RequestCost> Broker::request_cost(const std::string& name
 }
 
 std::string Broker::device_for_request(const Model& m) const {
-    if (!m.device.empty()) return m.device;   // a running model's own
+    if (!m.device.empty() && m.state != ModelState::stopped) return m.device;  // a running model's own
     const auto devices = allowed_devices(m);  // a cold one: the first it may use
     return devices.empty() ? "cpu" : devices.front();
 }
@@ -439,8 +439,11 @@ void Broker::check_runnable(Model& m, const RequestNeeds& needs) {
              true);
         throw e;
     }
-    if (!m.device.empty() || !m.footprint)
-        return;  // a running engine's own booking decides in book_transient
+    // A running engine's own booking decides in book_transient. A stopped one (never started, or evicted:
+    // its last device is still in m.device) is checked here, on arrival, before anything is evicted or
+    // loaded for a request that can never run.
+    const bool running = m.state != ModelState::stopped && m.state != ModelState::stopping;
+    if (running || !m.footprint) return;
     // A cold model: its weights as it would be booked, beside this request's compute, against the device.
     // (Weights that alone exceed the device are the model's refusal, made by admission with its own numbers.)
     for (const auto& n : m.footprint->needs)

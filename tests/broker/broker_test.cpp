@@ -518,6 +518,30 @@ class SlowFootprint : public KindFootprint {
     asio::any_io_executor ex_;
 };
 
+// The same for a model that never ran, whose plan is not ready when the request arrives: acquire waits for
+// the plan, then refuses, before admission starts it.
+TEST_F(BrokerTest, ANeverFittingRequestForAModelThatNeverRanIsRefusedBeforeItLoads) {
+    add_model("img", 6 * kGiB);
+    add_model("chat", 3 * kGiB);
+    footprints = std::make_unique<SlowFootprint>(ioc.get_executor());
+    start(fast());
+    auto chat = acquire("chat");
+    ASSERT_TRUE(settle(chat));
+    chat.get().release();
+    RequestNeeds needs;
+    engines::RequestCost cost;
+    cost.bytes = 5 * kGiB;
+    cost.why = "compute at 2048x2048";
+    needs.transient = cost;
+    auto big = asio::co_spawn(ioc, broker->acquire("img", needs), asio::use_future);
+    ASSERT_TRUE(settle(big, 2s));
+    const auto e = error_of(big);
+    ASSERT_TRUE(e);
+    EXPECT_NE(std::string(e->what()).find("can ever give"), std::string::npos) << e->what();
+    EXPECT_TRUE(fake->of("img").empty()) << "img loaded for a request that can never run";
+    EXPECT_EQ(engine_status("chat")["state"], "ready");
+}
+
 // A reload while a model's memory is being planned: the plan of the old entry is dropped and the new entry
 // is planned (its reservation is the new figure); requests that waited on the planning join one start.
 TEST_F(BrokerTest, AReloadDuringPlanningPlansTheNewEntryAndTheWaitersShareOneStart) {
@@ -543,6 +567,41 @@ TEST_F(BrokerTest, AReloadDuringPlanningPlansTheNewEntryAndTheWaitersShareOneSta
 // allocates from the DEVICE_LOCAL heap (~4 GiB on RADV), not from the GTT pool the ROCm build uses. With
 // `devices.<id>.backend: vulkan` the heap bounds the device, and a request or model above it is refused at
 // once with the heap, the GTT figure and the fix.
+// The held-out sequence of issue 51: a model runs, is evicted, then a request arrives whose compute beside
+// the weights can never fit the device. It is refused on arrival, with the figures: nothing is evicted for
+// it, nothing loads (it was evicted, then reloaded for 10 s, then refused).
+TEST_F(BrokerTest, ANeverFittingRequestForAnEvictedModelIsRefusedBeforeAnythingIsEvictedOrLoaded) {
+    add_model("img", 6 * kGiB);
+    add_model("chat", 3 * kGiB);
+    start(fast());  // a 10 GiB device
+    auto first = acquire("img");
+    ASSERT_TRUE(settle(first));
+    first.get().release();
+    run_for(20ms);
+    auto chat = acquire("chat");  // 6 + 3 GiB: both resident
+    ASSERT_TRUE(settle(chat));
+    chat.get().release();
+    // img goes (as an eviction stops it): stopped, its footprint known, its last device remembered.
+    auto unload = asio::co_spawn(ioc, broker->unload("img"), asio::use_future);
+    ASSERT_TRUE(settle(unload, 2s));
+    run_for(50ms);
+    ASSERT_EQ(engine_status("img")["state"], "stopped");
+    const auto runs_before = fake->runs.size();
+    RequestNeeds needs;
+    engines::RequestCost cost;
+    cost.bytes = 5 * kGiB;  // 6 GiB of weights + 5 GiB > the 10 GiB device
+    cost.why = "compute at 2048x2048";
+    needs.transient = cost;
+    auto big = asio::co_spawn(ioc, broker->acquire("img", needs), asio::use_future);
+    ASSERT_TRUE(settle(big, 2s));
+    const auto e = error_of(big);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->kind(), ErrorKind::insufficient_memory);
+    EXPECT_NE(std::string(e->what()).find("can ever give"), std::string::npos) << e->what();
+    EXPECT_EQ(fake->runs.size(), runs_before) << "something started for a request that can never run";
+    EXPECT_EQ(engine_status("chat")["state"], "ready") << "the chat model was evicted for it";
+}
+
 TEST_F(BrokerTest, OnAVulkanApuTheHeapBoundsRequestsAndTheRefusalNamesTheRocmBuild) {
     auto report = devices::probe([] {
         devices::ProbeOptions o;
