@@ -60,7 +60,8 @@ TEST(EngineBuildMissing, OnlyTheImageEngineMissingIsAWarning) {
     Input in;
     in.engine_builds = {{"llama-server", "/b/rocm/llama-server", "rocm", ""},
                         {"sd-server", "/b/sd-server", "cpu", ""}};
-    const auto* f = find(diagnose(with_gpu(devices::Vendor::amd, "amd:card0"), in), "engine-build-missing");
+    const auto findings = diagnose(with_gpu(devices::Vendor::amd, "amd:card0"), in);  // (f points into it)
+    const auto* f = find(findings, "engine-build-missing");
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->severity, Severity::warning);
     EXPECT_NE(f->explanation.find("sd-server"), std::string::npos);
