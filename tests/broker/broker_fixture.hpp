@@ -104,6 +104,15 @@ class BrokerTest : public ::testing::Test {
     std::future<Lease> acquire(const std::string& model, RequestNeeds needs = {}) {
         return asio::co_spawn(ioc, broker->acquire(model, std::move(needs)), asio::use_future);
     }
+    // A request that needs `bytes` of compute of its own beside the model (an image at some size).
+    std::future<Lease> acquire_with_compute(const std::string& model, std::uint64_t bytes, std::string why) {
+        RequestNeeds needs;
+        engines::RequestCost cost;
+        cost.bytes = bytes;
+        cost.why = std::move(why);
+        needs.transient = cost;
+        return acquire(model, std::move(needs));
+    }
     // A request granted now (or within 10 s): its lease, held until released. An empty lease (a test
     // failure) when it was not granted.
     Lease running(const std::string& model) {

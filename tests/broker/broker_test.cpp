@@ -528,12 +528,7 @@ TEST_F(BrokerTest, ANeverFittingRequestForAModelThatNeverRanIsRefusedBeforeItLoa
     auto chat = acquire("chat");
     ASSERT_TRUE(settle(chat));
     chat.get().release();
-    RequestNeeds needs;
-    engines::RequestCost cost;
-    cost.bytes = 5 * kGiB;
-    cost.why = "compute at 2048x2048";
-    needs.transient = cost;
-    auto big = asio::co_spawn(ioc, broker->acquire("img", needs), asio::use_future);
+    auto big = acquire_with_compute("img", 5 * kGiB, "compute at 2048x2048");
     ASSERT_TRUE(settle(big, 2s));
     const auto e = error_of(big);
     ASSERT_TRUE(e);
@@ -587,12 +582,8 @@ TEST_F(BrokerTest, ANeverFittingRequestForAnEvictedModelIsRefusedBeforeAnythingI
     run_for(50ms);
     ASSERT_EQ(engine_status("img")["state"], "stopped");
     const auto runs_before = fake->runs.size();
-    RequestNeeds needs;
-    engines::RequestCost cost;
-    cost.bytes = 5 * kGiB;  // 6 GiB of weights + 5 GiB > the 10 GiB device
-    cost.why = "compute at 2048x2048";
-    needs.transient = cost;
-    auto big = asio::co_spawn(ioc, broker->acquire("img", needs), asio::use_future);
+    // 6 GiB of weights + 5 GiB > the 10 GiB device
+    auto big = acquire_with_compute("img", 5 * kGiB, "compute at 2048x2048");
     ASSERT_TRUE(settle(big, 2s));
     const auto e = error_of(big);
     ASSERT_TRUE(e);
@@ -630,12 +621,7 @@ TEST_F(BrokerTest, OnAVulkanApuTheHeapBoundsRequestsAndTheRefusalNamesTheRocmBui
     auto lease = acquire("images");
     ASSERT_TRUE(settle(lease));
     lease.get();  // 3 GiB of weights fit the heap
-    RequestNeeds needs;
-    engines::RequestCost cost;
-    cost.bytes = 2 * kGiB;
-    cost.why = "compute at 1024x1024: 2.00 GiB (decoder)";
-    needs.transient = cost;
-    auto image = asio::co_spawn(ioc, broker->acquire("images", needs), asio::use_future);
+    auto image = acquire_with_compute("images", 2 * kGiB, "compute at 1024x1024: 2.00 GiB (decoder)");
     ASSERT_TRUE(settle(image, 2s));
     const auto e = error_of(image);
     ASSERT_TRUE(e);
