@@ -23,7 +23,7 @@ if [[ ${1:-} == --pack ]]; then
   tar -C "$CACHE/src/stable-diffusion-cpp-python-0.4.7/src" --exclude=./.git --exclude='./build*' \
     --exclude=./docs --exclude=./assets -cJf "$C/sd.tar.xz" .
   tar -C "$CACHE/src/pywhispercpp-1.5.1/src" --exclude=./.git --exclude='./build*' --exclude=./models \
-    --exclude=./samples --exclude=./bindings --exclude=./examples/wchess -cJf "$C/whisper.tar.xz" .
+    --exclude=./samples --exclude=./examples/wchess -cJf "$C/whisper.tar.xz" .
   for b in loch loch-synth; do strip -o "$C/real/$b" "$R/build/bin/$b"; done
   for l in libprometheus-cpp-core.so.1.0 libstdc++.so.6 libm.so.6 libc.so.6 libgcc_s.so.1; do
     cp -L "/lib/x86_64-linux-gnu/$l" "$C/lib/"
@@ -34,7 +34,7 @@ if [[ ${1:-} == --pack ]]; then
 fi
 WHAT=${1:-serve}
 OUT=${OUT:-$R/gpu-engines-out}
-W=/tmp/gpu-engines
+W=${GPU_WORK:-$R/gpu-work}  # in the tree, ignored: the device keeps it between calls, so a build resumes
 E=$W/bin/cuda  # as setup.sh lays out build/bin/cuda/
 mkdir -p "$OUT" "$E" "$W/src"
 ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
@@ -59,10 +59,12 @@ manifest() {  # what setup.sh writes beside each build folder
 }
 
 case $WHAT in
-  build)  # all three at once: 16 cores shared 8 / 5 / 3
-    build llama 8 &
-    build sd 5 &
-    build whisper 3 &
+  build)  # the engines named (default all three), at once, the cores shared among them
+    shift
+    engines=("$@")
+    [[ $# -gt 0 ]] || engines=(llama sd whisper)
+    jobs=$(($(nproc) / ${#engines[@]} + 1))
+    for e in "${engines[@]}"; do build "$e" "$jobs" & done
     wait
     manifest ;;
   serve)
