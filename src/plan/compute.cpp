@@ -109,7 +109,8 @@ std::uint64_t activations(const Dims& d, const ComputeInputs& in, ComputeBackend
         ffn = std::max(ffn, moe);
     }
     // Output head: the last hidden rows, then logits for n_outputs rows.
-    const std::uint64_t out_bytes = n * kF32 * d.E + d.n_out * kF32 * (d.E + d.vocab);
+    std::uint64_t out_bytes = n * kF32 * d.E + d.n_out * kF32 * (d.E + d.vocab);
+    if (in.mean_pooling) out_bytes += n * kF32 * (d.E + std::max<std::uint64_t>(in.n_stream, 1));
     return std::max({n * kF32 * attn + flash_attn_f16_copies(in, backend) + latent_v_copy(in), n * kF32 * ffn,
                      out_bytes});
 }

@@ -24,6 +24,9 @@ struct ComputeInputs {
     gguf::GgmlType type_k;
     gguf::GgmlType type_v = gguf::GgmlType::F16;
     std::uint32_t n_stream = 1;  // KV streams (slots without --kv-unified): K and V views span all of them
+    // Embeddings with mean pooling (llama-graph.cpp build_pooling): the transposed copy of the last hidden
+    // rows and the n_ubatch x sequences averaging matrix ride on the output head.
+    bool mean_pooling = false;
 };
 
 enum class ComputeBackend { cpu, gpu };

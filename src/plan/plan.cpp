@@ -151,7 +151,9 @@ Derived derive(const ModelShape& s, const Settings& st) {
         d.n_ctx = d.n_ctx_seq * st.n_parallel;
         d.n_stream = st.n_parallel;
     }
-    d.n_batch = std::min(d.n_ctx, st.n_batch);
+    // tools/server/server.cpp: embeddings need a whole prompt in one ubatch, so n_batch = n_ubatch.
+    const std::uint32_t batch = st.embeddings ? std::min(st.n_batch, st.n_ubatch) : st.n_batch;
+    d.n_batch = std::min(d.n_ctx, batch);
     d.n_ubatch = std::min(d.n_batch, st.n_ubatch);
     // llama-kv-cache-iswa.cpp: the SWA cache keeps the window plus one ubatch, padded to 256.
     if (s.any_swa()) {
@@ -160,7 +162,10 @@ Derived derive(const ModelShape& s, const Settings& st) {
                 ? d.n_ctx_seq
                 : pad(std::min(d.n_ctx_seq, s.n_swa * (st.kv_unified ? st.n_parallel : 1) + d.n_ubatch), 256);
     }
-    const std::uint32_t outputs_max = st.n_outputs_max ? st.n_outputs_max : st.n_parallel;
+    const bool all_outputs = st.embeddings || (!st.pooling.empty() && st.pooling != "none");
+    const std::uint32_t outputs_max = st.n_outputs_max ? st.n_outputs_max
+                                      : all_outputs    ? d.n_batch
+                                                       : st.n_parallel;
     d.n_outputs = std::min(d.n_ubatch, outputs_max);
     d.flash_attn = st.flash_attn != FlashAttn::off;
     if (!d.flash_attn && gguf::traits(st.type_v).quantized)
@@ -300,6 +305,7 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
     // ---- compute buffers (ggml-backend scheduler, worst-case graph of n_ubatch tokens)
     ComputeInputs ci{s,         d.n_ubatch, d.n_outputs, d.n_ctx_seq, d.n_ctx_swa, d.flash_attn,
                      st.type_k, st.type_v,  d.n_stream};
+    ci.mean_pooling = st.embeddings && (st.pooling == "mean" || (st.pooling.empty() && s.pooling_mean));
     const std::uint64_t main_compute =
         compute_buffer_bytes(ci, n_gpu > 0 ? ComputeBackend::gpu : ComputeBackend::cpu);
     // Partial offload: host layers run their large-batch work on the GPU with copies of their weights and
@@ -341,9 +347,16 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
 
     // ---- output buffer (llama-context.cpp output_reserve(n_seq_max): logits of n_seq_max rows, f32, on the
     // host)
-    const std::uint64_t out_rows = std::max<std::uint64_t>(st.n_parallel, 1);
-    dev[n_gpu].output = {std::uint64_t{s.n_vocab} * out_rows * 4, Source::formula,
-                         fmt::format("logits: {} vocab x {} row(s) x 4 bytes", s.n_vocab, out_rows)};
+    // With embeddings every token of a batch is an output (output_reserve(n_outputs_all) at decode): logits
+    // and, for embeddings, n_embd floats per row.
+    const std::uint64_t out_rows = std::max<std::uint64_t>({st.n_parallel, 1, d.n_outputs});
+    const std::uint64_t row_floats = std::uint64_t{s.n_vocab} + (st.embeddings ? s.n_embd : 0);
+    dev[n_gpu].output = {row_floats * out_rows * 4, Source::formula,
+                         st.embeddings
+                             ? fmt::format("logits and embeddings: ({} vocab + {} width) x {} row(s) x "
+                                           "4 bytes",
+                                           s.n_vocab, s.n_embd, out_rows)
+                             : fmt::format("logits: {} vocab x {} row(s) x 4 bytes", s.n_vocab, out_rows)};
 
     // ---- overhead and margin
     // Unquantized matrix weights (f16, bf16, f32) make prompt processing go through cuBLAS GEMMs, whose

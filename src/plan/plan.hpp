@@ -51,6 +51,11 @@ struct Settings {
     std::uint32_t n_outputs_max =
         0;                  // 0 ⇒ as llama-server: n_parallel outputs (llama-fit-params uses n_batch)
     bool swa_full = false;  // --swa-full
+    // --embedding / --rerank: the server sets n_batch = n_ubatch when larger, and every token of a batch is
+    // an output (tools/server: server_output_limits) — logits rows in the compute graph, logits and
+    // embedding rows in the host output buffer. --pooling other than none does the same to the outputs.
+    bool embeddings = false;
+    std::string pooling;  // "" (the model's own), none, mean, cls, last, rank
     // GPUs the engine will use, in order ("cuda0", "cuda1", "rocm0", "vulkan0", ...). Empty ⇒ CPU only.
     std::vector<std::string> gpus;
     std::uint64_t gpu_overhead_bytes = 600 * kMiB;  // per GPU process: CUDA context, cuBLAS workspace

@@ -75,6 +75,7 @@ ModelShape shape_of(const gguf::Model& m) {
     auto ff = per_layer(m, "feed_forward_length", s.n_layer, 0);
     s.n_ff = *std::max_element(ff.begin(), ff.end());
     s.n_ctx_train = get_u32(m, "context_length", 0u);
+    s.pooling_mean = get_u32(m, "pooling_type", 0u) == 1;  // llama.h: LLAMA_POOLING_TYPE_MEAN
 
     if (auto n = m.metadata.get_uint("tokenizer.ggml.vocab_size"); n)
         s.n_vocab = static_cast<std::uint32_t>(*n);

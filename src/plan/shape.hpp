@@ -24,6 +24,8 @@ struct ModelShape {
     std::uint32_t n_ff = 0;  // dense FFN width (max over layers when given per layer)
     std::uint32_t n_vocab = 0;
     std::uint32_t n_ctx_train = 0;
+    bool pooling_mean =
+        false;  // <arch>.pooling_type = 1: the model's own pooling, when --pooling is not given
     // Mixture of experts.
     std::uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0, n_expert_shared = 0,
                   n_layer_dense_lead = 0;

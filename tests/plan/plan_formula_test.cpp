@@ -470,3 +470,38 @@ TEST(ForPlanning, PlansAsTheWholeFileAndKeepsNoTokenizerArray) {
 
 }  // namespace
 }  // namespace loch::plan
+
+namespace loch::plan {
+namespace {
+
+// Issue 51: an embedding server (the held-out miss: 24 % under with --embedding, ubatch 8192, 8 slots) makes
+// every token of a batch an output — logits rows in the GPU's compute graph, logits and embedding rows in
+// the host output buffer — and the server sets n_batch = n_ubatch.
+TEST(Embeddings, EveryTokenOfABatchIsAnOutput) {
+    const auto model = preset("llama-3.1-8b");
+    Settings chat = ctx(32768, 8);
+    chat.n_batch = 8192;
+    chat.n_ubatch = 8192;
+    chat.gpus = {"cuda0"};
+    Settings embed = chat;
+    embed.embeddings = true;
+    embed.pooling = "last";
+    const Plan c = make_plan(model, chat), e = make_plan(model, embed);
+    const auto vocab = std::uint64_t{c.shape.n_vocab}, width = std::uint64_t{c.shape.n_embd};
+    EXPECT_EQ(c.find("cpu")->output.bytes, vocab * 8 * 4);
+    EXPECT_EQ(e.find("cpu")->output.bytes, (vocab + width) * 8192 * 4);
+    // The output head of the reserve graph: 8192 rows of logits instead of 8 — the largest phase here.
+    EXPECT_GE(e.find("cuda0")->compute.bytes, 8192 * (vocab + width) * 4);
+    EXPECT_GT(e.find("cuda0")->compute.bytes, c.find("cuda0")->compute.bytes);
+    // n_batch 8192 with ubatch 512: the server lowers the batch to the ubatch, so 512 outputs.
+    embed.n_ubatch = 512;
+    const Plan small = make_plan(model, embed);
+    EXPECT_EQ(small.find("cpu")->output.bytes, (vocab + width) * 512 * 4);
+    // --pooling alone (no --embedding) makes every token an output too, without the embedding rows.
+    Settings pooled = chat;
+    pooled.pooling = "mean";
+    EXPECT_EQ(make_plan(model, pooled).find("cpu")->output.bytes, vocab * 8192 * 4);
+}
+
+}  // namespace
+}  // namespace loch::plan

@@ -94,12 +94,11 @@ std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
 // llama-server's settings for `model` on `where`, as the planner takes them.
 plan::Settings llama_plan_settings(const config::ModelConfig& model, const Placement& where);
 
-// What args.extra changes in the engine's memory, read from the pinned llama.cpp's flags (common/arg.cpp).
-// Flags the planner models reach it (--kv-unified, --swa-full, --no-repack, --cpu-moe, --n-cpu-moe,
-// --override-tensor PATTERN=CPU); a flag that changes memory in a way loch does not model (a draft model,
-// a vision projector, LoRA adapters, KV or ops kept off the GPU, metadata overrides, ubatch/batch/flash
-// attention/cache types given twice) is refused at config time with the reason: a reservation loch cannot
-// compute could be under the truth. Anything else passes untouched.
+// What args.extra changes in the engine's memory. Every flag of the pinned llama-server is classified in
+// engines/flags (planned, memory-neutral, refused, set by loch); extra takes the planned and the neutral
+// ones, and the planned ones land here: --kv-unified, --swa-full, --no-repack, --cpu-moe, --n-cpu-moe,
+// --override-tensor PATTERN=CPU, --embedding, --pooling, --rerank. Anything else — a flag refused, set by
+// loch, or unknown — is refused at config time with the reason.
 struct ExtraPlanFlags {
     bool kv_unified = false;
     bool swa_full = false;
@@ -107,6 +106,8 @@ struct ExtraPlanFlags {
     bool cpu_moe = false;
     std::uint32_t n_cpu_moe = 0;
     std::vector<std::string> cpu_tensor_patterns;
+    bool embedding = false;  // --embedding (--rerank implies it)
+    std::string pooling;     // --pooling none|mean|cls|last|rank ("" = the model's own)
 };
 // nullopt and `out` filled, or the refusal's text.
 std::optional<std::string> read_extra_plan_flags(const std::vector<std::string>& extra, ExtraPlanFlags& out);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "engines/flags/table.hpp"
 #include "engines/kinds/llama_server.hpp"
 #include "gguf/reader.hpp"
 #include "gguf/summary.hpp"
@@ -16,15 +17,6 @@ namespace {
 
 const std::vector<std::string> kCacheTypes = {"f32",  "f16",    "bf16", "q8_0", "q4_0",
                                               "q4_1", "iq4_nl", "q5_0", "q5_1"};
-// Flags loch sets itself; in args.extra they would fight with loch's own.
-const std::vector<std::string> kReservedFlags = {
-    "-m", "--model", "--host", "--port", "-fit", "--fit", "-c", "--ctx-size", "-np", "--parallel", "-ngl",
-    "--gpu-layers", "--n-gpu-layers", "--api-key", "--api-key-file",
-    // Placement is loch's: which devices, and how a model is split over them (issue 14).
-    "-dev", "--device", "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu",
-    // The prompt cache is host memory loch books: args.cache_ram.
-    "-cram", "--cache-ram"};
-
 void cache_type(config::Walker& w, const YAML::Node& v, const std::string& k,
                 std::optional<std::string>& out) {
     const auto s = w.str(v, k);
@@ -39,65 +31,53 @@ void cache_type(config::Walker& w, const YAML::Node& v, const std::string& k,
     out = t;
 }
 
-// Flags whose memory loch does not model, with the reason given to the user.
-struct Unmodelled {
-    std::vector<std::string_view> names;
-    std::string_view why;
-};
-const std::vector<Unmodelled> kUnmodelledFlags = {
-    {{"-md", "--model-draft", "--spec-draft-model", "-hfd", "-hfrd", "--hf-repo-draft", "--spec-draft-hf"},
-     "a draft model (speculative decoding) loads a second model and its KV cache, which loch does not plan"},
-    {{"-mm", "--mmproj", "-mmu", "--mmproj-url"},
-     "set a vision projector with args.mmproj (a local file), so that the planner counts its weights and "
-     "image encoder"},
-    {{"--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled"},
-     "adapters add weights loch does not plan"},
-    {{"-nkvo", "--no-kv-offload"}, "a KV cache kept in host memory is not planned"},
-    {{"--no-op-offload"}, "keeping large-batch ops on the host changes the compute buffers loch plans"},
-    {{"--override-kv"}, "metadata overrides can change the model's shape as the engine sees it"},
-    {{"-ub", "--ubatch-size"}, "set it with args.ubatch, so that the planner and the dry run see it"},
-    {{"-b", "--batch-size"}, "set it with args.batch, so that the planner and the dry run see it"},
-    {{"-fa", "--flash-attn"}, "set it with args.flash_attn, so that the planner and the dry run see it"},
-    {{"-ctk", "--cache-type-k"}, "set it with args.cache_type_k, so that the planner and the dry run see it"},
-    {{"-ctv", "--cache-type-v"}, "set it with args.cache_type_v, so that the planner and the dry run see it"},
-};
-
 }  // namespace
 
 std::optional<std::string> read_extra_plan_flags(const std::vector<std::string>& extra, ExtraPlanFlags& out) {
-    for (std::size_t i = 0; i < extra.size(); ++i) {
-        const std::string& arg = extra[i];
-        const auto eq = arg.find('=');
-        const std::string flag = arg.substr(0, eq);
-        // A flag's value: after '=' in the same entry, else the next entry.
-        const auto value = [&]() -> std::optional<std::string> {
-            if (eq != std::string::npos) return arg.substr(eq + 1);
-            if (i + 1 < extra.size()) return extra[++i];
-            return std::nullopt;
+    auto read = flags::read_extra(flags::llama_server(), extra);
+    if (auto* refused = std::get_if<std::string>(&read)) return *refused;
+    const auto number = [](const flags::ExtraFlag& f) -> std::optional<std::uint32_t> {
+        std::uint32_t n = 0;
+        const std::string& v = f.values.at(0);
+        if (std::from_chars(v.data(), v.data() + v.size(), n).ec != std::errc()) return std::nullopt;
+        return n;
+    };
+    for (const auto& f : std::get<std::vector<flags::ExtraFlag>>(read)) {
+        if (f.rule->cls != flags::FlagClass::planned) continue;
+        const auto& canonical = f.rule->names;
+        const auto is = [&](std::string_view n) {
+            return std::find(canonical.begin(), canonical.end(), n) != canonical.end();
         };
-        for (const auto& u : kUnmodelledFlags)
-            if (std::find(u.names.begin(), u.names.end(), flag) != u.names.end())
-                return "'" + flag + "' is refused: " + std::string(u.why);
-        if (flag == "-kvu" || flag == "--kv-unified") {
-            out.kv_unified = true;
-        } else if (flag == "--swa-full") {
+        const auto said = [&](std::initializer_list<std::string_view> spellings) {
+            return std::find(spellings.begin(), spellings.end(), f.name) != spellings.end();
+        };
+        if (is("--kv-unified")) {
+            out.kv_unified = !said({"-no-kvu", "--no-kv-unified"});
+        } else if (is("--swa-full")) {
             out.swa_full = true;
-        } else if (flag == "-nr" || flag == "--no-repack") {
-            out.no_repack = true;
-        } else if (flag == "-cmoe" || flag == "--cpu-moe") {
+        } else if (is("--no-repack")) {
+            out.no_repack = !said({"--repack"});
+        } else if (is("--cpu-moe")) {
             out.cpu_moe = true;
-        } else if (flag == "-ncmoe" || flag == "--n-cpu-moe") {
-            const auto v = value();
-            std::uint32_t n = 0;
-            if (!v || std::from_chars(v->data(), v->data() + v->size(), n).ec != std::errc())
-                return "'" + flag + "' needs a number of layers";
-            out.n_cpu_moe = n;
-        } else if (flag == "-ot" || flag == "--override-tensor") {
-            const auto v = value();
-            if (!v) return "'" + flag + "' needs <tensor name pattern>=<buffer type>";
+        } else if (is("--n-cpu-moe")) {
+            const auto n = number(f);
+            if (!n) return "'" + f.name + "' needs a number of layers";
+            out.n_cpu_moe = *n;
+        } else if (is("--embedding")) {
+            out.embedding = true;
+        } else if (is("--rerank")) {
+            out.embedding = true;
+            out.pooling = "rank";
+        } else if (is("--pooling")) {
+            const std::string& v = f.values.at(0);
+            if (v != "none" && v != "mean" && v != "cls" && v != "last" && v != "rank")
+                return "'--pooling " + v + "': llama-server takes none, mean, cls, last or rank";
+            out.pooling = v;
+        } else if (is("--override-tensor")) {
+            const std::string& v = f.values.at(0);
             // A list: PATTERN=BUFFER,PATTERN=BUFFER. Only the host is a buffer loch can plan: which GPU a
             // tensor goes to is placement, and placement is loch's.
-            std::string_view rest = *v;
+            std::string_view rest = v;
             while (!rest.empty()) {
                 const auto comma = rest.find(',');
                 const std::string_view item = rest.substr(0, comma);
@@ -105,14 +85,17 @@ std::optional<std::string> read_extra_plan_flags(const std::vector<std::string>&
                 const std::string buffer =
                     at == std::string_view::npos ? "" : config::lower(std::string(item.substr(at + 1)));
                 if (at == std::string_view::npos || at == 0)
-                    return "'" + flag + " " + *v + "': each item is <tensor name pattern>=<buffer type>";
+                    return "'" + f.name + " " + v + "': each item is <tensor name pattern>=<buffer type>";
                 if (buffer != "cpu")
-                    return "'" + flag + " " + std::string(item) +
+                    return "'" + f.name + " " + std::string(item) +
                            "': loch plans tensors overridden to the CPU only (=CPU); which GPU holds what is "
                            "loch's placement";
                 out.cpu_tensor_patterns.emplace_back(item.substr(0, at));
                 rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
             }
+        } else {
+            // A flag classed `planned` in the table with no reading here is a reservation nobody computed.
+            return "'" + f.name + "' is refused: loch's planner does not read it yet";
         }
     }
     return std::nullopt;
@@ -200,18 +183,6 @@ config::Walker::Keys LlamaServerKind::keys(config::Walker& w, config::KindSettin
                       [&](auto&, auto& v, auto& k) {
                           auto xs = w.str_list(v, k);
                           if (!xs) return;
-                          for (std::size_t i = 0; i < xs->size(); ++i) {
-                              const std::string flag = (*xs)[i].substr(0, (*xs)[i].find('='));
-                              if (std::find(kReservedFlags.begin(), kReservedFlags.end(), flag) !=
-                                  kReservedFlags.end()) {
-                                  w.error(v[i], k + "[" + std::to_string(i) + "]",
-                                          "'" + flag +
-                                              "' is set by loch (use the args keys: ctx, parallel, "
-                                              "n_gpu_layers, cache_ram; host/port/model/fit and the "
-                                              "devices a model runs on, split or not, are loch's)");
-                                  return;
-                              }
-                          }
                           ExtraPlanFlags flags;
                           if (auto refused = read_extra_plan_flags(*xs, flags)) {
                               w.error(v, k, *refused);

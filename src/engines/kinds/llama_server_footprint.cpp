@@ -202,6 +202,8 @@ plan::Settings llama_plan_settings(const config::ModelConfig& model, const Place
         if (x.no_repack) s.cpu_repack = false;
         s.n_cpu_moe = x.cpu_moe ? 1u << 20 : x.n_cpu_moe;
         s.cpu_tensor_patterns = std::move(x.cpu_tensor_patterns);
+        s.embeddings = x.embedding;
+        s.pooling = x.pooling;
     }
     return s;
 }

@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "core/memory.hpp"
+#include "engines/flags/table.hpp"
 #include "engines/kind.hpp"
 #include "plan/diffusion.hpp"
 
@@ -219,14 +220,10 @@ class SdServerKind final : public Kind {
                  k.push_back({"extra", [&w, &s](auto&, auto& v, auto& key) {
                                   auto xs = w.str_list(v, key);
                                   if (!xs) return;
-                                  for (std::size_t i = 0; i < xs->size(); ++i)
-                                      for (const char* mine : {"--listen-ip", "--listen-port", "-l", "-m",
-                                                               "--model", "--diffusion-model"})
-                                          if ((*xs)[i] == mine) {
-                                              w.error(v[i], key + "[" + std::to_string(i) + "]",
-                                                      "'" + (*xs)[i] + "' is set by loch");
-                                              return;
-                                          }
+                                  if (auto why = flags::refusal(flags::sd_server(), *xs)) {
+                                      w.error(v, key, *why);
+                                      return;
+                                  }
                                   s.extra = std::move(*xs);
                               }});
                  w.walk(node, path, k);

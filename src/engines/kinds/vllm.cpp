@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "core/memory.hpp"
+#include "engines/flags/table.hpp"
 #include "engines/kind.hpp"
 
 namespace loch::engines {
@@ -123,18 +124,9 @@ class VllmKind final : public Kind {
                              {"extra", [&](auto&, auto& v, auto& k) {
                                   auto xs = w.str_list(v, k);
                                   if (!xs) return;
-                                  for (std::size_t i = 0; i < xs->size(); ++i) {
-                                      const std::string flag = (*xs)[i].substr(0, (*xs)[i].find('='));
-                                      for (const char* mine :
-                                           {"--host", "--port", "--api-key", "--served-model-name",
-                                            "--gpu-memory-utilization", "--kv-cache-memory-bytes"})
-                                          if (flag == mine) {
-                                              w.error(
-                                                  v[i], k + "[" + std::to_string(i) + "]",
-                                                  "'" + flag +
-                                                      "' is set by loch (memory: decides the utilization)");
-                                              return;
-                                          }
+                                  if (auto why = flags::refusal(flags::vllm(), *xs)) {
+                                      w.error(v, k, *why);
+                                      return;
                                   }
                                   s.extra = std::move(*xs);
                               }}});

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "core/memory.hpp"
+#include "engines/flags/table.hpp"
 #include "engines/kind.hpp"
 #include "plan/whisper.hpp"
 
@@ -117,14 +118,10 @@ class WhisperServerKind final : public Kind {
                              {"extra", [&](auto&, auto& v, auto& k) {
                                   auto xs = w.str_list(v, k);
                                   if (!xs) return;
-                                  for (std::size_t i = 0; i < xs->size(); ++i)
-                                      for (const char* mine : {"-m", "--model", "--host", "--port",
-                                                               "--inference-path", "-ng", "--no-gpu"})
-                                          if ((*xs)[i] == mine) {
-                                              w.error(v[i], k + "[" + std::to_string(i) + "]",
-                                                      "'" + (*xs)[i] + "' is set by loch");
-                                              return;
-                                          }
+                                  if (auto why = flags::refusal(flags::whisper_server(), *xs)) {
+                                      w.error(v, k, *why);
+                                      return;
+                                  }
                                   s.extra = std::move(*xs);
                               }}});
                  }}};
