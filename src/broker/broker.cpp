@@ -541,6 +541,7 @@ Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, st
         evict(d.victims, m.name(), "evicted to make room for a request to '" + m.name() + "'");
     } else {
         m.wait_reason = "this request's " + t.why + ": " + d.reason;
+        m.waits_for_room = true;
     }
     return Serve::wait;
 }
@@ -550,6 +551,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
     const auto verdict = m.crashes.check(Clock::now());
     if (verdict.quarantined) throw quarantine_error(m, verdict);
     const config::Priority priority = priority_of(m, needs);
+    m.waits_for_room = false;  // said again below while it still does (broker/turns.cpp reads it)
     // Batch work yields to people (yielding.cpp): where it would be granted or started now, it waits.
     const auto yield_to = priority == config::Priority::batch && !aged ? interactive_wants(m) : std::nullopt;
     const auto yielding = [&] {
@@ -558,8 +560,9 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
         return Serve::wait;
     };
     switch (m.state) {
-        case ModelState::ready:
-            if (m.active < m.slots() && exclusive_ok(m) && !cpu_threads_wait(m, priority)) {
+        case ModelState::ready: {
+            auto cpu = m.active < m.slots() ? turn_wait(m, priority) : std::nullopt;
+            if (m.active < m.slots() && exclusive_ok(m) && !cpu) {
                 if (yield_to) return yielding();
                 if (needs.transient && needs.transient->bytes > 0 &&
                     book_transient(m, *needs.transient, holder) != Serve::granted)
@@ -574,7 +577,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                 if (exclusive(m)) each_device(m, [&](const std::string& d) { gpu_lock_[d] = m.name(); });
                 return Serve::granted;
             }
-            if (auto cpu = m.active < m.slots() ? cpu_threads_wait(m, priority) : std::nullopt) {
+            if (cpu) {
                 m.wait_reason = std::move(*cpu);
             } else if (m.active < m.slots()) {
                 const auto lock = gpu_lock_.find(m.device);
@@ -586,6 +589,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
                 m.wait_reason = fmt::format("all {} slot(s) busy", m.slots());
             }
             return Serve::wait;
+        }
         case ModelState::loading:
             m.wait_reason = fmt::format(
                 "loading on {} for {:.0f} s{}", m.device,
@@ -707,6 +711,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
         }
         case Decision::Kind::wait:
             m.wait_reason = d.reason;
+            m.waits_for_room = true;
             // A wait names no device; the files a launch reads are the same on each allowed one.
             if (!input.needs.empty()) read_ahead_for(m, input.needs.front().device, "it waits for room");
             return Serve::wait;

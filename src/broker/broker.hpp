@@ -135,6 +135,9 @@ struct BrokerOptions {
     std::chrono::seconds aging{30};        // batch waiters compete as interactive after this
     std::chrono::seconds free_wait{10};    // after a stop: how long to wait for the memory to show as free
     std::uint32_t cpu_cores = 0;           // the CPU's cores for engines' threads; 0 = the CPUs loch may use
+    // A request that has waited this long for room that busy engines of equal or lower priority hold gets
+    // its turn: they take no new request until it has run (broker/turns.cpp).
+    std::chrono::milliseconds memory_turn_after{10000};
 };
 
 // The CPUs this process may run on: its affinity mask, bounded by its cgroup's CPU quota; at least 1. Reads
@@ -319,6 +322,13 @@ class Broker {
     // its own, exceed the cores (for a person's request: others computing for people) — why, or nullopt.
     std::optional<std::uint32_t> cpu_threads_of(const Model& m) const;
     std::optional<std::string> cpu_threads_wait(const Model& m, config::Priority priority) const;
+    // Why a ready engine with a free slot takes no new request now (turns.cpp): the CPU's cores are taken,
+    // or another model's request of equal or higher priority waits for its turn on what this one holds.
+    std::optional<std::string> turn_wait(const Model& m, config::Priority priority) const;
+    // A request for `m` has waited memory_turn_after for room: the others' queued requests wait for it.
+    bool has_memory_turn(const Model& m) const;
+    std::chrono::steady_clock::time_point oldest_wait(
+        const Model& m) const;  // its oldest waiting request's arrival (max: none)
     nlohmann::json cpu_threads_view() const;
     // The anchors' policies (Policy): a model that takes its devices alone; whether an earlier waiter holds
     // the queue (fifo_lock); every other engine stopped before `m` starts (fifo_lock).

@@ -7,7 +7,8 @@
 // order. A person's request does not wait for batch work, though: engines computing only batch requests
 // are not counted against it — the overlap lasts until their current item ends, since batch work yields to
 // people (their next item waits) — so "batch yields to people" holds on a shared CPU too. An engine
-// already computing takes more requests into its own threads (its slots) freely. Threads are the kind's (its
+// already computing takes more requests into its own threads (its slots) — unless another model's request
+// waits for its turn (broker/turns.cpp). Threads are the kind's (its
 // `threads` setting, else the engine's default); an engine whose kind cannot say (a command engine without
 // `command.threads`) is not counted. Only the product's policy does this (the anchors' are what they are).
 // Member functions of Broker (broker.hpp).

@@ -221,20 +221,23 @@ void Broker::end_hold(Hold& h, std::string why, nlohmann::json error) {
 std::vector<EngineView> Broker::holder_views(const Model* except_model, const Hold* except_hold) const {
     std::vector<EngineView> out;
     const auto now = Clock::now();
+    // The requester's turn has come (broker/turns.cpp): the queued requests of others do not keep their idle
+    // engines — they wait for it, and admission evicts for it like any idle engine.
+    const bool its_turn = except_model && has_memory_turn(*except_model);
     for (const auto& [name, o] : models_) {
         if (o.get() == except_model || o->state == ModelState::stopped) continue;
         const Model* op = o.get();  // (clang 14 cannot capture a structured binding)
         // Wanted by a queued request — unless all that want it are batch requests yielding to interactive
         // work (then it is idle between batch items, and evicted for that work like any idle engine).
         const bool wanted =
-            std::any_of(waiters_.begin(), waiters_.end(),
-                        [&](const auto& w) {
-                            return w.second->model == op &&
-                                   priority_of(*op, w.second->needs) == config::Priority::interactive;
-                        }) ||
-            (std::any_of(waiters_.begin(), waiters_.end(),
-                         [&](const auto& w) { return w.second->model == op; }) &&
-             !interactive_wants(*op).has_value());
+            !its_turn && (std::any_of(waiters_.begin(), waiters_.end(),
+                                      [&](const auto& w) {
+                                          return w.second->model == op && priority_of(*op, w.second->needs) ==
+                                                                              config::Priority::interactive;
+                                      }) ||
+                          (std::any_of(waiters_.begin(), waiters_.end(),
+                                       [&](const auto& w) { return w.second->model == op; }) &&
+                           !interactive_wants(*op).has_value()));
         EngineView v;
         v.name = name;
         v.device = o->device;

@@ -101,6 +101,7 @@ struct Broker::Model {
     std::uint64_t runs = 0;
     Clock::time_point load_started{};
     std::string wait_reason;        // why a request for it waits now (queue status, queue_timeout)
+    bool waits_for_room = false;    // its last request tried waits for memory busy engines hold (turns.cpp)
     bool unload_when_idle = false;  // `loch unload` while requests run: stop when the last one ends
     std::string idle_stop_reason;   // why, when it was not `loch unload` (a reload)
     // A request's keep_alive (Ollama's field) replaces the configured one until the next request sets it;

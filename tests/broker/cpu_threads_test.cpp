@@ -118,16 +118,65 @@ TEST_F(CpuThreadsTest, AnIdleEngineWaitsWhileAnotherComputesWithTheCoresAndGoesT
     run_for(300ms);
     EXPECT_NE(chat.wait_for(0s), std::future_status::ready) << "2 + 2 threads on 2 cores: it must wait";
     EXPECT_NE(waiting_reason().find("core"), std::string::npos) << waiting_reason();
-    // The captioner's engine takes a second request into its own threads (its second slot).
-    auto second = acquire("captioner");
-    ASSERT_TRUE(settle(second, 1s));
-    Lease also = second.get();
     computing.release();
-    run_for(100ms);
-    EXPECT_NE(chat.wait_for(0s), std::future_status::ready) << "the captioner still computes";
-    also.release();
     ASSERT_TRUE(settle(chat));
     EXPECT_TRUE(chat.get().valid());
+}
+
+// Issue 51: on the 2-core box one model's steady load kept its engine computing — each new request went into
+// a free slot — and every request of the other model timed out after max_wait. Now an engine takes no new
+// request while another model's request of equal priority waits for the cores: it drains, the other goes,
+// and the same rule then holds the other to it.
+TEST_F(CpuThreadsTest, ASteadyStreamToOneModelLetsTheOtherHaveItsTurn) {
+    add_cpu_model("chat", 2);
+    add_cpu_model("captioner", 2);
+    start_cpu();
+    Lease first = running("captioner");
+    auto chat = acquire("chat");
+    run_for(100ms);
+    auto second = acquire("captioner");  // a free slot, but chat waits for the cores
+    run_for(300ms);
+    EXPECT_NE(second.wait_for(0s), std::future_status::ready)
+        << "the captioner takes no new request while chat waits for its turn";
+    EXPECT_NE(chat.wait_for(0s), std::future_status::ready) << "the captioner still computes";
+    first.release();
+    ASSERT_TRUE(settle(chat)) << "chat goes once the captioner's running request ends";
+    Lease person = chat.get();
+    run_for(100ms);
+    EXPECT_NE(second.wait_for(0s), std::future_status::ready) << "now the captioner waits for chat's cores";
+    // Chat's own next request waits for the captioner's turn in the same way.
+    auto again = acquire("chat");
+    run_for(200ms);
+    EXPECT_NE(again.wait_for(0s), std::future_status::ready)
+        << "chat takes no new request while the captioner waits";
+    person.release();
+    ASSERT_TRUE(settle(second));
+    Lease item = second.get();
+    item.release();
+    ASSERT_TRUE(settle(again));
+}
+
+// A steady stream: the captioner always has a request running and the next already waiting; each chat
+// request is served after at most the captioner's requests that run when it arrives.
+TEST_F(CpuThreadsTest, UnderASteadyStreamEachOtherRequestWaitsOnlyForTheRunningOnes) {
+    add_cpu_model("chat", 2);
+    add_cpu_model("captioner", 2);
+    start_cpu();
+    std::vector<Lease> running_items;
+    running_items.push_back(running("captioner"));
+    running_items.push_back(running("captioner"));
+    for (int round = 0; round < 3; ++round) {
+        auto chat = acquire("chat");
+        auto next = acquire("captioner");
+        run_for(50ms);
+        EXPECT_NE(chat.wait_for(0s), std::future_status::ready);
+        running_items.clear();  // the running items end (two of the captioner's request times)
+        ASSERT_TRUE(settle(chat)) << "round " << round;
+        chat.get().release();
+        ASSERT_TRUE(settle(next)) << "round " << round;
+        running_items.push_back(next.get());
+        running_items.push_back(running("captioner"));
+    }
 }
 
 TEST_F(CpuThreadsTest, APersonsRequestDoesNotWaitForBatchWorkButTheBatchsNextItemWaitsForThePerson) {
