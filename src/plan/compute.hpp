@@ -27,6 +27,12 @@ struct ComputeInputs {
     // Embeddings with mean pooling (llama-graph.cpp build_pooling): the transposed copy of the last hidden
     // rows and the n_ubatch x sequences averaging matrix ride on the output head.
     bool mean_pooling = false;
+    // The output head's weight is f16 or bf16 (output.weight, or the tied token embedding): on a GPU its
+    // product with many output rows goes through cuBLAS with f16 temporaries in the pool (runtime growth).
+    bool output_half = false;
+    // An embedding server: a request is one ubatch and keeps no context, so attention spans at most a
+    // ubatch's cells (the graph is still reserved at the whole slot).
+    bool embeddings = false;
 };
 
 enum class ComputeBackend { cpu, gpu };

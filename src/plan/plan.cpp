@@ -305,7 +305,13 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
     // ---- compute buffers (ggml-backend scheduler, worst-case graph of n_ubatch tokens)
     ComputeInputs ci{s,         d.n_ubatch, d.n_outputs, d.n_ctx_seq, d.n_ctx_swa, d.flash_attn,
                      st.type_k, st.type_v,  d.n_stream};
+    ci.embeddings = st.embeddings;
     ci.mean_pooling = st.embeddings && (st.pooling == "mean" || (st.pooling.empty() && s.pooling_mean));
+    {
+        const auto* out_w = model.find_tensor("output.weight");
+        if (!out_w) out_w = model.find_tensor("token_embd.weight");
+        ci.output_half = out_w && (out_w->type == gguf::GgmlType::F16 || out_w->type == gguf::GgmlType::BF16);
+    }
     const std::uint64_t main_compute =
         compute_buffer_bytes(ci, n_gpu > 0 ? ComputeBackend::gpu : ComputeBackend::cpu);
     // Partial offload: host layers run their large-batch work on the GPU with copies of their weights and
@@ -583,7 +589,8 @@ std::uint64_t runtime_growth_bytes(const ComputeInputs& in) {
         // an f16 result before widening it (n_kv x n x heads); KQV = V·softmax(KQ) converts KQ to f16
         // (n_kv x n x heads) and writes head_v x n x heads in f16. A quantized K is converted to f16 whole.
         // n_kv is the widest cache a layer attends over (the whole per-slot context once a prompt fills it).
-        const std::uint64_t kv = std::max(in.n_kv, in.n_kv_swa);
+        std::uint64_t kv = std::max(in.n_kv, in.n_kv_swa);
+        if (in.embeddings) kv = std::min<std::uint64_t>(kv, (n + 255) / 256 * 256);
         const std::uint64_t heads = shape.n_head;
         const std::uint64_t head = std::max(shape.head_k, shape.head_v ? shape.head_v : shape.head_k);
         std::uint64_t k_f16 = 0;
@@ -600,6 +607,15 @@ std::uint64_t runtime_growth_bytes(const ComputeInputs& in) {
         // with flash attention at ubatch 512 (other temporaries of the expert path: mmq's q8_1 inputs).
         const std::uint64_t rows = n * shape.n_expert_used;
         pool = std::max({pool, 96 * kMiB, rows * (std::uint64_t{shape.n_embd} + shape.n_ff_expert) * 4});
+    }
+    if (in.output_half && in.n_outputs > 8) {
+        // The output head with an f16/bf16 weight (ggml_cuda_op_mul_mat_cublas): the rows converted to f16
+        // and the product written in f16 before it is widened into the graph's f32 logits — vocab x outputs
+        // x 2 bytes. A chat's few rows (one per slot, at most 8) take ggml's vector kernel instead
+        // (MMVF_MAX_BATCH_SIZE); an embedding server makes every token of a ubatch an output (H100:
+        // gemma3-shaped, 262k vocabulary, ubatch 8192: 4 GiB that no buffer line shows).
+        const std::uint64_t rows = std::max<std::uint32_t>(in.n_outputs, 1);
+        pool = std::max(pool, rows * (std::uint64_t{shape.n_vocab} + shape.n_embd) * 2);
     }
     // Plus what every GPU process grows by with real prompts (cuBLAS workspace, small pool temporaries):
     // 20-26 MiB on the H200 for dense models with flash attention. Without flash attention the attention runs
