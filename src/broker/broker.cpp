@@ -48,6 +48,7 @@ Broker::~Broker() {
 
 void Broker::start() {
     refresh_devices();
+    warn_limits_that_never_fit();
     tick_timer_ = std::make_unique<asio::steady_timer>(ex_);
     asio::co_spawn(ex_, tick_loop(), asio::detached);
 }

@@ -309,6 +309,9 @@ class Broker {
     std::vector<EngineView> holder_views(const Model* except_model, const Hold* except_hold) const;
 
     std::vector<std::string> allowed_devices(const Model& m) const;
+    // At start: each model's configured limits that no allowed device can ever run (the kind says which and
+    // the largest value that fits), logged as warnings and kept in the recent events.
+    void warn_limits_that_never_fit();
     // The refusal for a model no device's engine build reaches (a GPU with only CPU builds); nullopt when
     // some device can run it.
     std::optional<Error> no_build_reaches(const Model& m) const;

@@ -30,6 +30,30 @@ engines::Placement Broker::placement_of(const std::string& device) const {
     return placement_without_probe(device);
 }
 
+void Broker::warn_limits_that_never_fit() {
+    for (auto& [name, m] : models_) {
+        const auto devices = allowed_devices(*m);
+        const auto gpus =
+            std::count_if(devices.begin(), devices.end(), [](const std::string& d) { return d != "cpu"; });
+        if (devices.empty() || gpus > 1) continue;  // several GPUs: a split may run what one cannot
+        std::vector<std::string> lines;
+        std::uint64_t best = 0;
+        bool one_fits = false;
+        for (const auto& d : devices) {
+            const std::uint64_t cap = ledger_.capacity(d);
+            auto said = m->kind->limits_that_never_fit(*cfg_, *m->cfg, placement_of(d), cap);
+            if (said.empty()) {
+                one_fits = true;
+                break;
+            }
+            if (cap >= best) best = cap, lines = std::move(said);
+        }
+        if (one_fits) continue;
+        for (const auto& line : lines)
+            note("config_warning", *m, "can never run as configured: " + line, {}, true);
+    }
+}
+
 std::vector<std::string> Broker::allowed_devices(const Model& m) const {
     // Only devices an engine build of its kind reaches: a CPU build started with `--device CUDA0` exits.
     const auto reached = [&](const std::string& d) {

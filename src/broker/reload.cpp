@@ -121,6 +121,7 @@ asio::awaitable<nlohmann::json> Broker::reload(config::Config next) {
             }
             for (const auto& [kind, names] : out.items())
                 if (!names.empty()) spdlog::info("reload: {} {}", kind, names.dump());
+            warn_limits_that_never_fit();
             pump();
             co_return out;
         },

@@ -156,6 +156,16 @@ class Kind : public config::KindSchema {
                                                        const std::vector<Placement>& devices) const;
     // What estimate() itself holds on a GPU while it runs (the broker books it for that time).
     virtual std::uint64_t estimate_gpu_bytes() const { return 0; }
+    // The configured limits of `model` that can never run on `where` even with the device to itself
+    // (`capacity`: what it can ever give): one line each, naming the largest value that fits. The broker
+    // says them at start, per model, when no allowed device can run them (issue 51: a max_size that needed
+    // 84 GiB beside the weights under a 72 GiB budget was found only when a request tried).
+    virtual std::vector<std::string> limits_that_never_fit(const config::Config& /*cfg*/,
+                                                           const config::ModelConfig& /*model*/,
+                                                           const Placement& /*where*/,
+                                                           std::uint64_t /*capacity*/) const {
+        return {};
+    }
     // The model split over the devices of `where` (where.split(), in its shares): one Need per device, the
     // main one first, each device's margin included. Empty: this kind does not split a model (doing nothing
     // is correct).

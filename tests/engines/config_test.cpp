@@ -902,3 +902,52 @@ TEST_F(ConfigTest, SdComponentsAndPhasesKeptOnTheCpuAreBookedInHostRamOrInTheApu
 
 }  // namespace
 }  // namespace loch::config
+
+namespace loch::config {
+namespace {
+
+// Issue 51: a configured limit that can never run on its devices is said at start (the broker calls the
+// kind per allowed device), naming the largest value that fits — before, the first request to try found out.
+TEST_F(ConfigTest, ALimitThatCanNeverRunIsSaidWithTheLargestValueThatFits) {
+    const test::SynthModel chat({"--preset", "llama-3.1-8b", "--weights", "zeros"}, "chat.gguf");
+    const Config c = parse("models:\n  - name: chat\n    path: " + chat.path().string() +
+                           "\n    args: {ctx: 131072, parallel: 4}\n");
+    const auto& m = c.models.at(0);
+    const auto& kind = engines::kind_of(m);
+    const engines::Placement gpu{"nvidia:0", "cuda", 0};
+    const std::uint64_t need = kind.formula(c, m, {gpu}).needs.at(0).bytes;
+    EXPECT_TRUE(kind.limits_that_never_fit(c, m, gpu, need).empty());
+    const auto said = kind.limits_that_never_fit(c, m, gpu, need * 3 / 4);
+    ASSERT_EQ(said.size(), 1u);
+    EXPECT_THAT(said[0], HasSubstr("args.ctx 131072 with 4 slot(s)"));
+    EXPECT_THAT(said[0], HasSubstr("the largest context that fits with 4 slot(s) is"));
+    // The context it names does fit (planned the same way), and was not the configured one.
+    const auto at = said[0].rfind("(args.ctx: ");
+    ASSERT_NE(at, std::string::npos);
+    const std::string named = said[0].substr(at + 11, said[0].find(')', at) - at - 11);
+    const Config smaller = parse("models:\n  - name: chat\n    path: " + chat.path().string() +
+                                 "\n    args: {ctx: " + named + ", parallel: 4}\n");
+    EXPECT_LE(kind.formula(smaller, smaller.models.at(0), {gpu}).needs.at(0).bytes, need * 3 / 4) << named;
+    EXPECT_LT(std::stoul(named), 131072u);
+
+    // An image model whose max_size needs more beside its weights than the device can give.
+    write(dir.path() / "bin" / "sd-server", "#!/bin/false\n");
+    ::chmod((dir.path() / "bin" / "sd-server").c_str(), 0755);
+    const test::SynthModel flux({"--diffusion", "flux-tiny"}, "flux.gguf");
+    const test::SynthModel clip({"--diffusion", "clip-l"}, "clip.gguf");
+    const test::SynthModel taef1({"--diffusion", "taef1"}, "taef1.gguf");
+    const Config i = parse("models:\n  - name: flux\n    engine: sd-server\n    path: " + flux.path().string() +
+                           "\n    sd: {clip_l: " + clip.path().string() + ", taesd: " + taef1.path().string() +
+                           ", max_size: 4096x4096}\n");
+    const auto& im = i.models.at(0);
+    const auto& sd = engines::kind_of(im);
+    EXPECT_TRUE(sd.limits_that_never_fit(i, im, gpu, 200 * kGiB).empty());
+    const std::uint64_t weights = sd.formula(i, im, {gpu}).needs.at(0).bytes;
+    const auto image = sd.limits_that_never_fit(i, im, gpu, weights + 256 * kMiB);
+    ASSERT_EQ(image.size(), 1u);
+    EXPECT_THAT(image[0], HasSubstr("sd.max_size 4096x4096 needs"));
+    EXPECT_THAT(image[0], HasSubstr("the largest that fits is"));
+}
+
+}  // namespace
+}  // namespace loch::config

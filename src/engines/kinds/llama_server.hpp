@@ -152,6 +152,9 @@ class LlamaServerKind final : public Kind {
                                                const std::vector<Placement>& devices) const override;
     // What one llama-fit-params run holds on a GPU while it sizes a model (H200: ~518 MiB), rounded up.
     std::uint64_t estimate_gpu_bytes() const override { return 640 * kMiB; }
+    std::vector<std::string> limits_that_never_fit(const config::Config& cfg,
+                                                   const config::ModelConfig& model, const Placement& where,
+                                                   std::uint64_t capacity) const override;
     // --split-mode layer: weights by layer range in the placement's shares, KV with its layers, the
     // worst-case compute graph on every device that holds layers (the planner's per-device figures).
     std::vector<Need> split_formula(const config::Config& cfg, const config::ModelConfig& model,

@@ -208,6 +208,36 @@ plan::Settings llama_plan_settings(const config::ModelConfig& model, const Place
     return s;
 }
 
+std::vector<std::string> LlamaServerKind::limits_that_never_fit(const config::Config&,
+                                                                const config::ModelConfig& model,
+                                                                const Placement& where,
+                                                                std::uint64_t capacity) const {
+    std::shared_ptr<const gguf::Model> m;
+    try {
+        m = planned_file(model);
+    } catch (const std::exception&) {
+        return {};  // an unreadable file is said where it is read
+    }
+    std::string why;
+    const auto pl = planned_for(*m, model, where, &why);
+    if (!pl || pl->total.bytes <= capacity) return {};
+    const auto& a = llama_args(model);
+    const plan::Settings st = llama_plan_settings(model, where);
+    const std::string device = where.backend == "cpu" || st.gpus.empty() ? "cpu" : st.gpus.front();
+    std::optional<std::uint32_t> best;
+    try {
+        best = plan::max_context(*m, st, device, capacity, /*allow_beyond_train=*/true);
+    } catch (const std::exception&) {
+    }
+    return {fmt::format(
+        "args.ctx {} with {} slot(s) needs {} on {} ({}), more than the {} it can ever give: {}", a.ctx,
+        a.parallel, human_bytes(pl->total.bytes), where.device, pl->total.detail, human_bytes(capacity),
+        best ? fmt::format("the largest context that fits with {} slot(s) is {} (args.ctx: {})", a.parallel,
+                           *best, *best)
+             : std::string("not even 256 tokens fit: a smaller quantization, or fewer layers on it "
+                           "(args.n_gpu_layers)"))};
+}
+
 Footprint LlamaServerKind::formula(const config::Config& cfg, const config::ModelConfig& model,
                                    const std::vector<Placement>& devices) const {
     Footprint fp;

@@ -337,6 +337,34 @@ class SdServerKind final : public Kind {
         return c;
     }
 
+    std::vector<std::string> limits_that_never_fit(const config::Config& cfg, const config::ModelConfig& m,
+                                                   const Placement& where,
+                                                   std::uint64_t capacity) const override {
+        const auto& s = sd_settings(m);
+        plan::DiffusionFiles files;
+        try {
+            files = files_of(m);
+        } catch (const std::exception&) {
+            return {};  // unreadable files are said where they are read
+        }
+        const Footprint fp = formula(cfg, m, {where});
+        if (fp.needs.empty()) return {};
+        const std::uint64_t weights = fp.needs.front().bytes;
+        const auto opts = options_of(s, where.backend != "cpu");
+        const auto p = plan::plan_diffusion(files, opts, s.max_width, s.max_height);
+        if (weights + p.device_compute <= capacity) return {};
+        const std::uint64_t budget = capacity > weights ? capacity - weights : 0;
+        const auto fit = plan::largest_fitting(files, opts, s.max_width, s.max_height, budget);
+        return {fmt::format(
+            "sd.max_size {}x{} needs {} beside its weights' {} on {}: {} > the {} it can ever give; {}",
+            s.max_width, s.max_height, human_bytes(p.device_compute), human_bytes(weights), where.device,
+            human_bytes(weights + p.device_compute), human_bytes(capacity),
+            fit ? fmt::format("the largest that fits is {}x{} (sd.max_size: {}x{})", fit->first, fit->second,
+                              fit->first, fit->second)
+                : std::string("no size fits beside the weights: move the text encoders to the CPU "
+                              "(sd.clip_on_cpu) or use smaller weights"))};
+    }
+
     bool serves(const config::ModelConfig&, std::string_view route) const override {
         return route == "/v1/images/generations" || route == "/v1/images/edits" ||
                route == "/sdapi/v1/txt2img";
