@@ -217,6 +217,15 @@ class Broker {
     boost::asio::awaitable<std::optional<nlohmann::json>> restore_conversation(const Lease& lease,
                                                                                const engines::RequestView& r,
                                                                                std::string& body);
+    // The first answer after a restore says whether it took: the engine's own count of prompt tokens it
+    // reused from the slot (`cached`: usage.prompt_tokens_details.cached_tokens / timings.cache_n). llama.cpp
+    // can report a restore as done and then re-read the whole prompt (llama.cpp issues 26676, 28276): a
+    // restore whose answer reused less than half of what was restored is `slot_restore_failed` (with the
+    // figures, counted in /metrics), never `slot_restored`. Returns whether it took; nullopt = the answer
+    // did not say (noted as restored, unverified).
+    std::optional<bool> confirm_restore(const std::string& model, const nlohmann::json& restored,
+                                        std::optional<std::uint64_t> cached,
+                                        std::optional<std::uint64_t> prompt_tokens);
     // Stops every engine and fails every waiter; the broker accepts nothing afterwards.
     boost::asio::awaitable<void> shutdown();
     // SIGKILL to every engine's process group, now (a second signal while shutdown() runs: the person wants

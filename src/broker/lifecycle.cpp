@@ -357,11 +357,48 @@ asio::awaitable<std::optional<nlohmann::json>> Broker::restore_conversation(cons
     }
     lease.kind().pin_to_slot(body, got->slot);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
-    note("slot_restored", *m,
-         fmt::format("restored a saved conversation into slot {}: {} tokens in {:.0f} ms (saved {})",
-                     got->slot, got->tokens, ms, entry->file),
-         {{"file", entry->file}, {"slot", got->slot}, {"tokens", got->tokens}, {"ms", ms}});
+    // Noted once the first answer says whether it took (confirm_restore).
     co_return nlohmann::json{{"file", entry->file}, {"slot", got->slot}, {"tokens", got->tokens}, {"ms", ms}};
+}
+
+std::optional<bool> Broker::confirm_restore(const std::string& model, const nlohmann::json& restored,
+                                            std::optional<std::uint64_t> cached,
+                                            std::optional<std::uint64_t> prompt_tokens) {
+    Model* m = find(model);
+    if (!m) return std::nullopt;
+    const auto tokens = restored.value("tokens", std::uint64_t{0});
+    const auto file = restored.value("file", std::string());
+    const auto slot = restored.value("slot", -1);
+    const auto ms = restored.value("ms", 0.0);
+    nlohmann::json figures = {{"file", file}, {"slot", slot}, {"tokens", tokens}, {"ms", ms}};
+    if (cached) figures["cached_tokens"] = *cached;
+    if (prompt_tokens) figures["prompt_tokens"] = *prompt_tokens;
+    if (!cached) {
+        ++m->restores_ok;
+        note("slot_restored", *m,
+             fmt::format("restored a saved conversation into slot {}: {} tokens in {:.0f} ms (saved {}); the "
+                         "answer did not say how much of the prompt it reused",
+                         slot, tokens, ms, file),
+             figures);
+        return std::nullopt;
+    }
+    if (*cached * 2 >= tokens) {
+        ++m->restores_ok;
+        note("slot_restored", *m,
+             fmt::format("restored a saved conversation into slot {}: {} tokens in {:.0f} ms (saved {}); the "
+                         "answer reused {} prompt token(s)",
+                         slot, tokens, ms, file, *cached),
+             figures);
+        return true;
+    }
+    ++m->restores_failed;
+    note("slot_restore_failed", *m,
+         fmt::format(
+             "the engine said it restored {} ({} tokens) into slot {}, but its answer reused {} of the "
+             "prompt's {} token(s): the restore did not take, and the prompt was read again",
+             file, tokens, slot, *cached, prompt_tokens ? std::to_string(*prompt_tokens) : "?"),
+         figures, true);
+    return false;
 }
 
 void Broker::begin_evict(Model& m, std::string why) {

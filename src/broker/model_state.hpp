@@ -110,6 +110,7 @@ struct Broker::Model {
     // Cumulative, for /metrics: counters never go down.
     std::map<std::string, std::uint64_t> exits;  // by exit class
     std::uint64_t loads_ok = 0, loads_failed = 0, evictions = 0;
+    std::uint64_t restores_ok = 0, restores_failed = 0;  // saved conversations, by their first answer
     double load_seconds_total = 0;
     std::map<std::string, std::uint64_t> transients;          // its requests' own memory, by ledger holder
     std::map<std::string, std::uint64_t> transient_retained;  // what the engine keeps of each (RequestCost)

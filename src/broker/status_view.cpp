@@ -92,6 +92,8 @@ nlohmann::json Broker::model_status(const Model& m) const {
                      {"loads_failed", m.loads_failed},
                      {"load_seconds_total", m.load_seconds_total},
                      {"evictions", m.evictions},
+                     {"slot_restores_ok", m.restores_ok},
+                     {"slot_restores_failed", m.restores_failed},
                      {"exits", m.exits}};
     j["idle_s"] = m.active > 0 ? 0.0 : std::chrono::duration<double>(Clock::now() - m.last_used).count();
     if (m.load_s) j["load_s"] = *m.load_s;

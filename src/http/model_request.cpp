@@ -22,6 +22,15 @@ std::string Server::request_id(const Request& req) {
 
 void Server::finish(observe::RequestRecord& rec, std::chrono::steady_clock::time_point started) {
     rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (rec.restore) {  // a saved conversation went back into a slot: did the answer reuse it?
+        const bool answered = rec.status > 0 && rec.status < 300;
+        const auto took = broker_.confirm_restore(
+            rec.model, *rec.restore, answered ? rec.cached_tokens : std::nullopt, rec.prompt_tokens);
+        if (took.value_or(true))
+            rec.restored_tokens = rec.restore->value("tokens", std::uint64_t{0});
+        else
+            rec.restore_failed = true;
+    }
     metrics_.record(rec);
     log_request(rec);
 }

@@ -291,6 +291,9 @@ void take_usage(const nlohmann::json& j, observe::RequestRecord& rec) {
             rec.prompt_tokens = u["prompt_tokens"].get<std::uint64_t>();
         if (u.contains("completion_tokens") && u["completion_tokens"].is_number_unsigned())
             rec.completion_tokens = u["completion_tokens"].get<std::uint64_t>();
+        if (const auto d = u.find("prompt_tokens_details"); d != u.end() && d->is_object())
+            if (const auto c = d->find("cached_tokens"); c != d->end() && c->is_number_unsigned())
+                rec.cached_tokens = c->get<std::uint64_t>();
     }
     if (j.contains("timings") && j["timings"].is_object()) {
         const auto& t = j["timings"];
@@ -298,6 +301,8 @@ void take_usage(const nlohmann::json& j, observe::RequestRecord& rec) {
             rec.prompt_tokens = t["prompt_n"].get<std::uint64_t>();
         if (!rec.completion_tokens && t.contains("predicted_n") && t["predicted_n"].is_number_unsigned())
             rec.completion_tokens = t["predicted_n"].get<std::uint64_t>();
+        if (!rec.cached_tokens && t.contains("cache_n") && t["cache_n"].is_number_unsigned())
+            rec.cached_tokens = t["cache_n"].get<std::uint64_t>();
     }
 }
 
@@ -316,6 +321,11 @@ std::optional<std::uint64_t> number_after(std::string_view body, std::string_vie
 void take_usage_scan(std::string_view body, observe::RequestRecord& rec) {
     rec.prompt_tokens = number_after(body, "\"prompt_tokens\":");
     rec.completion_tokens = number_after(body, "\"completion_tokens\":");
+    // (Only after a restore: the one answer whose reuse is checked. A scan for a key is cheap, but not free.)
+    if (rec.restore) {
+        rec.cached_tokens = number_after(body, "\"cached_tokens\":");
+        if (!rec.cached_tokens) rec.cached_tokens = number_after(body, "\"cache_n\":");
+    }
 }
 
 // The engine's error answer as loch's error (a JSON answer after the SSE head went out can only be told
@@ -516,7 +526,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             view.images = oreq.images;
             if (broker_.may_restore(lease, view))
                 if (auto restored = co_await broker_.restore_conversation(lease, view, req.body()))
-                    rec.restored_tokens = (*restored)["tokens"].get<std::uint64_t>();
+                    rec.restore = std::move(*restored);  // confirmed by the answer (confirm_restore)
         }
         if (!tr && !lease.kind().names_model_as_configured()) {
             rename.emplace(lease.model());

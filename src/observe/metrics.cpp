@@ -179,6 +179,11 @@ void add_models(Snapshot& s, const nlohmann::json& status) {
                   {{"model", model}}, u64(c, "loads_ok"), c.value("load_seconds_total", 0.0));
         s.counter("loch_engine_evictions_total", "Times the model was stopped to make room for another",
                   {{"model", model}}, double(u64(c, "evictions")));
+        for (const char* outcome : {"ok", "failed"})
+            s.counter("loch_slot_restores_total",
+                      "Saved conversations restored into a slot, by whether the first answer reused them",
+                      {{"model", model}, {"outcome", outcome}},
+                      double(u64(c, (std::string("slot_restores_") + outcome).c_str())));
         const auto exits =
             c.value("exits", nlohmann::json::object());  // (items() of a temporary would dangle)
         for (const auto& [exit_class, n] : exits.items())

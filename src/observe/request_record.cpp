@@ -40,7 +40,9 @@ nlohmann::json to_json(const RequestRecord& r) {
     if (auto tps = r.tokens_per_second()) j["tokens_per_s"] = *tps;
     if (r.seconds_per_step) j["seconds_per_step"] = *r.seconds_per_step;
     if (r.real_time_factor) j["real_time_factor"] = *r.real_time_factor;
+    if (r.cached_tokens) j["cached_tokens"] = *r.cached_tokens;
     if (r.restored_tokens) j["restored_tokens"] = *r.restored_tokens;
+    if (r.restore_failed) j["restore_failed"] = true;
     if (!r.error_type.empty()) j["error_type"] = r.error_type;
     return j;
 }
@@ -117,7 +119,12 @@ std::string to_json_line(const RequestRecord& r) {
     if (auto tps = r.tokens_per_second()) num("tokens_per_s", *tps);
     if (r.seconds_per_step) num("seconds_per_step", *r.seconds_per_step);
     if (r.real_time_factor) num("real_time_factor", *r.real_time_factor);
+    if (r.cached_tokens) count("cached_tokens", *r.cached_tokens);
     if (r.restored_tokens) count("restored_tokens", *r.restored_tokens);
+    if (r.restore_failed) {
+        key("restore_failed");
+        out += "true";
+    }
     if (!r.error_type.empty()) str("error_type", r.error_type);
     out += '}';
     return out;

@@ -27,6 +27,9 @@ struct RequestRecord {
     std::optional<double> seconds_per_step, real_time_factor;
     // A saved conversation restored for it (broker/saved_slots.hpp): the tokens the engine did not re-read.
     std::optional<std::uint64_t> restored_tokens;
+    std::optional<nlohmann::json> restore;       // what was restored, until the answer says if it took
+    std::optional<std::uint64_t> cached_tokens;  // prompt tokens the engine reused (its answer's figure)
+    bool restore_failed = false;                 // a restore whose answer re-read the prompt
     double duration_s = 0;
     unsigned status = 0;     // the HTTP status the client got (200 also for a stream that ended by an error)
     std::string error_type;  // loch's error.type, "" when it succeeded
