@@ -936,9 +936,10 @@ TEST_F(ConfigTest, ALimitThatCanNeverRunIsSaidWithTheLargestValueThatFits) {
     const test::SynthModel flux({"--diffusion", "flux-tiny"}, "flux.gguf");
     const test::SynthModel clip({"--diffusion", "clip-l"}, "clip.gguf");
     const test::SynthModel taef1({"--diffusion", "taef1"}, "taef1.gguf");
-    const Config i = parse("models:\n  - name: flux\n    engine: sd-server\n    path: " + flux.path().string() +
-                           "\n    sd: {clip_l: " + clip.path().string() + ", taesd: " + taef1.path().string() +
-                           ", max_size: 4096x4096}\n");
+    const Config i =
+        parse("models:\n  - name: flux\n    engine: sd-server\n    path: " + flux.path().string() +
+              "\n    sd: {clip_l: " + clip.path().string() + ", taesd: " + taef1.path().string() +
+              ", max_size: 4096x4096}\n");
     const auto& im = i.models.at(0);
     const auto& sd = engines::kind_of(im);
     EXPECT_TRUE(sd.limits_that_never_fit(i, im, gpu, 200 * kGiB).empty());
