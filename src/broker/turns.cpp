@@ -28,12 +28,16 @@ std::optional<std::string> Broker::turn_wait(const Model& m, config::Priority pr
     if (auto cores = cpu_threads_wait(m, priority)) return cores;
     if (options_.policy != Policy::loch || m.active == 0) return std::nullopt;
     const auto now = Clock::now();
+    // Each other model's CPU wait is asked once per call (a batch can queue thousands of requests).
+    std::vector<std::pair<const Model*, config::Priority>> asked;
     for (const auto& [id, w] : waiters_) {
         const Model& o = *w->model;
         if (w->granted || w->error || &o == &m) continue;
         const auto theirs = priority_of(o, w->needs);
         if (rank(theirs) < rank(priority)) continue;
-        if (o.state == ModelState::ready && cpu_threads_wait(o, theirs))
+        const bool first = std::ranges::find(asked, std::pair{&o, theirs}) == asked.end();
+        if (first) asked.emplace_back(&o, theirs);
+        if (first && o.state == ModelState::ready && cpu_threads_wait(o, theirs))
             return fmt::format(
                 "a request for '{}' waits for the CPU's cores that '{}' computes with: '{}' takes no new "
                 "request until that one has had its turn",
