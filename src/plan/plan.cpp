@@ -355,7 +355,10 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
     // host)
     // With embeddings every token of a batch is an output (output_reserve(n_outputs_all) at decode): logits
     // and, for embeddings, n_embd floats per row.
-    const std::uint64_t out_rows = std::max<std::uint64_t>({st.n_parallel, 1, d.n_outputs});
+    // (Only there: a chat's decode outputs at most one row per slot, whatever the reserve graph assumed.)
+    const bool every_token_out = st.embeddings || (!st.pooling.empty() && st.pooling != "none");
+    const std::uint64_t out_rows =
+        std::max<std::uint64_t>({st.n_parallel, 1, every_token_out ? d.n_outputs : 1u});
     const std::uint64_t row_floats = std::uint64_t{s.n_vocab} + (st.embeddings ? s.n_embd : 0);
     dev[n_gpu].output = {row_floats * out_rows * 4, Source::formula,
                          st.embeddings
