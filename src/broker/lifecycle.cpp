@@ -373,23 +373,15 @@ std::optional<bool> Broker::confirm_restore(const std::string& model, const nloh
     nlohmann::json figures = {{"file", file}, {"slot", slot}, {"tokens", tokens}, {"ms", ms}};
     if (cached) figures["cached_tokens"] = *cached;
     if (prompt_tokens) figures["prompt_tokens"] = *prompt_tokens;
-    if (!cached) {
+    if (!cached || *cached * 2 >= tokens) {
         ++m->restores_ok;
         note("slot_restored", *m,
-             fmt::format("restored a saved conversation into slot {}: {} tokens in {:.0f} ms (saved {}); the "
-                         "answer did not say how much of the prompt it reused",
-                         slot, tokens, ms, file),
+             fmt::format("restored a saved conversation into slot {}: {} tokens in {:.0f} ms (saved {}); {}",
+                         slot, tokens, ms, file,
+                         cached ? fmt::format("the answer reused {} prompt token(s)", *cached)
+                                : std::string("the answer did not say how much of the prompt it reused")),
              figures);
-        return std::nullopt;
-    }
-    if (*cached * 2 >= tokens) {
-        ++m->restores_ok;
-        note("slot_restored", *m,
-             fmt::format("restored a saved conversation into slot {}: {} tokens in {:.0f} ms (saved {}); the "
-                         "answer reused {} prompt token(s)",
-                         slot, tokens, ms, file, *cached),
-             figures);
-        return true;
+        return cached ? std::optional(true) : std::nullopt;
     }
     ++m->restores_failed;
     note("slot_restore_failed", *m,

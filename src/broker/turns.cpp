@@ -28,6 +28,7 @@ std::optional<std::string> Broker::turn_wait(const Model& m, config::Priority pr
     if (auto cores = cpu_threads_wait(m, priority)) return cores;
     if (options_.policy != Policy::loch || m.active == 0) return std::nullopt;
     const auto now = Clock::now();
+    const auto mine_since = oldest_wait(m);
     // Each other model's CPU wait is asked once per call (a batch can queue thousands of requests).
     std::vector<std::pair<const Model*, config::Priority>> asked;
     for (const auto& [id, w] : waiters_) {
@@ -42,7 +43,7 @@ std::optional<std::string> Broker::turn_wait(const Model& m, config::Priority pr
                 "a request for '{}' waits for the CPU's cores that '{}' computes with: '{}' takes no new "
                 "request until that one has had its turn",
                 o.name(), m.name(), m.name());
-        if (o.waits_for_room && now - w->since >= options_.memory_turn_after && w->since < oldest_wait(m)) {
+        if (o.waits_for_room && now - w->since >= options_.memory_turn_after && w->since < mine_since) {
             const auto theirs_devices = allowed_devices(o);
             if (std::ranges::find(theirs_devices, m.device) != theirs_devices.end())
                 return fmt::format(
@@ -64,11 +65,8 @@ std::chrono::steady_clock::time_point Broker::oldest_wait(const Model& m) const 
 
 bool Broker::has_memory_turn(const Model& m) const {
     if (options_.policy != Policy::loch) return false;
-    const auto now = Clock::now();
-    return std::any_of(waiters_.begin(), waiters_.end(), [&](const auto& w) {
-        return w.second->model == &m && !w.second->granted && !w.second->error &&
-               now - w.second->since >= options_.memory_turn_after;
-    });
+    const auto oldest = oldest_wait(m);
+    return oldest != Clock::time_point::max() && Clock::now() - oldest >= options_.memory_turn_after;
 }
 
 }  // namespace loch::broker
