@@ -79,8 +79,11 @@ void Broker::refresh_devices() {
         if (!d.driver.empty()) drivers_[d.id] = d.driver;
         // A Vulkan engine numbers devices as libvulkan does (GGML_VK_VISIBLE_DEVICES), not as CUDA or HIP.
         const auto ordinal = backend == "vulkan" ? d.vulkan_index : d.ordinal;
-        if (backend != "cpu" || d.id == "cpu")
+        if (backend != "cpu" || d.id == "cpu") {
             placements_[d.id] = {d.id, backend, ordinal, d.total.bytes, d.unified, {}, {}};
+            if (backend == "vulkan" && d.vulkan_max_allocation)
+                placements_[d.id].largest_allocation = d.vulkan_max_allocation->bytes;
+        }
     }
     observe_engines(snap);
     observe_holds(snap);

@@ -44,6 +44,8 @@ void run_image_plan(const ImagePlanOptions& io, const std::string& file, const s
     const auto files = plan::read_diffusion_files(file, parts);
     auto opts = io.opts;
     opts.gpu = device != "cpu";
+    // (A Vulkan device by name: ggml's own block; the driver's smaller limit is `loch devices`'.)
+    opts.vulkan_block = plan::vulkan_block(device.starts_with("vulkan") ? "vulkan" : "", 0);
     const std::uint64_t w = io.width ? io.width : io.height, h = io.height ? io.height : io.width;
     const auto p = plan::plan_diffusion(files, opts, w, h);
     const std::uint64_t process = plan::diffusion_process_bytes(files, opts.gpu);

@@ -29,6 +29,9 @@ struct Placement {
     bool unified = false;           // an APU: its GPU memory is the machine's RAM (GTT)
     std::vector<Placement> others;  // a split: the other devices, in order (same backend)
     std::vector<float> shares;      // a split: each device's share of the layers, this one first
+    // Vulkan: the driver's largest single allocation (maxMemoryAllocationSize), as probed; 0 = none or
+    // unknown.
+    std::uint64_t largest_allocation = 0;
 
     bool split() const { return !others.empty(); }
     // This device, then the others: every device the engine runs on.

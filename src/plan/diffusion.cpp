@@ -25,6 +25,11 @@ std::string_view to_string(DiffusionArch a) {
     return "unknown";
 }
 
+std::uint64_t vulkan_block(std::string_view backend, std::uint64_t largest_allocation) {
+    if (backend != "vulkan") return 0;
+    return largest_allocation > 0 ? std::min(kVulkanBlockBytes, largest_allocation) : kVulkanBlockBytes;
+}
+
 std::uint64_t diffusion_process_bytes(const DiffusionFiles& f, bool gpu) {
     if (gpu) return kDiffusionGpuContextBytes;
     return kDiffusionProcessBytes + (f.llm_hidden > 0 ? kLlmTokenizerBytes : 0);
@@ -270,6 +275,18 @@ DiffusionPlan plan_diffusion(const DiffusionFiles& f, const DiffusionOptions& o,
         for (std::size_t i = 0; i < p.phases.size(); ++i) {
             auto& ph = p.phases[i];
             if (!ph.on_device) continue;
+            if (o.vulkan_block > 0 && ph.bytes > o.vulkan_block) {
+                // More than one of ggml-vulkan's blocks: tensors are not reused across blocks
+                // (kVulkanBlockBytes).
+                const double blocks =
+                    i == 2 ? (f.tiny_decoder ? kVulkanBlocksTinyDecoder : kVulkanBlocksVaeDecoder)
+                    : i == 1 && f.arch == DiffusionArch::flux ? kVulkanBlocksFluxStep
+                                                              : kVulkanBlocksUnmeasured;
+                ph.bytes = static_cast<std::uint64_t>(std::ceil(double(ph.bytes) * blocks));
+                ph.scores = static_cast<std::uint64_t>(std::ceil(double(ph.scores) * blocks));
+                ph.formula +=
+                    fmt::format(", x{:.2f} for Vulkan's {} blocks", blocks, human_bytes(o.vulkan_block));
+            }
             // Measured on the H200 (nvidia-smi per process): ggml-cuda's memory pool beside each graph's
             // buffer (im2col, dequantized weights, cuBLAS) adds up to 7.7 % of the buffer (the VAE decode).
             // A UNet's flash attention has 40-wide heads, which only the tile kernel runs; its per-block

@@ -53,7 +53,23 @@ inline constexpr double kGpuPoolFactorUnetFlashAttn = 1.16;
 // The pool beside a quadratic attention-score buffer is a small share of it: 0.24 % (SD1.5 at 2048x1152,
 // 101 MiB beside 41842) and under 0.1 % (Flux at 3008x2000) on the H200; booked at 0.5 %.
 inline constexpr double kGpuPoolShareOfScores = 0.005;
+// On Vulkan, ggml's graph allocator splits a compute buffer into blocks of at most
+// min(1 GiB, maxMemoryAllocationSize) (ggml-vulkan's suballocation_block_size), and a tensor is never reused
+// across blocks: a phase above one block needs more than the same graph in one buffer. Measured on lavapipe
+// with the pinned sd-server (-v's "compute buffer size", GGML_VK_SUBALLOCATION_BLOCK_SIZE swept from 1 GiB
+// down to 3 MB, docs/images.md "Vulkan's blocks"): the tiny decoder up to x1.60 (x1.45 at 1344², which is
+// 4797.6 MiB against 3309 in one buffer), a full VAE decode x1.25, a Flux step x1.30 — the most each reached
+// as the block shrank to where every tensor has its own. Booked with a margin; a graph nobody measured (a
+// UNet step, an LLM text encoder) at the largest.
+inline constexpr std::uint64_t kVulkanBlockBytes = 1ull << 30;
+inline constexpr double kVulkanBlocksTinyDecoder = 1.65;
+inline constexpr double kVulkanBlocksVaeDecoder = 1.30;
+inline constexpr double kVulkanBlocksFluxStep = 1.35;
+inline constexpr double kVulkanBlocksUnmeasured = 1.65;
 std::string_view to_string(DiffusionArch a);
+// DiffusionOptions::vulkan_block for an engine of `backend` on a device whose driver allows at most
+// `largest_allocation` bytes in one allocation (0: unknown, ggml's own 1 GiB).
+std::uint64_t vulkan_block(std::string_view backend, std::uint64_t largest_allocation);
 
 struct DiffusionFiles;
 // The process beside the buffers: on a GPU its context (kDiffusionGpuContextBytes), on the CPU the process
@@ -85,6 +101,9 @@ struct DiffusionOptions {
     // Placement flags; they matter only when the engine runs on a GPU (on the CPU everything is host RAM).
     bool clip_on_cpu = false, vae_on_cpu = false, offload_to_cpu = false;
     bool gpu = false;
+    // On a Vulkan device: ggml-vulkan's largest compute-buffer block there, min(kVulkanBlockBytes, the
+    // driver's largest allocation); 0 on other backends (one buffer per phase).
+    std::uint64_t vulkan_block = 0;
     // The request's longest prompt (positive or negative) in bytes; 0 = unknown (the allowance). A byte-level
     // BPE never makes more tokens than bytes, so an LLM text encoder is costed at bytes + its template.
     std::uint64_t prompt_bytes = 0;

@@ -183,6 +183,38 @@ TEST(DiffusionPlan, DecodersPerPixelTilingAndTheTinyDecoder) {
     EXPECT_EQ(p.device_compute, std::uint64_t(phase_mib(p, "diffusion step") * double(kMiB)));
 }
 
+// Measured on lavapipe with the Vulkan sd-server (docs/images.md, "Vulkan's blocks"): a phase above
+// ggml-vulkan's 1 GiB block is allocated in blocks whose tensors are not reused across them. TAEF1 at 1344²:
+// 4797.60 MiB
+// ("taesd compute buffer size", -v) where one buffer would be 3309 MiB; Flux-tiny's step there (506.46 MiB,
+// one block) is unchanged; the same phases on CUDA are one buffer each.
+TEST(DiffusionPlan, APhaseAboveOneVulkanBlockIsBookedForTheBlocksAndNeverUnderLavapipe) {
+    auto tiny = flux(256);
+    tiny.tiny_decoder = true;
+    DiffusionOptions vk;
+    vk.gpu = true;
+    vk.vulkan_block = vulkan_block("vulkan", 2ull << 30);  // lavapipe: maxMemoryAllocationSize 2 GiB
+    EXPECT_EQ(vk.vulkan_block, 1ull << 30);
+    DiffusionOptions cuda;
+    cuda.gpu = true;
+    const auto on_vk = plan_diffusion(tiny, vk, 1344, 1344);
+    const auto on_cuda = plan_diffusion(tiny, cuda, 1344, 1344);
+    EXPECT_GE(phase_mib(on_vk, "decoder"), 4797.60);
+    EXPECT_LE(phase_mib(on_vk, "decoder"), 4797.60 * 1.25);
+    EXPECT_NEAR(phase_mib(on_vk, "decoder") / phase_mib(on_cuda, "decoder"), kVulkanBlocksTinyDecoder, 0.001);
+    EXPECT_GE(phase_mib(on_vk, "diffusion step"), 506.46);
+    EXPECT_EQ(phase_mib(on_vk, "diffusion step"), phase_mib(on_cuda, "diffusion step"));  // one block
+    EXPECT_EQ(on_vk.device_compute, std::max(on_vk.phases[1].bytes, on_vk.phases[2].bytes));
+    // Below one block, Vulkan and CUDA book the same; a smaller driver limit makes the block smaller.
+    EXPECT_EQ(plan_diffusion(tiny, vk, 512, 512).device_compute,
+              plan_diffusion(tiny, cuda, 512, 512).device_compute);
+    vk.vulkan_block = vulkan_block("vulkan", 256ull << 20);
+    EXPECT_GT(plan_diffusion(tiny, vk, 512, 512).device_compute,
+              plan_diffusion(tiny, cuda, 512, 512).device_compute);
+    EXPECT_EQ(vulkan_block("cuda", 256ull << 20), 0u);
+    EXPECT_EQ(vulkan_block("vulkan", 0), 1ull << 30);
+}
+
 TEST(DiffusionPlan, SizesAreAlignedAsSdCppAlignsThem) {
     EXPECT_EQ(aligned_size(DiffusionArch::sd1, 500, 300),
               (std::pair<std::uint64_t, std::uint64_t>{512, 320}));

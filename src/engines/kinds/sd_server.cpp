@@ -85,9 +85,10 @@ const plan::DiffusionFiles& files_of(const config::ModelConfig& m) {
     return *s.read;
 }
 
-plan::DiffusionOptions options_of(const SdSettings& s, bool gpu) {
+plan::DiffusionOptions options_of(const SdSettings& s, const Placement& where) {
     plan::DiffusionOptions o = s.opts;
-    o.gpu = gpu;
+    o.gpu = where.backend != "cpu";
+    o.vulkan_block = plan::vulkan_block(where.backend, where.largest_allocation);
     return o;
 }
 
@@ -267,7 +268,7 @@ class SdServerKind final : public Kind {
         if (size_unknown(*r.body)) asked_w = sd_settings(m).max_width, asked_h = sd_settings(m).max_height;
         const auto files = files_of(m);
         const bool gpu = r.where != nullptr && r.where->backend != "cpu";
-        auto opts = options_of(sd_settings(m), gpu);
+        auto opts = options_of(sd_settings(m), r.where != nullptr ? *r.where : Placement{});
         opts.prompt_bytes = prompt_bytes(*r.body);
         const auto p = plan::plan_diffusion(files, opts, asked_w, asked_h);
         RequestCost c;
@@ -350,7 +351,7 @@ class SdServerKind final : public Kind {
         const Footprint fp = formula(cfg, m, {where});
         if (fp.needs.empty()) return {};
         const std::uint64_t weights = fp.needs.front().bytes;
-        const auto opts = options_of(s, where.backend != "cpu");
+        const auto opts = options_of(s, where);
         const auto p = plan::plan_diffusion(files, opts, s.max_width, s.max_height);
         if (weights + p.device_compute <= capacity) return {};
         const std::uint64_t budget = capacity > weights ? capacity - weights : 0;
@@ -413,7 +414,7 @@ class SdServerKind final : public Kind {
         for (const auto& d : devices) {
             // On a GPU the placement flags keep components in RAM, and the CUDA/HIP context comes on top.
             const bool gpu = d.backend != "cpu";
-            const auto placed = plan::plan_diffusion(files_of(m), options_of(s, gpu), 64, 64);
+            const auto placed = plan::plan_diffusion(files_of(m), options_of(s, d), 64, 64);
             // Components the flags keep in RAM: the host's (booked on `cpu`), or the APU's one pool.
             const std::uint64_t host = gpu ? placed.host_weights : 0;
             const std::uint64_t weights =
@@ -472,7 +473,7 @@ class SdServerKind final : public Kind {
         const auto [w, h] = plan::aligned_size(files.arch, asked.first, asked.second);
         if (w <= s.max_width && h <= s.max_height) return std::nullopt;
         const auto compute = [&](std::uint64_t x, std::uint64_t y) {
-            return plan::plan_diffusion(files, options_of(s, false), x, y).device_compute;
+            return plan::plan_diffusion(files, options_of(s, Placement{}), x, y).device_compute;
         };
         // The same shape within max_size: each side scaled down by the larger overshoot.
         const double scale = std::min(double(s.max_width) / double(w), double(s.max_height) / double(h));
