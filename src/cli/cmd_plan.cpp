@@ -28,7 +28,8 @@ struct PlanOptions {
     std::string file, preset, quant;
     std::uint32_t ctx = 4096, parallel = 1, ubatch = 512, batch = 2048, n_cpu_moe = 0;
     int ngl = -1;
-    bool kv_unified = false, json = false, dry_run = false, swa_full = false, embedding = false;
+    bool kv_unified = false, json = false, dry_run = false, swa_full = false, embedding = false,
+         no_repack = false;
     std::string pooling;
     std::string flash_attn = "auto", type_k = "f16", type_v = "f16", device = "cpu", fit, fit_params_bin;
     std::vector<float> tensor_split;
@@ -67,6 +68,7 @@ plan::Settings settings_from(const PlanOptions& o) {
     s.n_ubatch = o.ubatch;
     s.n_batch = o.batch;
     s.swa_full = o.swa_full;
+    s.cpu_repack = !o.no_repack;
     s.embeddings = o.embedding;
     s.pooling = o.pooling;
     if (o.device != "cpu") {
@@ -299,6 +301,8 @@ void add_plan_command(CLI::App& app) {
     cmd->add_option("--ubatch", o->ubatch, "physical batch size")->check(CLI::Range(1u, 1u << 20));
     cmd->add_option("-b,--batch", o->batch, "logical batch size")->check(CLI::Range(1u, 1u << 24));
     cmd->add_flag("--swa-full", o->swa_full, "full-size cache for sliding-window layers");
+    cmd->add_flag("--no-repack", o->no_repack,
+                  "CPU weights without the repacked copy (llama-server's --no-repack)");
     cmd->add_flag("--embedding", o->embedding, "an embedding server: every token of a batch is an output");
     cmd->add_option("--pooling", o->pooling, "embedding pooling: none, mean, cls, last, rank")
         ->check(CLI::IsMember({"none", "mean", "cls", "last", "rank"}));

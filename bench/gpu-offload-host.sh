@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Issue 51: the host side of partial offload, on a GPU machine (the `device` tool). llama-server built for
+# CUDA by the setup script's own build step from carried sources (as bench/gpu-embedding.sh: `bash
+# bench/gpu-engines.sh --pack` here, with build/bin/{loch,loch-synth} stripped into devcarry-gpu/real/),
+# synthetic models from loch-synth, each served with one partial-offload setting (-ot exps=CPU,
+# --n-cpu-moe, -ngl below the layer count, with and without the CPU repack); a long prompt on every slot
+# while /proc/PID/status is sampled every 50 ms. Truth: the engine's peak resident host memory (VmRSS, and
+# its anonymous and file-backed parts); loch's figure: `loch plan --device cuda0 ... --json`'s `cpu` total,
+# which is what the broker books on `cpu` for such an engine. Results: $OUT/offload-host.md and .jsonl.
+#   BUDGET_S=560 bash bench/gpu-offload-host.sh        (resumable: gpu-work/ keeps the build and the cases)
+set -uo pipefail
+R=$(pwd)
+W=$R/gpu-work
+OUT=${OUT:-$W/out}
+BUDGET_S=${BUDGET_S:-560}
+REAL=$R/devcarry-gpu/real
+export PATH=$PATH:/usr/local/cuda/bin
+mkdir -p "$W/src/llama" "$W/models" "$OUT"
+ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+if [[ ! -x $W/out-llama/llama-server ]] && ! pgrep -f "engines/build.sh llama" >/dev/null; then
+  [[ -f $W/src/llama/.unpacked ]] || { tar -xJf devcarry-gpu/llama.tar.xz -C "$W/src/llama" && touch "$W/src/llama/.unpacked"; }
+  setsid nohup env JOBS="$(nproc)" BUILD_DIR="$W/build-llama" bash scripts/engines/build.sh llama cuda \
+    "$W/src/llama" "$W/out-llama" "$ARCH" >"$W/build-llama.txt" 2>&1 </dev/null &
+  echo "building llama-server for sm_$ARCH"
+fi
+# name | loch-synth arguments | server flags (beyond -c 8192 -np 2) | loch plan flags
+CASES=(
+  "moe-q4km-ot|--preset qwen3-30b-a3b --layers 12 --quant q4_k_m|-ngl 999 -ot exps=CPU|--override-tensor exps=CPU"
+  "moe-q4km-ncpumoe6|--preset qwen3-30b-a3b --layers 12 --quant q4_k_m|-ngl 999 --n-cpu-moe 6|--n-cpu-moe 6"
+  "moe-q4km-ot-norepack|--preset qwen3-30b-a3b --layers 12 --quant q4_k_m|-ngl 999 -ot exps=CPU --no-repack|--override-tensor exps=CPU --no-repack"
+  "moe-q8-ot|--preset qwen3-30b-a3b --layers 12 --quant q8_0|-ngl 999 -ot exps=CPU|--override-tensor exps=CPU"
+  "mla-q4km-ot|--preset deepseek-v2-lite --layers 10 --quant q4_k_m|-ngl 999 -ot exps=CPU|--override-tensor exps=CPU"
+  "dense-q4_0-ngl12|--preset llama-3.1-8b --quant q4_0|-ngl 12|--ngl 12"
+  "dense-q4km-ngl20|--preset qwen2.5-7b --quant q4_k_m|-ngl 20|--ngl 20"
+)
+touch "$W/offload-host.jsonl"
+while pgrep -f "engines/build.sh llama" >/dev/null && ((SECONDS < BUDGET_S)); do sleep 5; done
+[[ -x $W/out-llama/llama-server ]] || { echo "build not done after $SECONDS s"; tail -5 "$W/build-llama.txt"; exit 3; }
+echo "llama-server ready at $SECONDS s"
+port=18431
+for c in "${CASES[@]}"; do
+  IFS='|' read -r name synth flags planflags <<<"$c"
+  grep -q "\"case\": \"$name\"" "$W/offload-host.jsonl" && continue
+  ((SECONDS + 90 < BUDGET_S)) || { echo "out of time before $name"; break; }
+  model=$W/models/${name%%-*}-$(tr ' ' '_' <<<"$synth" | md5sum | cut -c1-8).gguf
+  [[ -f $model ]] || "$REAL/loch-synth" $synth --out "$model" >/dev/null || { echo "synth failed: $name"; continue; }
+  plan=$("$REAL/loch" plan "$model" --ctx 8192 --parallel 2 --device cuda0 $planflags --json)
+  # shellcheck disable=SC2086
+  "$W/out-llama/llama-server" -m "$model" -c 8192 -np 2 $flags --fit off --host 127.0.0.1 --port $port \
+    >"$W/$name.log" 2>&1 &
+  pid=$!
+  python3 - "$pid" "$port" "$name" "$plan" "$flags" >>"$W/offload-host.jsonl" <<'PY'
+import json, sys, threading, time, urllib.request
+pid, port, name, plan, flags = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]), sys.argv[5]
+peak = {"VmRSS": 0, "RssAnon": 0, "RssFile": 0, "RssShmem": 0}
+done = False
+def status():
+    out = {}
+    for line in open(f"/proc/{pid}/status"):
+        k, _, v = line.partition(":")
+        if k in peak: out[k] = int(v.split()[0]) * 1024
+    return out
+def sample():
+    while not done:
+        try:
+            s = status()
+        except OSError:
+            return
+        for k, v in s.items(): peak[k] = max(peak[k], v)
+        time.sleep(0.05)
+t = threading.Thread(target=sample); t.start()
+rec = {"case": name, "flags": flags}
+try:
+    for _ in range(2400):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read(); break
+        except Exception:
+            time.sleep(0.1)
+    after_load = status()
+    def ask(i):
+        body = json.dumps({"prompt": [(7 * k + i) % 200 + 10 for k in range(3000)], "n_predict": 4,
+                           "cache_prompt": False}).encode()
+        try:
+            urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/completion", body,
+                                   {"Content-Type": "application/json"}), timeout=600).read()
+        except Exception as e:
+            rec["error"] = f"slot {i}: {e}"
+    th = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+    [x.start() for x in th]; [x.join() for x in th]
+    rec["after_load"] = after_load
+except Exception as e:
+    rec["error"] = str(e)
+done = True; t.join()
+cpu = [d for d in plan["devices"] if d["device"] == "cpu"]
+rec["peak"] = peak
+rec["plan_cpu"] = cpu[0] if cpu else None
+rec["plan_cpu_bytes"] = cpu[0]["total_bytes"] if cpu else 0
+print(json.dumps(rec))
+PY
+  kill $pid; wait $pid 2>/dev/null
+  tail -1 "$W/offload-host.jsonl" | python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read()); p, b = r["peak"], r["plan_cpu_bytes"]
+print("%s: RSS peak %.0f MiB (anon %.0f, file %.0f), loch books %.0f MiB on cpu: %+.2f%% %s" % (r["case"], p["VmRSS"] / 2**20,
+      p["RssAnon"] / 2**20, p["RssFile"] / 2**20, b / 2**20, 100 * (b - p["VmRSS"]) / max(p["VmRSS"], 1), r.get("error", "")))'
+  port=$((port + 1))
+done
+python3 - "$W/offload-host.jsonl" >"$OUT/offload-host.md" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print("| case | server flags | loch's cpu booking (weights + repack + KV + compute + output + overhead), MiB | RSS peak (anon + file), MiB | booking − truth |")
+print("|---|---|---|---|---|")
+errs = []
+for r in rows:
+    p, b, c = r["peak"], r["plan_cpu_bytes"], r.get("plan_cpu") or {}
+    parts = " + ".join(f"{(c.get(k) or {}).get('bytes', 0) / 2**20:.0f}" for k in ("weights", "repack", "kv_cache", "compute", "output", "overhead"))
+    e = (b - p["VmRSS"]) / p["VmRSS"] if p["VmRSS"] else float("nan")
+    errs.append(e)
+    print(f"| {r['case']} | `{r['flags']}` | {b / 2**20:.0f} ({parts}) | {p['VmRSS'] / 2**20:.0f} ({p['RssAnon'] / 2**20:.0f} + {p['RssFile'] / 2**20:.0f}) | {100 * e:+.2f}% {r.get('error', '')} |")
+under = sum(1 for e in errs if e < 0)
+print(f"\n{len(rows)} cases, {under} under, worst over {100 * max(errs):+.2f}%, worst {100 * min(errs):+.2f}%")
+PY
+cat "$OUT/offload-host.md"; cp "$W/offload-host.jsonl" "$OUT/"
