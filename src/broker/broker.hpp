@@ -177,11 +177,11 @@ class Broker {
     std::optional<Lease> try_acquire(const std::string& model, const RequestNeeds& needs);
     // For a client shown progress while it waits: {model, state, reason, loading {elapsed_s, expected_s}}.
     nlohmann::json progress(const std::string& model);
-    // What `request` needs of its own beside the engine (asks the model's kind); nullopt for most requests
-    // and for unknown models.
     // The model's kind refuses a request from its config alone (engines/kind.hpp), before anything starts.
     std::optional<engines::Refusal> check_before_start(const std::string& model,
                                                        const engines::RequestView& r);
+    // What `request` needs of its own beside the engine (asks the model's kind); nullopt for most requests
+    // and for unknown models.
     std::optional<engines::RequestCost> request_cost(const std::string& model,
                                                      const engines::RequestView& request);
 
@@ -205,15 +205,15 @@ class Broker {
     // After an upstream failure: how the engine ended, if it did within `wait` (polls; never hangs).
     boost::asio::awaitable<std::optional<engines::ExitReport>> exit_report(
         std::shared_ptr<engines::EngineRun> e, std::chrono::milliseconds wait);
-    // Conversations that survive an eviction (broker/saved_slots.hpp): when the lease's engine was started
-    // with slot files and a saved slot matches the request's prompt, restores it into an idle slot and pins
-    // `body` to that slot. {"file", "tokens", "ms", "slot"} of what was restored, or nullopt (nothing to do,
-    // no match, or the engine could not: the request then goes on as it came).
     // Whether restore_conversation has anything to try for this request (without a coroutine or the engine:
     // a saved slot of this launch contains the request's first text). restore_conversation does not ask
     // again: call it only after may_restore said yes (the substring test costs a scan of saved texts).
     bool has_saved_slots(const Lease& lease);
     bool may_restore(const Lease& lease, const engines::RequestView& r);
+    // Conversations that survive an eviction (broker/saved_slots.hpp): when the lease's engine was started
+    // with slot files and a saved slot matches the request's prompt, restores it into an idle slot and pins
+    // `body` to that slot. {"file", "tokens", "ms", "slot"} of what was restored, or nullopt (nothing to do,
+    // no match, or the engine could not: the request then goes on as it came).
     boost::asio::awaitable<std::optional<nlohmann::json>> restore_conversation(const Lease& lease,
                                                                                const engines::RequestView& r,
                                                                                std::string& body);

@@ -1,7 +1,7 @@
 // broker/lifecycle — an engine's life under the broker: begin_load (book, spawn), load (wait for ready,
 // read what it says it took, handle out-of-memory at load), stop, evict, wake, exit (classify, quarantine,
-// fail or retry the waiters), preload/unload and shutdown. Member functions of Broker (broker.hpp); the
-// transitions are listed in docs/broker.md.
+// fail or retry the waiters), preload/unload and shutdown. Member functions of Broker (broker.hpp); the only
+// file that changes a ModelState — the transitions are tabled in docs/broker.md ("A model's states").
 #include "broker/broker.hpp"
 #include "broker/model_state.hpp"
 

@@ -1,6 +1,6 @@
-// broker/model_state — internal to the broker: what it keeps per model and per waiting request. Split out
-// so that the state machine (broker.cpp), the lease (lease.cpp) and the JSON views (status_view.cpp) share
-// one definition. Nothing outside src/broker includes it.
+// broker/model_state — internal to the broker: what it keeps per model and per waiting request, one
+// definition for every file of the Broker class (broker.cpp, lifecycle.cpp, admission.cpp, holds.cpp, …:
+// each includes it). Nothing outside src/broker includes it.
 #pragma once
 
 #include <chrono>

@@ -3,7 +3,8 @@
 // lists, choices), paths relative to the file, and diagnostics with file:line:column. Every conversion
 // returns nullopt after recording its error, so that one load reports every problem at once.
 //
-// loch's own schema (config/loader.cpp) is written on it; engine kinds' sections will be too.
+// loch's own schema (config/loader.cpp) is written on it, and so are the engine kinds' sections (sd:, audio:,
+// vllm:).
 #pragma once
 
 #include <yaml-cpp/yaml.h>

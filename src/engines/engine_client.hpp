@@ -1,6 +1,6 @@
 // engines/engine_client — one small HTTP exchange with an engine on localhost (readiness, /props, /tokenize,
 // /apply-template), with a deadline. The streaming proxy path does not use this: it relays incrementally
-// (http/proxy.hpp).
+// (http/proxy.cpp over http/upstream_pool.hpp).
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,5 @@
 // engines/kind — the seam between loch and an engine family. Everything loch knows about one family of
-// engine servers (llama-server, a generic command, next sd-server, whisper-server, vLLM) lives behind this
+// engine servers (llama-server, sd-server, whisper-server, vLLM, a generic command) lives behind this
 // interface, in one file under engines/kinds/, registered in engines/kinds/registry.cpp. The broker and the
 // HTTP layer talk to a Kind, never to a flag, endpoint or log line of one.
 //
@@ -10,10 +10,10 @@
 //   estimate    — a better figure that may run something (the engine's dry run);   default: formula()
 //   measure     — what the engine really allocated, read from its startup log;     default: nothing
 //   after_ready — what the running engine says about itself (slot context …);      default: nothing
-//   check_before_start — refuse a request from the config alone, before any engine starts (an upload over
-//                 the model's limits);                                               default: nothing
-//   check_request — refuse a request before it is sent (prompt tokens vs slot context; next: image size,
-//                 audio length);                                                     default: nothing
+//   check_before_start — refuse a request from the config alone, before any engine starts (an image above
+//                 max_size, audio over its length, an upload over the model's limits); default: nothing
+//   check_request — refuse a request before it is sent, with what the running engine says (prompt tokens
+//                 vs slot context);                                                  default: nothing
 //   serves      — which API routes it answers.                         default: the OpenAI text routes
 //   sleep/wake  — a cheaper eviction than a stop (vLLM's sleep mode): what a sleeping engine still holds
 //                 on its device and moved to host RAM;                        default: no sleep (stop)
