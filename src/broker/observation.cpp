@@ -5,6 +5,7 @@
 // (broker.hpp); the state machine they feed is broker.cpp.
 #include "broker/broker.hpp"
 #include "broker/model_state.hpp"
+#include "broker/never_fits.hpp"
 
 #include <unistd.h>
 
@@ -44,46 +45,14 @@ void Broker::refresh_devices() {
         return;
     }
     for (const auto& d : snap) {
-        const std::string backend =
-            cfg_->backend_for(d.id, d.backends.empty() ? std::vector<std::string>{d.backend} : d.backends);
+        const std::string backend = backend_of(d, *cfg_);
         if (!ledger_.has_device(d.id)) {
-            const auto dc = cfg_->device(d.id);
-            DeviceLimits l;
-            l.id = d.id;
-            l.total = d.total;
-            l.reserve = {dc.reserve, Source::configured, "devices." + d.id + ".reserve"};
-            if (dc.budget)
-                l.cap = MemoryFigure{*dc.budget, Source::configured, "devices." + d.id + ".budget"};
-            if (d.driver_reserved) l.driver_reserved = *d.driver_reserved;
-            // A Vulkan engine allocates from the driver's DEVICE_LOCAL heap, not from the pool the probe
-            // counts (GTT on an APU): where the heap is smaller it bounds the device (the ROCm build could
-            // use more); where it is larger — RADV on an APU with a large carve-out reports 2/3 of carve-out
-            // + GTT — it is the device's total for this build.
-            if (backend == "vulkan") {
-                if (d.vulkan_heap) {
-                    const std::string what = "the Vulkan DEVICE_LOCAL heap (backend vulkan, " +
-                                             d.vulkan_heap->detail + "): all a Vulkan engine can allocate";
-                    if (d.vulkan_heap->bytes < d.total.bytes)
-                        l.backend_bound = MemoryFigure{d.vulkan_heap->bytes, Source::measured, what};
-                    else
-                        l.total = MemoryFigure{d.vulkan_heap->bytes, Source::measured, what};
-                }
-                if (d.vulkan_max_allocation) l.largest_allocation = *d.vulkan_max_allocation;
-            } else {
-                l.advice =
-                    d.advice;  // about ROCm's GTT ceiling; a Vulkan engine allocates from the carve-out
-            }
+            DeviceLimits l = limits_of(d, *cfg_, backend);
             ledger_.set_device(std::move(l));
         }
         if (d.used) ledger_.observe_used(d.id, d.used->bytes);
         if (!d.driver.empty()) drivers_[d.id] = d.driver;
-        // A Vulkan engine numbers devices as libvulkan does (GGML_VK_VISIBLE_DEVICES), not as CUDA or HIP.
-        const auto ordinal = backend == "vulkan" ? d.vulkan_index : d.ordinal;
-        if (backend != "cpu" || d.id == "cpu") {
-            placements_[d.id] = {d.id, backend, ordinal, d.total.bytes, d.unified, {}, {}};
-            if (backend == "vulkan" && d.vulkan_max_allocation)
-                placements_[d.id].largest_allocation = d.vulkan_max_allocation->bytes;
-        }
+        if (backend != "cpu" || d.id == "cpu") placements_[d.id] = broker::placement_of(d, backend);
     }
     observe_engines(snap);
     observe_holds(snap);

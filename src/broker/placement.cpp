@@ -4,6 +4,7 @@
 // Broker (broker.hpp).
 #include "broker/broker.hpp"
 #include "broker/model_state.hpp"
+#include "broker/never_fits.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -32,24 +33,9 @@ engines::Placement Broker::placement_of(const std::string& device) const {
 
 void Broker::warn_limits_that_never_fit() {
     for (auto& [name, m] : models_) {
-        const auto devices = allowed_devices(*m);
-        const auto gpus =
-            std::count_if(devices.begin(), devices.end(), [](const std::string& d) { return d != "cpu"; });
-        if (devices.empty() || gpus > 1) continue;  // several GPUs: a split may run what one cannot
-        std::vector<std::string> lines;
-        std::uint64_t best = 0;
-        bool one_fits = false;
-        for (const auto& d : devices) {
-            const std::uint64_t cap = ledger_.capacity(d);
-            auto said = m->kind->limits_that_never_fit(*cfg_, *m->cfg, placement_of(d), cap);
-            if (said.empty()) {
-                one_fits = true;
-                break;
-            }
-            if (cap >= best) best = cap, lines = std::move(said);
-        }
-        if (one_fits) continue;
-        for (const auto& line : lines)
+        std::vector<DeviceRoom> rooms;
+        for (const auto& d : allowed_devices(*m)) rooms.push_back({placement_of(d), ledger_.capacity(d)});
+        for (const auto& line : limits_that_never_fit(*m->kind, *cfg_, *m->cfg, rooms))
             note("config_warning", *m, "can never run as configured: " + line, {}, true);
     }
 }

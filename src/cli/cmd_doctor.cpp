@@ -1,5 +1,6 @@
-// `loch doctor [--json] [--sysroot DIR] [--model FILE.gguf]... [--ctx N] [--engine NAME]...`: the platform
-// traps that make jobs fail, each with evidence and a fix. Exit status 2 when a finding is an error.
+// `loch doctor [--json] [--sysroot DIR] [--model FILE.gguf]... [--ctx N] [--engine NAME]... [-c loch.yaml]`:
+// the platform traps that make jobs fail, each with evidence and a fix, and with a config the limits it sets
+// that no device can keep. Exit status 2 when a finding is an error.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -10,10 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/config_limits.hpp"
 #include "cli/engine_binaries.hpp"
 #include "devices/probe.hpp"
 #include "devices/report_json.hpp"
 #include "doctor/doctor.hpp"
+#include "engines/kind.hpp"
 #include "gguf/reader.hpp"
 #include "plan/plan.hpp"
 
@@ -73,6 +76,7 @@ void add_doctor_command(CLI::App& app) {
         std::vector<std::string> engines;
         std::uint32_t n_ctx = 4096;
         std::string engine_dir;
+        std::string config_file;
     };
     auto flags = std::make_shared<Flags>();
     auto* cmd = app.add_subcommand("doctor",
@@ -91,6 +95,10 @@ void add_doctor_command(CLI::App& app) {
     cmd->add_option("--engine-dir", flags->engine_dir,
                     "Where the engine builds are (default: loch's own folder, as `loch serve` looks)")
         ->check(CLI::ExistingDirectory);
+    cmd->add_option("-c,--config", flags->config_file,
+                    "A loch.yaml: also say which configured limits (max_size, ctx x slots, audio length) no "
+                    "device it may use can ever keep")
+        ->check(CLI::ExistingFile);
     cmd->callback([flags] {
         const auto options = devices::default_probe_options(flags->sysroot, devices::process_environment());
         const auto report = devices::probe(options);
@@ -100,6 +108,11 @@ void add_doctor_command(CLI::App& app) {
         input.engine_builds =
             engine_binaries(flags->engine_dir.empty() ? config::LoadContext::from_process().exe_dir
                                                       : std::filesystem::path(flags->engine_dir));
+        if (!flags->config_file.empty()) {
+            auto ctx = config::LoadContext::from_process();
+            ctx.kinds = engines::kind_schemas();
+            input.limits = config_limits(config::load_config_file(flags->config_file, ctx), flags->sysroot);
+        }
         const auto findings = doctor::diagnose(report, input);
         if (flags->json) {
             nlohmann::json models = nlohmann::json::array();

@@ -27,6 +27,7 @@
 #include "balancer/agent_server.hpp"
 #include "broker/broker.hpp"
 #include "cli/commands.hpp"
+#include "cli/config_limits.hpp"
 #include "cli/engine_binaries.hpp"
 #include "config/config.hpp"
 #include "core/off_loop.hpp"
@@ -57,23 +58,6 @@ struct ServeOptions {
 // The platform traps `loch doctor` knows, checked once at start and logged with their fixes: a person who
 // only reads loch's log learns that the firmware breaks ROCm before a job hangs. The environment judged is
 // loch's own (the engines inherit it), also when the devices come from a captured tree.
-// Vulkan is probed (once: libvulkan loads every driver) where a Vulkan engine could run: a device configured
-// for it, or a Vulkan build of some engine.
-bool uses_vulkan(const config::Config& cfg) {
-    for (const auto& [id, dc] : cfg.devices)
-        if (dc.backend == "vulkan" || id.starts_with("vulkan:")) return true;
-    for (const auto& [kind, builds] : cfg.builds)
-        for (const auto& b : builds)
-            if (b.backend == "vulkan") return true;
-    return false;
-}
-
-// A software Vulkan device (lavapipe) is offered only where the config names a `vulkan:N` device.
-bool names_vulkan_device(const config::Config& cfg) {
-    return std::any_of(cfg.devices.begin(), cfg.devices.end(),
-                       [](const auto& d) { return d.first.starts_with("vulkan:"); });
-}
-
 void log_platform_findings(const config::Config& cfg, const std::string& sysroot) {
     auto options = devices::default_probe_options(sysroot, devices::process_environment());
     options.env = devices::process_environment();

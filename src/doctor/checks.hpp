@@ -20,6 +20,7 @@ void memory_limit_below_model(const DeviceReport& r, const Input& in, Findings& 
 void model_does_not_fit(const DeviceReport& r, const Input& in, Findings& out);
 void budget_unknown(const DeviceReport& r, const Input& in, Findings& out);
 void engine_build_missing(const DeviceReport& r, const Input& in, Findings& out);
+void limit_never_fits(const DeviceReport& r, const Input& in, Findings& out);
 
 // Evidence helpers: "24.00 GiB (25769803776 B)" and the figure's source.
 Evidence figure_evidence(std::string what, const MemoryFigure& f);

@@ -160,6 +160,24 @@ void model_does_not_fit(const DeviceReport& r, const Input& in, Findings& out) {
     }
 }
 
+void limit_never_fits(const DeviceReport&, const Input& in, Findings& out) {
+    for (const auto& l : in.limits) {
+        Finding f;
+        f.id = "limit-never-fits";
+        f.severity = Severity::warning;
+        f.evidence.emplace_back("model " + l.model, "checked on " + l.devices, "the config (-c)");
+        for (const auto& line : l.lines) f.evidence.emplace_back("limit", line, "the model's engine kind");
+        f.explanation = fmt::format(
+            "Model '{}' is configured for more than any device it may use can ever give: a request at that "
+            "limit is refused every time (loch serve says the same at start).",
+            l.model);
+        f.fix =
+            "Lower the limit to the largest value that fits (named above), give the model a device with "
+            "more room (devices:, or a larger budget), or use the options named above.";
+        out.push_back(std::move(f));
+    }
+}
+
 void budget_unknown(const DeviceReport& r, const Input&, Findings& out) {
     for (const auto& d : r.devices) {
         if (d.usable.budget) continue;

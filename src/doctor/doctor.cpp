@@ -41,6 +41,8 @@ const std::vector<Check>& registry() {
         {{"budget-unknown", "a device whose usable budget could not be computed"}, checks::budget_unknown},
         {{"engine-build-missing", "a GPU that no engine build reaches (only CPU builds)"},
          checks::engine_build_missing},
+        {{"limit-never-fits", "a configured limit (max_size, ctx x slots, audio length) no device can keep"},
+         checks::limit_never_fits},
     };
     return all;
 }

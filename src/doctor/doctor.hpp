@@ -14,6 +14,7 @@
 //   vulkan-heap-too-small    a Vulkan engine on an APU whose DEVICE_LOCAL heap is too small
 //   budget-unknown           a device whose usable budget could not be computed
 //   engine-build-missing     a GPU that no engine build reaches (only CPU builds): models never run there
+//   limit-never-fits         a configured limit (max_size, ctx × slots, an audio length) no device can keep
 #pragma once
 
 #include <cstdint>
@@ -69,11 +70,20 @@ struct EngineBinary {
     std::string from;     // the engine-build.json that said so, or why it is unknown
 };
 
+// A model of `loch doctor -c`'s config whose configured limit can never run on the devices it may use: what
+// its engine kind says (broker/never_fits.hpp asks it), with the largest value that fits.
+struct LimitNeverFits {
+    std::string model;
+    std::vector<std::string> lines;
+    std::string devices;  // where it was checked, with their capacities
+};
+
 struct Input {
     std::vector<ModelDemand> models;
     std::vector<std::string> engines;         // engine backends configured: "vulkan", "rocm", "cuda", "cpu"
     std::set<int> own_pids;                   // processes loch started (not "outside" memory holders)
     std::vector<EngineBinary> engine_builds;  // empty: the builds are not checked
+    std::vector<LimitNeverFits> limits;       // from a config (`-c`); empty without one
 };
 
 struct CheckInfo {

@@ -264,8 +264,8 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
             r.last = std::max(r.last, t.offset + bytes);
             if (layer_of(t.name)) largest_host_layer_tensor = std::max(largest_host_layer_tensor, bytes);
             // token_embd feeds GET_ROWS, which the repack buffer does not take; matrix weights do.
-            if (st.cpu_repack && !t.name.starts_with("token_embd.") && repackable(t.type) &&
-                t.dims.size() >= 2 && t.dims[1] % 4 == 0)
+            if (st.cpu_repack && st.gpus.empty() && !t.name.starts_with("token_embd.") &&
+                repackable(t.type) && t.dims.size() >= 2 && t.dims[1] % 4 == 0)
                 host_repack += bytes;
         } else {
             // ggml-cuda get_alloc_size: quantized rows padded to MATRIX_ROW_PADDING (512); 128-byte
@@ -340,11 +340,16 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
     {
         std::uint64_t host = 0;
         std::string what;
-        if (n_gpu == 0 || dev[n_gpu].layers > 0) {
+        if (n_gpu == 0) {
             host = compute_buffer_bytes(ci, ComputeBackend::cpu);
             what =
                 fmt::format("worst-case graph on the CPU: {} tokens, {} KV cells", d.n_ubatch, d.n_ctx_seq);
         } else {
+            // With a GPU the scheduler runs a large batch's host-layer ops on the GPU (op offload: the
+            // default, --no-op-offload is refused), so the host's buffer holds the graph's inputs even with
+            // layers on the CPU: the H100 logged CUDA_Host compute 18.01 / 20.01 MiB with 8 / 20 CPU layers
+            // (bench/gpu-offload-host.sh), where the whole CPU graph would be 143 / 120 MiB. A decode's small
+            // batch on the CPU layers fits in it; the measured peak covered it.
             host = host_input_bytes(ci);
             what = "graph inputs and token embeddings staged on the host";
         }
@@ -394,7 +399,11 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
                                        "after real prompts {}{}",
                                        human_bytes(st.gpu_overhead_bytes), human_bytes(growth),
                                        cublas_gemm ? " (unquantized weights: cuBLAS GEMMs)" : "")};
-    dev[n_gpu].overhead = {st.cpu_overhead_bytes, Source::configured, "engine process outside ggml buffers"};
+    dev[n_gpu].overhead =
+        n_gpu > 0
+            ? MemoryFigure{st.gpu_engine_host_overhead_bytes, Source::measured,
+                           "a GPU engine's process in host RAM outside ggml buffers (its GPU runtime)"}
+            : MemoryFigure{st.cpu_overhead_bytes, Source::configured, "engine process outside ggml buffers"};
     for (auto& dp : dev) {
         const double base = static_cast<double>(dp.total());
         dp.margin = {static_cast<std::uint64_t>(std::llround(base * st.margin_fraction)), Source::configured,

@@ -62,10 +62,18 @@ struct Settings {
     // The engine process outside ggml buffers (binary, heap, thread stacks, tokenizer, HTTP server):
     // llama-server's RSS minus its buffers after a 4-ubatch prompt on this CPU build, with headroom.
     std::uint64_t cpu_overhead_bytes = 64 * kMiB;
+    // The same for an engine that also runs on a GPU: its runtime's host side (CUDA's driver and libraries,
+    // pinned staging) beside the ggml buffers. Measured on an H100 (bench/gpu-offload-host.sh): RssAnon
+    // 193–199 MiB after load without a CPU KV cache, up to 306 MiB while an MoE's experts computed on the CPU
+    // (12 MiB of it the CPU compute buffer).
+    std::uint64_t gpu_engine_host_overhead_bytes = 320 * kMiB;
     // CPU weights of repackable types (x86-64: Q4_0, Q4_K, Q2_K, IQ4_NL, MXFP4; ARM also Q5_K, Q6_K, Q8_0)
-    // are copied into
-    // the CPU_REPACK buffer at load (ggml-cpu/repack.cpp) while their file pages stay mapped and resident:
-    // both count. Off for a build without the repack buffer.
+    // are copied into the CPU_REPACK buffer at load (ggml-cpu/repack.cpp) while their file pages stay mapped
+    // and resident: both count. Only where no GPU runs the engine: with a GPU, llama.cpp lists the GPU's host
+    // buffer type before the repack buffer for CPU weights (make_cpu_buft_list), and with mmap it falls back
+    // to the mapped file (llama-model-loader: "avoid using a host buffer when using mmap") — no repacked
+    // copy, for CPU layers and `-ot …=CPU` alike (measured: RssAnon ~300 MiB beside 4.7 GiB of CPU experts).
+    // Off for a build without the repack buffer.
     bool cpu_repack = true;
     double margin_fraction = 0.0;  // added on top of each device's total
 };

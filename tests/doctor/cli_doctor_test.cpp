@@ -1,11 +1,14 @@
 // `loch doctor` end to end on captured trees: exit status 2 on errors, JSON findings, clean trees pass.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "devices/run_loch.hpp"
 #include "devices/sysroot_fixture.hpp"
 #include "support/engine_build_dir.hpp"
+#include "support/synth_model.hpp"
 #include "support/temp_dir.hpp"
 
 namespace loch::doctor {
@@ -79,6 +82,32 @@ TEST(CliDoctor, AnNvidiaGpuWithOnlyCpuEnginesIsNamedWithTheFix) {
                   "--engine-dir", engines.path().string()},
                  {std::string("LOCH_NVML_LIBRARY=") + LOCH_NVML_DOUBLE});
     EXPECT_EQ(fixed.out.find("engine-build-missing"), std::string::npos) << fixed.out;
+}
+
+// `loch doctor -c`: the config's context × slots that the captured container (16 GiB) can never give is named
+// with the largest context that fits, as `loch serve` warns at start; a context that fits says nothing.
+TEST(CliDoctor, AConfiguredLimitThatNoDeviceKeepsIsNamedWithTheLargestThatFits) {
+    loch::test::SynthModel model({"--preset", "qwen2.5-7b", "--weights", "zeros"});
+    loch::test::TempDir dir("loch-doctor-config");
+    const auto config = [&](int ctx) {
+        const auto path = dir.path() / ("loch-" + std::to_string(ctx) + ".yaml");
+        std::ofstream(path) << "models:\n  - name: chat\n    path: " << model.path().string()
+                            << "\n    args: {ctx: " << ctx << ", parallel: 16}\n";
+        return path.string();
+    };
+    const auto said = [&](int ctx) {
+        const auto run = run_loch({"doctor", "--json", "-c", config(ctx), "--sysroot",
+                                   sysroot_fixture("cpu-container-16g").string()});
+        const auto j = nlohmann::json::parse(run.out);
+        for (const auto& f : j.at("findings"))
+            if (f.at("id") == "limit-never-fits") return f.dump();
+        return std::string();
+    };
+    const auto never = said(131072);
+    ASSERT_FALSE(never.empty());
+    EXPECT_NE(never.find("args.ctx 131072 with 16 slot(s)"), std::string::npos) << never;
+    EXPECT_NE(never.find("the largest context that fits"), std::string::npos) << never;
+    EXPECT_TRUE(said(8192).empty());
 }
 
 TEST(CliDoctor, AFileThatIsNotGgufIsAnErrorNamingIt) {

@@ -363,7 +363,29 @@ TEST(Json, FindingCarriesIdSeverityEvidenceSourcesAndFix) {
     EXPECT_EQ(j[0]["evidence"][0]["from"], "/sys/fs/cgroup/memory.max");
     EXPECT_EQ(j[0]["evidence"][0]["bytes"], 16 * kGiB);
     EXPECT_FALSE(j[0]["fix"].get<std::string>().empty());
-    EXPECT_EQ(all_checks().size(), 12u);
+    EXPECT_EQ(all_checks().size(), 13u);
+}
+
+// `loch doctor -c`: a configured limit no device can keep (cli/config_limits asks the model's kind) is a
+// warning that names the model, where it was checked and the kind's lines with the largest value that fits.
+TEST(LimitNeverFits, AConfiguredLimitNoDeviceKeepsIsAWarningWithTheKindsLines) {
+    Input in;
+    in.limits.push_back({"flux",
+                         {"max_size 2048x2048 needs 84.1 GiB; at most 1408x1408 fits"},
+                         "nvidia:0 (72.00 GiB can ever be free)"});
+    const auto fs = diagnose(fixture_report("cpu-container-16g"), in);
+    const auto it =
+        std::find_if(fs.begin(), fs.end(), [](const Finding& f) { return f.id == "limit-never-fits"; });
+    ASSERT_NE(it, fs.end());
+    EXPECT_EQ(it->severity, Severity::warning);
+    EXPECT_NE(it->explanation.find("'flux'"), std::string::npos);
+    ASSERT_EQ(it->evidence.size(), 2u);
+    EXPECT_NE(it->evidence[0].value.find("nvidia:0"), std::string::npos);
+    EXPECT_NE(it->evidence[1].value.find("1408x1408"), std::string::npos);
+    // Without a config nothing is said.
+    const auto none = diagnose(fixture_report("cpu-container-16g"), {});
+    EXPECT_TRUE(
+        std::none_of(none.begin(), none.end(), [](const Finding& f) { return f.id == "limit-never-fits"; }));
 }
 
 }  // namespace

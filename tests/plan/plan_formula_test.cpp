@@ -326,6 +326,31 @@ TEST(Repack, Cpu_weights_of_repackable_types_count_twice_mapped_and_repacked) {
     EXPECT_EQ(make_plan(preset("llama-3.1-8b"), s).find("cpu")->repack.bytes, 0u);
 }
 
+// On an H100 (bench/gpu-offload-host.sh, bench/results/h100-2026-12-06-offload-host.md): with a GPU in the
+// engine, CPU layers and `-ot exps=CPU` experts stay in the mapped file, never repacked — the process's
+// anonymous memory was ~300 MiB beside 4.7 GiB of CPU experts (Q4_K), where the CPU-only rule would add 3.2
+// GiB.
+TEST(Repack, WithAGpuInTheEngineCpuWeightsStayMappedAndAreNotRepacked) {
+    Settings s = ctx(8192);
+    s.gpus = {"cuda0"};
+    s.n_gpu_layers = 20;  // qwen2.5-7b: 28 layers, 8 of them on the CPU
+    const Plan partial = make_plan(preset("qwen2.5-7b"), s);
+    const auto* c = partial.find("cpu");
+    ASSERT_NE(c, nullptr);
+    EXPECT_GT(c->weights.bytes, 1 * kGiB);
+    EXPECT_EQ(c->repack.bytes, 0u);
+    EXPECT_EQ(c->overhead.bytes, s.gpu_engine_host_overhead_bytes);  // the GPU runtime's host side
+    s.n_gpu_layers = -1;
+    s.cpu_tensor_patterns = {"exps"};
+    const Plan experts = make_plan(preset("qwen3-30b-a3b"), s);
+    EXPECT_EQ(experts.find("cpu")->repack.bytes, 0u);
+    EXPECT_GT(experts.find("cpu")->weights.bytes, 10 * kGiB);
+    s.gpus.clear();  // the same weights in a CPU engine are repacked
+    s.cpu_tensor_patterns.clear();
+    EXPECT_GT(make_plan(preset("qwen3-30b-a3b"), s).find("cpu")->repack.bytes, 10 * kGiB);
+    EXPECT_EQ(make_plan(preset("qwen3-30b-a3b"), s).find("cpu")->overhead.bytes, s.cpu_overhead_bytes);
+}
+
 TEST(Inverse, Max_context_is_the_largest_that_fits) {
     const auto model = preset("llama-3.1-8b");
     Settings s;
