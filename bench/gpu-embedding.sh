@@ -9,18 +9,9 @@ R=$(pwd)
 W=$R/gpu-work
 OUT=${OUT:-$W/out}
 BUDGET_S=${BUDGET_S:-560}
-export PATH=$PATH:/usr/local/cuda/bin
-mkdir -p "$W/src/llama" "$OUT"
-ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
-if [[ ! -x $W/out-llama/llama-server ]] && ! pgrep -f "engines/build.sh llama" >/dev/null; then
-  [[ -f $W/src/llama/.unpacked ]] || { tar -xJf devcarry-gpu/llama.tar.xz -C "$W/src/llama" && touch "$W/src/llama/.unpacked"; }
-  setsid nohup env JOBS="$(nproc)" BUILD_DIR="$W/build-llama" bash scripts/engines/build.sh llama cuda \
-    "$W/src/llama" "$W/out-llama" "$ARCH" >"$W/build-llama.txt" 2>&1 </dev/null &
-  echo "building llama-server for sm_$ARCH"
-fi
-while pgrep -f "engines/build.sh llama" >/dev/null && ((SECONDS < BUDGET_S)); do sleep 5; done
-[[ -x $W/out-llama/llama-server ]] || { echo "build not done after $SECONDS s"; tail -5 "$W/build-llama.txt"; exit 3; }
-echo "llama-server ready at $SECONDS s"
+mkdir -p "$OUT"
+# shellcheck source=bench/gpu-llama-build.sh
+source "$R/bench/gpu-llama-build.sh"
 left=$((BUDGET_S - SECONDS - 40))
 ((left > 30)) || exit 4
 touch "$W/embed-${SET:-a}.jsonl"

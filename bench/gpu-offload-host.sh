@@ -16,15 +16,7 @@ W=$R/gpu-work
 OUT=${OUT:-$W/out}
 BUDGET_S=${BUDGET_S:-560}
 REAL=$R/devcarry-gpu/real
-export PATH=$PATH:/usr/local/cuda/bin
-mkdir -p "$W/src/llama" "$W/models" "$OUT"
-ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
-if [[ ! -x $W/out-llama/llama-server ]] && ! pgrep -f "engines/build.sh llama" >/dev/null; then
-  [[ -f $W/src/llama/.unpacked ]] || { tar -xJf devcarry-gpu/llama.tar.xz -C "$W/src/llama" && touch "$W/src/llama/.unpacked"; }
-  setsid nohup env JOBS="$(nproc)" BUILD_DIR="$W/build-llama" bash scripts/engines/build.sh llama cuda \
-    "$W/src/llama" "$W/out-llama" "$ARCH" >"$W/build-llama.txt" 2>&1 </dev/null &
-  echo "building llama-server for sm_$ARCH"
-fi
+mkdir -p "$W/models" "$OUT"
 # (loch and loch-synth run on the glibc they were built with, carried in devcarry-gpu/lib.)
 # name | loch-synth arguments | server flags (beyond -c 8192 -np 2) | loch plan flags
 CASES=(
@@ -37,9 +29,8 @@ CASES=(
   "dense-q4km-ngl20|--preset qwen2.5-7b --quant q4_k_m|-ngl 20|--ngl 20"
 )
 touch "$W/offload-host.jsonl"
-while pgrep -f "engines/build.sh llama" >/dev/null && ((SECONDS < BUDGET_S)); do sleep 5; done
-[[ -x $W/out-llama/llama-server ]] || { echo "build not done after $SECONDS s"; tail -5 "$W/build-llama.txt"; exit 3; }
-echo "llama-server ready at $SECONDS s"
+# shellcheck source=bench/gpu-llama-build.sh
+source "$R/bench/gpu-llama-build.sh"
 port=18431
 for c in "${CASES[@]}"; do
   IFS='|' read -r name synth flags planflags <<<"$c"
