@@ -133,15 +133,25 @@ asio::awaitable<void> Runner::loop() {
     auto self = shared_from_this();  // (kept alive while the loop runs)
     while (!stopping_) {
         try {
+            ++passes_;
             pass();
         } catch (const std::exception& e) {
             spdlog::error("batches: {}", e.what());
         }
-        if (!checkpointing_ && Clock::now() >= next_checkpoint_) {
+        // With no batch unfinished there is nothing to pass over: the loop sleeps until create(), cancel()
+        // or kick() wakes it (an idle loch does not wake; issue 55), after one last checkpoint of what the
+        // batches wrote. Uploads alone leave a few rows in the write-ahead log until the next batch's.
+        const bool idle = active_.empty();
+        if (!checkpointing_ && (idle ? wrote_since_checkpoint_ : Clock::now() >= next_checkpoint_)) {
             checkpointing_ = true;
+            wrote_since_checkpoint_ = false;
             asio::co_spawn(ex_, checkpoint(self), asio::detached);
         }
-        wake_.expires_after(options_.pass);
+        if (!idle) wrote_since_checkpoint_ = true;
+        if (idle && !checkpointing_)
+            wake_.expires_at(asio::steady_timer::time_point::max());
+        else
+            wake_.expires_after(options_.pass);
         co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
     }
 }

@@ -67,9 +67,9 @@ struct RunnerHooks {
 };
 
 struct RunnerOptions {
-    std::filesystem::path dir;  // batches.sqlite3, files/, tmp/
-    std::chrono::milliseconds pass{250};
-    std::size_t insert_chunk = 2000;  // items added per transaction while a batch validates
+    std::filesystem::path dir;            // batches.sqlite3, files/, tmp/
+    std::chrono::milliseconds pass{250};  // while a batch is unfinished; none: it sleeps until woken
+    std::size_t insert_chunk = 2000;      // items added per transaction while a batch validates
     // How often the store's write-ahead log is copied into its database, on the worker (Store::checkpoint):
     // the loop's commits never fsync.
     std::chrono::milliseconds checkpoint_every{5000};
@@ -94,6 +94,8 @@ class Runner : public std::enable_shared_from_this<Runner> {
     void start();
     void stop();  // starts nothing more (shutdown); what runs ends with loch's drain, and is requeued
     void kick();  // a pass now (an interactive request arrived: preempt at once)
+    // Passes over the unfinished batches so far: none while there is none (the loop sleeps until woken).
+    std::uint64_t passes() const { return passes_; }
     Store& store() { return *store_; }
     const std::filesystem::path& files_dir() const { return files_dir_; }
 
@@ -157,6 +159,8 @@ class Runner : public std::enable_shared_from_this<Runner> {
     std::map<std::string, Clock::time_point> not_before_;  // per model: after a busy answer
     bool stopping_ = false, started_ = false;
     bool checkpointing_ = false;
+    bool wrote_since_checkpoint_ = false;
+    std::uint64_t passes_ = 0;  // a pass ran with batches unfinished since the last checkpoint
     Clock::time_point next_checkpoint_ = Clock::now();
 };
 

@@ -187,7 +187,7 @@ Server::Server(asio::any_io_executor ex, broker::Broker& broker, ServerOptions o
       log_flush_(ex),
       loop_lag_(
           ex, [this] { return describe_activity(); }, [this](double s) { metrics_.observe_loop_lag(s); },
-          observe::LoopLag::Options{}),
+          observe::LoopLag::Options{}, [this] { return !sessions_.empty() || !relays_.empty(); }),
       alive_(std::make_shared<bool>(true)) {
     // Request ids unique across restarts: a random prefix per run, then a counter.
     id_prefix_ = fmt::format("{:06x}-", std::random_device{}() & 0xffffff);
@@ -284,6 +284,7 @@ asio::awaitable<void> Server::session(tcp::socket socket) {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
     Registration<Session> reg(sessions_, Session{&stream, false, std::chrono::steady_clock::now()});
+    loop_lag_.wake_up();  // (an idle loch probes its loop every 2 s; a connection brings back 100 ms)
     ReadDeadline deadline(ex_, stream.socket());
     IdleDeadline idle(ex_, stream.socket(), options_.idle_timeout);
     Connection conn(stream.socket(), buffer);

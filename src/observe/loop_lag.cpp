@@ -7,10 +7,11 @@
 namespace loch::observe {
 
 LoopLag::LoopLag(boost::asio::any_io_executor ex, std::function<std::string()> describe,
-                 std::function<void(double)> on_sample, Options options)
+                 std::function<void(double)> on_sample, Options options, std::function<bool()> busy)
     : timer_(std::move(ex)),
       describe_(std::move(describe)),
       on_sample_(std::move(on_sample)),
+      busy_(std::move(busy)),
       options_(options) {}
 
 void LoopLag::start() {
@@ -25,13 +26,21 @@ void LoopLag::stop() {
     timer_.cancel();
 }
 
+void LoopLag::wake_up() {
+    if (!running_) return;
+    const auto soon = std::chrono::steady_clock::now() + options_.period;
+    if (timer_.expiry() <= soon) return;  // already on the short period
+    timer_.expires_at(soon);              // (the pending wait ends as aborted and does not sample)
+    arm();
+}
+
 void LoopLag::arm() {
     timer_.async_wait([this](const boost::system::error_code& ec) {
         if (ec || !running_) return;
         const auto now = std::chrono::steady_clock::now();
         sample(now - timer_.expiry());
         // From now, not from the missed expiry: a long block is one sample, not a burst of catch-up wakes.
-        timer_.expires_at(now + options_.period);
+        timer_.expires_at(now + (!busy_ || busy_() ? options_.period : options_.idle_period));
         arm();
     });
 }

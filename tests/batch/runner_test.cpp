@@ -149,6 +149,19 @@ TEST_F(RunnerTest, EveryItemIsSentOnceAtMostConcurrencyAtATimeAndAnsweredInLineO
     EXPECT_TRUE(b.error_file_id.empty()) << "an error file with no error in it";
 }
 
+// Issue 55: with no batch unfinished the runner does not wake (it passed every 10 ms here before); a batch
+// wakes it, runs to the end, and it sleeps again.
+TEST_F(RunnerTest, AnIdleRunnerSleepsUntilABatchArrivesAndAfterItEnds) {
+    start(2);
+    ioc.run_for(200ms);
+    EXPECT_LE(runner->passes(), 2u);
+    EXPECT_EQ(run_to_end(batch_of(3)).status, BatchStatus::completed);
+    ioc.run_for(100ms);  // the last checkpoint, then sleep
+    const auto after = runner->passes();
+    ioc.run_for(200ms);
+    EXPECT_EQ(runner->passes(), after);
+}
+
 TEST_F(RunnerTest, TheResultsAreCopiedFromTheStoresLogIntoItsDatabaseByTheWorker) {
     checkpoint_every = 10ms;
     const std::string pad(100 * 1024, 'x');

@@ -40,5 +40,27 @@ TEST(LoopLag, ABlockedLoopIsSeenAsOneLateWakeWithTheWarningAndTheFigures) {
     EXPECT_GE(j["max_lag_s"].get<double>(), 0.3);
 }
 
+// Issue 55: an idle loch sleeps. With nothing under way the probe wakes once per idle period, not ten times a
+// second; work arriving (wake_up: a connection) brings the short period back at once.
+TEST(LoopLag, WhileIdleItWakesOncePerIdlePeriodAndWorkBringsTheShortPeriodBack) {
+    boost::asio::io_context ioc;
+    bool busy = false;
+    LoopLag lag(
+        ioc.get_executor(), [] { return std::string(); }, [](double) {},
+        LoopLag::Options{20ms, 150ms, 5000ms}, [&] { return busy; });
+    lag.start();
+    ioc.run_for(200ms);
+    EXPECT_EQ(lag.samples(), 1u) << "after its first wake an idle probe waits the idle period";
+    EXPECT_GT(lag.next_wake() - std::chrono::steady_clock::now(), 4s);
+    busy = true;
+    lag.wake_up();
+    EXPECT_LE(lag.next_wake() - std::chrono::steady_clock::now(), 20ms);
+    ioc.restart();
+    ioc.run_for(200ms);
+    lag.stop();
+    EXPECT_GE(lag.samples(), 5u) << "busy: every 20 ms again";
+    EXPECT_EQ(lag.warnings(), 0u) << "the wait cut short is not a late wake";
+}
+
 }  // namespace
 }  // namespace loch::observe
