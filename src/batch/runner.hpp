@@ -159,8 +159,8 @@ class Runner : public std::enable_shared_from_this<Runner> {
     std::map<std::string, Clock::time_point> not_before_;  // per model: after a busy answer
     bool stopping_ = false, started_ = false;
     bool checkpointing_ = false;
-    bool wrote_since_checkpoint_ = false;
-    std::uint64_t passes_ = 0;  // a pass ran with batches unfinished since the last checkpoint
+    bool wrote_since_checkpoint_ = false;  // a pass ran with batches unfinished since the last checkpoint
+    std::uint64_t passes_ = 0;
     Clock::time_point next_checkpoint_ = Clock::now();
 };
 

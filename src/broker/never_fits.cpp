@@ -20,6 +20,26 @@ std::vector<std::string> limits_that_never_fit(const engines::Kind& kind, const 
     return lines;
 }
 
+std::vector<std::string> allowed_devices(const config::Config& cfg, const config::ModelConfig& model,
+                                         const std::vector<std::string>& known,
+                                         const std::function<std::string(const std::string&)>& backend) {
+    const auto reached = [&](const std::string& d) { return cfg.reaches(model.engine, backend(d)); };
+    std::vector<std::string> out;
+    if (!model.devices.empty()) {
+        out = model.devices;
+    } else {
+        for (const auto& d : known)
+            if (d != "cpu") out.push_back(d);
+    }
+    std::erase_if(out, [&](const std::string& d) { return !reached(d); });
+    const bool no_gpu =
+        std::none_of(known.begin(), known.end(), [&](const auto& d) { return d != "cpu" && reached(d); });
+    if ((model.cpu_fallback || (model.devices.empty() && no_gpu)) && reached("cpu") &&
+        std::find(out.begin(), out.end(), "cpu") == out.end())
+        out.push_back("cpu");
+    return out;
+}
+
 DeviceLimits limits_of(const DeviceSnapshot& d, const config::Config& cfg, const std::string& backend) {
     const auto dc = cfg.device(d.id);
     DeviceLimits l;

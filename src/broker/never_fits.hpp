@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,14 @@ struct DeviceRoom {
 std::vector<std::string> limits_that_never_fit(const engines::Kind& kind, const config::Config& cfg,
                                                const config::ModelConfig& model,
                                                const std::vector<DeviceRoom>& devices);
+
+// The devices a model may run on, in order: its `devices:`, else every known GPU — only those an engine build
+// of its kind reaches (a CPU build started with `--device CUDA0` exits; `backend` names the backend each
+// device's engines run) — and the CPU when allowed explicitly, as a configured fallback, or when the machine
+// has nothing else for this kind (the doctor says so loudly at start, `loch devices` too).
+std::vector<std::string> allowed_devices(const config::Config& cfg, const config::ModelConfig& model,
+                                         const std::vector<std::string>& known,
+                                         const std::function<std::string(const std::string&)>& backend);
 
 // The ledger's limits for a probed device as `backend`'s engines see it: its pool, the configured reserve and
 // budget, the driver's own share; for Vulkan the DEVICE_LOCAL heap and the largest allocation.

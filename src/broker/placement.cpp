@@ -41,27 +41,8 @@ void Broker::warn_limits_that_never_fit() {
 }
 
 std::vector<std::string> Broker::allowed_devices(const Model& m) const {
-    // Only devices an engine build of its kind reaches: a CPU build started with `--device CUDA0` exits.
-    const auto reached = [&](const std::string& d) {
-        return cfg_->reaches(m.cfg->engine, placement_of(d).backend);
-    };
-    std::vector<std::string> out;
-    const auto known = ledger_.devices();
-    if (!m.cfg->devices.empty()) {
-        out = m.cfg->devices;
-    } else {
-        for (const auto& d : known)
-            if (d != "cpu") out.push_back(d);
-    }
-    std::erase_if(out, [&](const std::string& d) { return !reached(d); });
-    // The CPU: when allowed explicitly, as a configured fallback, or when the machine has nothing else for
-    // this kind (no GPU, or none its builds reach: the doctor says so loudly at start, `loch devices` too).
-    const bool no_gpu =
-        std::none_of(known.begin(), known.end(), [&](const auto& d) { return d != "cpu" && reached(d); });
-    if ((m.cfg->cpu_fallback || (m.cfg->devices.empty() && no_gpu)) && reached("cpu") &&
-        std::find(out.begin(), out.end(), "cpu") == out.end())
-        out.push_back("cpu");
-    return out;
+    return broker::allowed_devices(*cfg_, *m.cfg, ledger_.devices(),
+                                   [&](const std::string& d) { return placement_of(d).backend; });
 }
 
 std::optional<Error> Broker::no_build_reaches(const Model& m) const {

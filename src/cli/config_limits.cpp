@@ -35,7 +35,9 @@ std::vector<doctor::LimitNeverFits> config_limits(const config::Config& cfg,
                                 uses_vulkan(cfg), names_vulkan_device(cfg));
     broker::Ledger ledger;
     std::map<std::string, engines::Placement> placed;
+    std::vector<std::string> known;
     for (const auto& d : probe.snapshot()) {
+        known.push_back(d.id);
         const auto backend = broker::backend_of(d, cfg);
         ledger.set_device(broker::limits_of(d, cfg, backend));
         if (d.used) ledger.observe_used(d.id, d.used->bytes);
@@ -43,22 +45,12 @@ std::vector<doctor::LimitNeverFits> config_limits(const config::Config& cfg,
     }
     std::vector<doctor::LimitNeverFits> out;
     for (const auto& m : cfg.models) {
-        // As the broker allows them (Broker::allowed_devices): the configured devices, else every GPU a
-        // build of this kind reaches, else the CPU.
-        const auto reached = [&](const std::string& d) {
-            return placed.contains(d) && cfg.reaches(m.engine, placed[d].backend);
-        };
-        std::vector<std::string> ids = m.devices;
-        bool no_gpu = true;
-        for (const auto& [id, p] : placed) {
-            if (id == "cpu") continue;
-            if (m.devices.empty()) ids.push_back(id);
-            if (reached(id)) no_gpu = false;
-        }
-        std::erase_if(ids, [&](const std::string& d) { return !reached(d); });
-        if ((m.cpu_fallback || (m.devices.empty() && no_gpu)) && reached("cpu") &&
-            std::find(ids.begin(), ids.end(), "cpu") == ids.end())
-            ids.push_back("cpu");
+        // As the broker allows them, among the devices probed here.
+        auto ids = broker::allowed_devices(cfg, m, known, [&](const std::string& d) {
+            const auto it = placed.find(d);
+            return it == placed.end() ? std::string() : it->second.backend;
+        });
+        std::erase_if(ids, [&](const std::string& d) { return !placed.contains(d); });
         std::vector<broker::DeviceRoom> rooms;
         std::vector<std::string> where;
         for (const auto& id : ids) {
