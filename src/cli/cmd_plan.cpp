@@ -34,6 +34,7 @@ struct PlanOptions {
     std::string flash_attn = "auto", type_k = "f16", type_v = "f16", device = "cpu", fit, fit_params_bin;
     std::vector<float> tensor_split;
     std::vector<std::string> override_tensor;
+    std::vector<std::string> lora;  // adapter files (llama-server's --lora)
     double overhead_mib = 600, margin_pct = 0;
     ImagePlanOptions image;  // --width/--height: an image model (cmd_plan_image.cpp)
 };
@@ -112,6 +113,9 @@ void print_table(const plan::Plan& p) {
     std::printf(
         "(MiB; source: formula for weights, kv cache, compute, output; configured for overhead and "
         "margin)\n");
+    for (const auto& d : p.devices)
+        if (d.adapters.bytes > 0)
+            std::printf("%-8s total includes %s\n", d.device.c_str(), d.adapters.detail.c_str());
     for (const auto& n : p.notes) std::printf("note: %s\n", n.c_str());
 }
 
@@ -160,7 +164,15 @@ void run_plan(const PlanOptions& o) {
     } else {
         model = gguf::read_model(o.file);
     }
-    const plan::Settings st = settings_from(o);
+    plan::Settings st = settings_from(o);
+    for (const auto& f : o.lora) {
+        try {
+            const auto adapter = plan::read_lora(gguf::read_model(f), model);
+            st.lora.insert(st.lora.end(), adapter.pairs.begin(), adapter.pairs.end());
+        } catch (const std::exception& e) {
+            throw std::runtime_error(fmt::format("--lora {}: {}", f, e.what()));
+        }
+    }
     const plan::Plan p = plan::make_plan(model, st);
 
     if (!o.json) print_table(p);
@@ -303,6 +315,7 @@ void add_plan_command(CLI::App& app) {
     cmd->add_flag("--swa-full", o->swa_full, "full-size cache for sliding-window layers");
     cmd->add_flag("--no-repack", o->no_repack,
                   "CPU weights without the repacked copy (llama-server's --no-repack)");
+    cmd->add_option("--lora", o->lora, "LoRA adapter files (llama-server's --lora), planned as applied");
     cmd->add_flag("--embedding", o->embedding, "an embedding server: every token of a batch is an output");
     cmd->add_option("--pooling", o->pooling, "embedding pooling: none, mean, cls, last, rank")
         ->check(CLI::IsMember({"none", "mean", "cls", "last", "rank"}));

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <set>
+
+#include <fmt/format.h>
 
 namespace loch::config {
 
@@ -122,6 +125,25 @@ std::optional<std::int64_t> Walker::integer(const YAML::Node& v, const std::stri
     }
     if (x < lo || x > hi) {
         error(v, key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + s);
+        return std::nullopt;
+    }
+    return x;
+}
+
+std::optional<double> Walker::number(const YAML::Node& v, const std::string& key, double lo, double hi) {
+    if (!v.IsScalar()) {
+        error(v, key, "expected a number, got " + describe(v));
+        return std::nullopt;
+    }
+    const std::string& s = v.Scalar();
+    double x = 0;
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+    if (s.empty() || ec != std::errc{} || p != s.data() + s.size() || !std::isfinite(x)) {
+        error(v, key, "expected a number, got '" + s + "'");
+        return std::nullopt;
+    }
+    if (x < lo || x > hi) {
+        error(v, key, fmt::format("must be between {} and {}, got {}", lo, hi, s));
         return std::nullopt;
     }
     return x;

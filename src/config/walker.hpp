@@ -56,6 +56,7 @@ class Walker {
     std::optional<std::string> str(const YAML::Node& v, const std::string& key, bool allow_empty = false);
     std::optional<std::int64_t> integer(const YAML::Node& v, const std::string& key, std::int64_t lo,
                                         std::int64_t hi);
+    std::optional<double> number(const YAML::Node& v, const std::string& key, double lo, double hi);
     std::optional<bool> boolean(const YAML::Node& v, const std::string& key);
     std::optional<std::uint64_t> size(const YAML::Node& v, const std::string& key, std::uint64_t lo = 0);
     std::optional<Seconds> duration(const YAML::Node& v, const std::string& key, Seconds lo = Seconds{0});

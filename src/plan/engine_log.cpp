@@ -69,9 +69,13 @@ struct BufferLine {
     Kind kind;
 };
 constexpr BufferLine kBufferLines[] = {
-    {" model buffer size = ", Kind::model},   {" KV buffer size = ", Kind::kv},
-    {" RS buffer size = ", Kind::recurrent},  {" compute buffer size = ", Kind::compute},
+    {" model buffer size = ", Kind::model},
+    {" KV buffer size = ", Kind::kv},
+    {" RS buffer size = ", Kind::recurrent},
+    {" compute buffer size = ", Kind::compute},
     {" output buffer size = ", Kind::output},
+    // llama_adapter_lora_init_impl: "CUDA0 LoRA buffer size = …": an adapter's pairs, weights on that device.
+    {" LoRA buffer size = ", Kind::model},
 };
 
 class Parser {

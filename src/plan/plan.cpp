@@ -240,22 +240,34 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
     std::vector<Range> host_range;
     std::uint64_t largest_host_layer_tensor = 0;  // see the compute buffer below
     std::uint64_t host_repack = 0;
-    for (const auto& t : model.tensors) {
+    // The device a tensor's weights live on: its GPU's index, -1 for the host; nullopt for one the main
+    // context does not load (e.g. MTP layers).
+    const auto device_of = [&](const std::string& name) -> std::optional<int> {
         int where = out_dev;  // output.weight, output_norm.weight and any other non-layer tensor
-        if (t.name.starts_with("token_embd.")) {
+        if (name.starts_with("token_embd.")) {
             where = -1;
-        } else if (auto il = layer_of(t.name)) {
-            if (*il >= s.n_layer) continue;  // e.g. MTP layers the main context does not load
+        } else if (auto il = layer_of(name)) {
+            if (*il >= s.n_layer) return std::nullopt;
             where = pl.layer_device[*il];
-            if (where >= 0 && *il < st.n_cpu_moe && is_expert_tensor(t.name)) where = -1;
+            if (where >= 0 && *il < st.n_cpu_moe && is_expert_tensor(name)) where = -1;
         }
-        if (where >= 0 && !cpu_patterns.empty()) {
+        if (where >= 0)
             for (const auto& re : cpu_patterns)
-                if (std::regex_search(t.name, re)) {
-                    where = -1;
-                    break;
-                }
-        }
+                if (std::regex_search(name, re)) return -1;
+        return where;
+    };
+    // ggml-cuda get_alloc_size: quantized rows padded to MATRIX_ROW_PADDING (512); 128-byte alignment.
+    const auto gpu_bytes = [](const gguf::TensorInfo& t) {
+        std::uint64_t sz = t.n_bytes();
+        const auto& tr = gguf::traits(t.type);
+        if (tr.quantized && !t.dims.empty() && t.dims[0] % 512 != 0)
+            sz += gguf::bytes_for(t.type, 512 - t.dims[0] % 512).value_or(0);
+        return align_up(sz, 128);
+    };
+    for (const auto& t : model.tensors) {
+        const auto placed = device_of(t.name);
+        if (!placed) continue;
+        const int where = *placed;
         const std::uint64_t bytes = t.n_bytes();
         if (where < 0) {
             if (host_range.size() <= t.file_index) host_range.resize(t.file_index + 1);
@@ -268,13 +280,7 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
                 repackable(t.type) && t.dims.size() >= 2 && t.dims[1] % 4 == 0)
                 host_repack += bytes;
         } else {
-            // ggml-cuda get_alloc_size: quantized rows padded to MATRIX_ROW_PADDING (512); 128-byte
-            // alignment.
-            std::uint64_t sz = bytes;
-            const auto& tr = gguf::traits(t.type);
-            if (tr.quantized && !t.dims.empty() && t.dims[0] % 512 != 0)
-                sz += gguf::bytes_for(t.type, 512 - t.dims[0] % 512).value_or(0);
-            gpu_weight[static_cast<std::size_t>(where)] += align_up(sz, 128);
+            gpu_weight[static_cast<std::size_t>(where)] += gpu_bytes(t);
         }
     }
     // Tied embeddings: the output layer duplicates token_embd; on a GPU that is a real copy.
@@ -372,6 +378,42 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
                                            s.n_vocab, s.n_embd, out_rows)
                              : fmt::format("logits: {} vocab x {} row(s) x 4 bytes", s.n_vocab, out_rows)};
 
+    // ---- LoRA adapters (plan/lora.hpp): each pair beside the weight it adapts, the adapted products'
+    // activations wherever the graph runs layers, and on the host the vector each tensor is read through.
+    bool lora_cublas = false;
+    if (!st.lora.empty()) {
+        std::vector<std::vector<LoraPair>> on(n_gpu + 1);
+        std::uint64_t largest_tensor = 0;
+        for (const auto& p : st.lora) {
+            const int where = device_of(p.base).value_or(-1);
+            on[where < 0 ? n_gpu : static_cast<std::size_t>(where)].push_back(p);
+            largest_tensor = std::max({largest_tensor, p.a.n_bytes(), p.b.n_bytes()});
+            if (where >= 0 && !p.quantized()) lora_cublas = true;
+        }
+        const std::uint64_t activations = lora_compute_bytes(st.lora, d.n_ubatch, d.n_outputs);
+        for (std::size_t i = 0; i <= n_gpu; ++i) {
+            const bool host = i == n_gpu;
+            std::uint64_t held = 0;
+            for (const auto& p : on[i])
+                held += host ? align_up(p.a.n_bytes(), 64) + align_up(p.b.n_bytes(), 64)
+                             : gpu_bytes(p.a) + gpu_bytes(p.b);
+            const bool computes =
+                host ? n_gpu == 0 || dev[i].layers > 0 || !on[i].empty() : dev[i].layers > 0;
+            const std::uint64_t act = computes ? activations : 0;
+            const std::uint64_t pool =
+                !host && computes ? lora_gpu_pool_bytes(st.lora, d.n_ubatch, d.n_outputs) : 0;
+            const std::uint64_t load = host ? largest_tensor : 0;
+            if (held + act + pool + load == 0) continue;
+            dev[i].adapters = {
+                held + act + pool + load, Source::formula,
+                fmt::format(
+                    "LoRA: {} pair(s) {} + their products' activations {}{}{}", on[i].size(),
+                    human_bytes(held), human_bytes(act),
+                    pool ? fmt::format(" + f16 copies in the pool {}", human_bytes(pool)) : std::string(),
+                    load ? fmt::format(" + load buffer {}", human_bytes(load)) : std::string())};
+        }
+    }
+
     // ---- overhead and margin
     // Unquantized matrix weights (f16, bf16, f32) make prompt processing go through cuBLAS GEMMs, whose
     // kernels the driver loads lazily into device memory, with their workspace and f16 copies of the inputs
@@ -388,10 +430,11 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
         return false;
     };
     const bool cublas_gemm =
-        d.flash_attn && std::any_of(model.tensors.begin(), model.tensors.end(), [&](const auto& t) {
-            return t.dims.size() >= 2 && t.name.starts_with("blk.") && big_matrix(t.name) &&
-                   !gguf::traits(t.type).quantized;
-        });
+        d.flash_attn &&
+        (lora_cublas || std::any_of(model.tensors.begin(), model.tensors.end(), [&](const auto& t) {
+             return t.dims.size() >= 2 && t.name.starts_with("blk.") && big_matrix(t.name) &&
+                    !gguf::traits(t.type).quantized;
+         }));
     const std::uint64_t growth = runtime_growth_bytes(ci) + (cublas_gemm ? kCublasGemmGrowthBytes : 0);
     for (std::size_t i = 0; i < n_gpu; ++i)
         dev[i].overhead = {st.gpu_overhead_bytes + growth, Source::formula,
@@ -465,9 +508,9 @@ int max_gpu_layers(const gguf::Model& model, Settings st, std::uint64_t budget) 
 }
 
 void to_json(nlohmann::json& j, const DevicePlan& d) {
-    j = {{"device", d.device},   {"layers", d.layers},      {"weights", d.weights},   {"kv_cache", d.kv},
-         {"compute", d.compute}, {"output", d.output},      {"overhead", d.overhead}, {"margin", d.margin},
-         {"repack", d.repack},   {"total_bytes", d.total()}};
+    j = {{"device", d.device},   {"layers", d.layers},     {"weights", d.weights},    {"kv_cache", d.kv},
+         {"compute", d.compute}, {"output", d.output},     {"overhead", d.overhead},  {"margin", d.margin},
+         {"repack", d.repack},   {"adapters", d.adapters}, {"total_bytes", d.total()}};
 }
 
 void to_json(nlohmann::json& j, const Plan& p) {

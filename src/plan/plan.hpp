@@ -21,6 +21,7 @@
 #include "core/memory.hpp"
 #include "gguf/model.hpp"
 #include "plan/compute.hpp"
+#include "plan/lora.hpp"
 #include "plan/shape.hpp"
 
 namespace loch::plan {
@@ -76,15 +77,18 @@ struct Settings {
     // Off for a build without the repack buffer.
     bool cpu_repack = true;
     double margin_fraction = 0.0;  // added on top of each device's total
+    // LoRA adapters (--lora, --lora-scaled): every pair of every adapter, planned as applied (plan/lora.hpp).
+    std::vector<LoraPair> lora;
 };
 
 struct DevicePlan {
     std::string device;        // "cuda0", ..., "cpu" (host RAM)
     std::uint32_t layers = 0;  // repeating layers placed here (+1 for the output layer where it lives)
     MemoryFigure weights, repack, kv, compute, output, overhead, margin;
+    MemoryFigure adapters;  // LoRA pairs kept here and their products' activations (plan/lora.hpp)
     std::uint64_t total() const {
         return weights.bytes + repack.bytes + kv.bytes + compute.bytes + output.bytes + overhead.bytes +
-               margin.bytes;
+               margin.bytes + adapters.bytes;
     }
 };
 

@@ -17,6 +17,7 @@ DryRunCandidate dry_run_candidate(const DryRunResult& dry, bool cpu, const Devic
     c.counted -= std::min(counted_in_excess, c.counted > c.weights + c.kv ? c.counted - c.weights - c.kv : 0);
     if (!dp) return c;
     c.leaves_out = dp->overhead.bytes;
+    c.leaves_out += dp->adapters.bytes;  // llama-fit-params never loads LoRA adapters
     if (cpu) {
         const std::uint64_t resident = dp->weights.bytes + dp->repack.bytes;
         if (resident > c.weights) c.leaves_out += resident - c.weights;

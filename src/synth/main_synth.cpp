@@ -8,15 +8,20 @@
 //   loch-synth --whisper whisper-base [--type q8_0] [--no-tensors] --out FILE  (whisper.cpp's format)
 //   loch-synth --mmproj llava-1.5|llava-tiny --text-embd N [--image-size N] [--layers …] --out FILE
 //              (llama-server's --mmproj: a vision projector for a language model N wide)
+//   loch-synth --lora-of MODEL.gguf --rank N [--lora-targets attn_q,attn_v,…] [--type f16] --out FILE
+//              (llama-server's --lora: an adapter for that model)
 // With --preset, any dimension option overrides the preset's value.
 #include <cstdio>
 #include <optional>
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include "gguf/reader.hpp"
 #include "synth/diffusion.hpp"
+#include "synth/lora.hpp"
 #include "synth/projector.hpp"
 #include "synth/synth.hpp"
 #include "synth/whisper.hpp"
@@ -85,7 +90,16 @@ int main(int argc, char** argv) {
     bool tied = false, attn_bias = false;
 
     app.add_flag("--list-presets", list, "List presets and quantizations, then exit");
-    std::string diffusion, whisper, mmproj;
+    std::string diffusion, whisper, mmproj, lora_of;
+    std::uint32_t lora_rank = 16;
+    std::vector<std::string> lora_targets{"attn_q", "attn_k", "attn_v", "attn_output"};
+    app.add_option("--lora-of", lora_of, "Write a LoRA adapter (llama-server's --lora) for this model file");
+    app.add_option("--rank", lora_rank, "--lora-of: the adapter's rank");
+    app.add_option(
+           "--lora-targets", lora_targets,
+           "--lora-of: which weights to adapt (attn_q attn_k attn_v attn_output ffn_gate ffn_up ffn_down "
+           "output token_embd)")
+        ->delimiter(',');
     std::optional<std::uint32_t> text_embd, image_size;
     bool no_tensors = false;
     app.add_option("--mmproj", mmproj,
@@ -137,6 +151,17 @@ int main(int argc, char** argv) {
         if (list) return list_presets();
         if (out.empty()) throw loch::synth::SynthError("--out FILE is required");
 
+        if (!lora_of.empty()) {
+            const auto base = loch::gguf::read_model(lora_of);
+            const auto type = loch::gguf::type_from_name(quant.empty() ? "f16" : quant);
+            if (!type) throw loch::synth::SynthError(fmt::format("unknown tensor type '{}'", quant));
+            const auto model = loch::synth::build_lora(base, lora_rank, lora_targets, *type);
+            const auto size = loch::synth::write_model(out, model, loch::synth::Weights::zeros);
+            fmt::print("{}: LoRA rank {} for {} ({}), {} tensors, {} ({} bytes), zero weights\n", out,
+                       lora_rank, lora_of, fmt::join(lora_targets, ","), model.tensors.size(),
+                       human_bytes(size), size);
+            return 0;
+        }
         if (!whisper.empty()) {
             const auto* p = loch::synth::find_whisper_preset(whisper);
             if (!p)

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "support/synth_model.hpp"
@@ -668,7 +669,8 @@ TEST_F(ConfigTest, ExtraFlagsThatChangeMemoryAreModelledOrRefused) {
     };
     for (const auto& [flags, why] :
          {std::pair{"[--model-draft, d.gguf]", "draft model"}, std::pair{"[--mmproj, p.gguf]", "args.mmproj"},
-          std::pair{"[--lora, x.gguf]", "adapters"}, std::pair{"[-nkvo]", "host memory"},
+          std::pair{"[--lora, x.gguf]", "args.lora"},
+          std::pair{"[--control-vector, v.gguf]", "control vectors"}, std::pair{"[-nkvo]", "host memory"},
           std::pair{"[-ub, '2048']", "args.ubatch"}, std::pair{"[--flash-attn=off]", "args.flash_attn"},
           std::pair{"[-ot, 'blk\\.1\\..*=CUDA1']", "CPU only"}}) {
         const auto d = errors(entry(flags));
@@ -725,6 +727,48 @@ TEST_F(ConfigTest, AFlagNobodyClassifiedIsRefusedAndEmbeddingsArePlanned) {
     st = engines::llama_plan_settings(r.models.at(0), engines::Placement{"nvidia:0", "cuda", 0});
     EXPECT_TRUE(st.embeddings);
     EXPECT_EQ(st.pooling, "rank");
+}
+
+// Issue 51: LoRA adapters are planned (plan/lora.hpp), not refused: args.lora takes paths or {path, scale},
+// checks each adapter against the model as llama.cpp's loader would, and the engine gets --lora /
+// --lora-scaled beside the plan's pairs.
+TEST_F(ConfigTest, LoraAdaptersAreCheckedAgainstTheModelAndPlanned) {
+    const test::SynthModel model({"--preset", "demo"}, "chat.gguf");
+    const test::SynthModel other({"--preset", "tiny-qwen2"}, "other.gguf");
+    const test::SynthModel good({"--lora-of", model.path().string(), "--rank", "8"}, "style.gguf");
+    const test::SynthModel wrong({"--lora-of", other.path().string(), "--rank", "8"}, "wrong.gguf");
+    const auto entry = [&](const std::string& lora) {
+        return "models:\n  - name: a\n    path: " + model.path().string() + "\n    args: {lora: " + lora +
+               "}\n";
+    };
+    const auto c =
+        parse(entry("[" + good.path().string() + ", {path: " + good.path().string() + ", scale: 0.5}]"));
+    const auto& m = c.models.at(0);
+    const auto st = engines::llama_plan_settings(m, engines::Placement{"nvidia:0", "cuda", 0});
+    ASSERT_FALSE(st.lora.empty());
+    EXPECT_EQ(st.lora.size() % 2, 0u);  // the same adapter twice: both applied, both planned
+    const auto argv = engines::llama_server_argv("llama-server", m, engines::Placement{"cpu", "cpu", 0}, 1);
+    const auto at = [&](const std::string& flag) {
+        return std::find(argv.begin(), argv.end(), flag) - argv.begin();
+    };
+    ASSERT_LT(static_cast<std::size_t>(at("--lora")) + 1, argv.size());
+    EXPECT_EQ(argv[at("--lora") + 1], good.path().string());
+    ASSERT_LT(static_cast<std::size_t>(at("--lora-scaled")) + 1, argv.size());
+    EXPECT_EQ(argv[at("--lora-scaled") + 1], good.path().string() + ":0.5");
+
+    // What llama-server's loader would refuse is said at config time, with its reason.
+    EXPECT_THAT(errors(entry("[" + wrong.path().string() + "]")).at(0).message, HasSubstr("architecture"));
+    EXPECT_THAT(errors(entry("[" + other.path().string() + "]")).at(0).message, HasSubstr("not 'adapter'"));
+    EXPECT_THAT(errors(entry("[absent.gguf]")).at(0).message, HasSubstr("not a regular file"));
+    const auto said = [&](const std::string& lora) {
+        std::string all;
+        for (const auto& d : errors(entry(lora))) all += d.message + "\n";
+        return all;
+    };
+    EXPECT_THAT(said("[{scale: 2}]"), HasSubstr("needs its path"));
+    EXPECT_THAT(said("[{path: x.gguf, scale: lots}]"), HasSubstr("expected a number"));
+    EXPECT_THAT(said("['a,b.gguf']"), HasSubstr("split this path"));
+    EXPECT_THAT(errors(entry("style.gguf")).at(0).message, HasSubstr("a list of adapters"));
 }
 
 // The other engines' extra goes through their tables the same way.

@@ -43,7 +43,8 @@ TEST(FlagExtra, ValuesAreTakenAndEveryClassIsHandled) {
     EXPECT_EQ(f[2].rule->cls, FlagClass::planned);
     // llama.cpp reads --a_b as --a-b.
     EXPECT_FALSE(refusal(llama_server(), {"--top_k", "5"}));
-    EXPECT_THAT(*refusal(llama_server(), {"--lora", "a.gguf"}), HasSubstr("is refused"));
+    EXPECT_THAT(*refusal(llama_server(), {"--control-vector", "a.gguf"}), HasSubstr("is refused"));
+    EXPECT_THAT(*refusal(llama_server(), {"--lora", "a.gguf"}), HasSubstr("args.lora"));
     EXPECT_THAT(*refusal(llama_server(), {"--port", "1"}), HasSubstr("is set by loch"));
     EXPECT_THAT(*refusal(llama_server(), {"--top-k"}), HasSubstr("needs 1 value"));
     // vLLM's argparse takes --flag=value.

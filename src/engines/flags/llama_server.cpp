@@ -25,8 +25,11 @@ constexpr std::string_view kSpecOnly =
     "allocation";
 constexpr std::string_view kRemoved = "removed from this llama.cpp (its help says so): the engine would exit";
 constexpr std::string_view kLora =
-    "LoRA adapters and control vectors add weights (and compute) on the model's devices that loch does not "
-    "plan yet; merge the adapter into the model file (llama.cpp's llama-export-lora) and serve that";
+    "set args.lora (a list of adapter paths, or {path, scale}): loch checks each adapter against the model "
+    "and plans its weights and compute beside the weights it adapts";
+constexpr std::string_view kControlVector =
+    "control vectors add a tensor per layer and an add per layer on the model's devices that loch does not "
+    "plan; bake the steering into the model, or serve without it";
 constexpr std::string_view kLog =
     "loch reads the engine's log as printed by default (buffer sizes, exit reasons)";
 constexpr std::string_view kTemplate = "chat templating and reasoning parsing: text, no allocation";
@@ -157,12 +160,17 @@ const FlagTable kTable{
          0,
          R,
          "keeping large-batch ops on the host changes the compute buffers loch plans"},
-        {{"--lora"}, 1, R, kLora},
-        {{"--lora-scaled"}, 1, R, kLora},
-        {{"--control-vector"}, 1, R, kLora},
-        {{"--control-vector-scaled"}, 1, R, kLora},
-        {{"--control-vector-layer-range"}, 2, R, kLora},
-        {{"--lora-init-without-apply"}, 0, R, kLora},
+        {{"--lora"}, 1, L, kLora},
+        {{"--lora-scaled"}, 1, L, kLora},
+        {{"--control-vector"}, 1, R, kControlVector},
+        {{"--control-vector-scaled"}, 1, R, kControlVector},
+        {{"--control-vector-layer-range"}, 2, R, kControlVector},
+        {{"--lora-init-without-apply"},
+         0,
+         N,
+         "adapters loaded but applied only when a request asks: loch plans args.lora as applied, so this "
+         "uses "
+         "no more"},
         // ---- the model
         {{"-m", "--model"}, 1, L, "the model's path"},
         {{"-mu", "--model-url"}, 1, R, kDownload},

@@ -56,6 +56,16 @@ std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
     // The projector goes where the engine's main device is: clip.cpp takes the first GPU the engine sees
     // (the placement's main one, by the visible-devices order), the CPU when it sees none.
     if (const auto mm = mmproj_path(model); !mm.empty()) argv.insert(argv.end(), {"--mmproj", mm.string()});
+    // Adapters go beside the weights they adapt (plan/lora.hpp). The config check refused paths these
+    // flags' lists would split (',' always, ':' with a scale).
+    const auto loras = lora_paths(model);
+    for (std::size_t i = 0; i < loras.size(); ++i) {
+        const float scale = a.lora[i].scale;
+        if (scale == 1.0f)
+            argv.insert(argv.end(), {"--lora", loras[i].string()});
+        else
+            argv.insert(argv.end(), {"--lora-scaled", fmt::format("{}:{}", loras[i].string(), scale)});
+    }
     std::string devices;
     for (const auto& d : llama_devices(where)) devices += (devices.empty() ? "" : ",") + d;
     argv.insert(argv.end(), {"--device", devices});

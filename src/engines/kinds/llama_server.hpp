@@ -2,7 +2,8 @@
 // llama-server's flags, endpoints and log lines is here (and the arithmetic in plan/).
 //
 //   <binary> -m <path> --host 127.0.0.1 --port <p> -c <ctx> -np <parallel> -ngl <n> -fa <on|off|auto>
-//            [-ctk t] [-ctv t] [-ub n] [-b n] [-t n] [--mmproj <projector>] --device <d> --alias <name>
+//            [-ctk t] [-ctv t] [-ub n] [-b n] [-t n] [--mmproj <projector>] [--lora <adapter> |
+//            --lora-scaled <adapter>:<scale> …] --device <d> --alias <name>
 //            --fit off -lv 4 --no-webui --cache-ram <MiB> [--no-warmup: without a projector] <extra…>
 //
 // `--fit off`: loch decides placement; an engine left to fit itself silently takes the whole card
@@ -57,6 +58,15 @@ struct LlamaArgs final : config::KindSettings {
     std::filesystem::path mmproj;
     // The projector's plan, read by the config check from the file (never on the request path).
     std::optional<plan::ProjectorPlan> projector;
+    // --lora / --lora-scaled: LoRA adapters applied to every request at `scale` (llama.cpp's default 1);
+    // paths as for mmproj. Planned by plan/lora.hpp from the pairs the config check read and checked against
+    // the model (what llama.cpp's loader would refuse is refused there, with its reason).
+    struct Lora {
+        std::filesystem::path path;
+        float scale = 1.0f;
+    };
+    std::vector<Lora> lora;
+    std::shared_ptr<const std::vector<plan::LoraPair>> lora_pairs;
     // The model file's header as the config check read it (gguf::for_planning): what the footprint and a
     // split are planned from, without reading the file again on loch's loop.
     std::shared_ptr<const gguf::Model> file;
@@ -73,6 +83,11 @@ std::uint64_t prompt_cache_bytes(const config::ModelConfig& model, const Placeme
 
 // args.mmproj as the engine opens it; empty without one.
 std::filesystem::path mmproj_path(const config::ModelConfig& model);
+// args.lora's files as the engine opens them, in order.
+std::vector<std::filesystem::path> lora_paths(const config::ModelConfig& model);
+// Every pair of args.lora's adapters: as the config check read them, else read now (entries whose files were
+// not checked). Throws std::runtime_error naming the file and what llama.cpp would refuse.
+std::vector<plan::LoraPair> lora_pairs(const config::ModelConfig& model);
 // The model file's header for the planner: as the config check read it, else read now (entries whose files
 // were not checked). Throws what gguf::read_model throws.
 std::shared_ptr<const gguf::Model> planned_file(const config::ModelConfig& model);

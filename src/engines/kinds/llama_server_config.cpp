@@ -123,6 +123,29 @@ std::filesystem::path mmproj_path(const config::ModelConfig& model) {
     return (model.path.parent_path() / p).lexically_normal();
 }
 
+std::vector<std::filesystem::path> lora_paths(const config::ModelConfig& model) {
+    std::vector<std::filesystem::path> out;
+    for (const auto& l : llama_args(model).lora)
+        out.push_back(l.path.is_absolute() ? l.path : (model.path.parent_path() / l.path).lexically_normal());
+    return out;
+}
+
+std::vector<plan::LoraPair> lora_pairs(const config::ModelConfig& model) {
+    if (const auto& checked = llama_args(model).lora_pairs) return *checked;
+    std::vector<plan::LoraPair> out;
+    if (llama_args(model).lora.empty()) return out;
+    const auto base = planned_file(model);
+    for (const auto& file : lora_paths(model)) {
+        try {
+            auto adapter = plan::read_lora(gguf::read_model(file), *base);
+            out.insert(out.end(), adapter.pairs.begin(), adapter.pairs.end());
+        } catch (const std::exception& e) {
+            throw std::runtime_error(file.string() + ": " + e.what());
+        }
+    }
+    return out;
+}
+
 std::optional<plan::ProjectorPlan> projector_plan(const config::ModelConfig& model) {
     return llama_args(model).projector;
 }
@@ -178,6 +201,51 @@ config::Walker::Keys LlamaServerKind::keys(config::Walker& w, config::KindSettin
                      {"mmproj",
                       [&](auto&, auto& v, auto& k) {
                           if (auto x = w.str(v, k)) a.mmproj = w.resolve({}, *x);
+                      }},
+                     {"lora",
+                      [&](auto&, auto& v, auto& k) {
+                          if (!v.IsSequence()) {
+                              w.error(v, k, "a list of adapters: a path, or {path: …, scale: …}");
+                              return;
+                          }
+                          a.lora.clear();
+                          for (std::size_t i = 0; i < v.size(); ++i) {
+                              const auto item = v[i];
+                              const std::string at = k + "[" + std::to_string(i) + "]";
+                              LlamaArgs::Lora l;
+                              if (item.IsScalar()) {
+                                  if (auto x = w.str(item, at)) l.path = w.resolve({}, *x);
+                              } else if (item.IsMap()) {
+                                  std::string file;
+                                  double scale = 1.0;
+                                  w.walk(item, at,
+                                         {{"path",
+                                           [&](auto&, auto& pv, auto& pk) {
+                                               if (auto x = w.str(pv, pk)) file = *x;
+                                           }},
+                                          {"scale", [&](auto&, auto& sv, auto& sk) {
+                                               if (auto x = w.number(sv, sk, -100.0, 100.0)) scale = *x;
+                                           }}});
+                                  if (file.empty()) {
+                                      w.error(item, at, "an adapter needs its path");
+                                      continue;
+                                  }
+                                  l.path = w.resolve({}, file);
+                                  l.scale = static_cast<float>(scale);
+                              } else {
+                                  w.error(item, at, "a path, or {path: …, scale: …}");
+                                  continue;
+                              }
+                              // llama-server splits --lora at ',' and --lora-scaled also at ':'.
+                              const auto text = l.path.string();
+                              if (text.find(',') != std::string::npos ||
+                                  (l.scale != 1.0f && text.find(':') != std::string::npos))
+                                  w.error(item, at,
+                                          "llama-server's --lora lists split this path (it has a ','" +
+                                              std::string(l.scale != 1.0f ? " or ':'" : "") +
+                                              "): rename the file");
+                              a.lora.push_back(std::move(l));
+                          }
                       }},
                      {"extra",
                       [&](auto&, auto& v, auto& k) {
@@ -268,6 +336,44 @@ void check_projector(config::Walker& w, const YAML::Node& entry, const std::stri
     }
 }
 
+// args.lora: each adapter as llama.cpp's loader checks it against the model (plan/lora.hpp), its pairs kept
+// in the settings for the planner.
+void check_lora(config::Walker& w, const YAML::Node& entry, const std::string& path, config::ModelConfig& m) {
+    if (llama_args(m).lora.empty()) return;
+    std::shared_ptr<const gguf::Model> base;
+    try {
+        base = planned_file(m);
+    } catch (const std::exception&) {
+        return;  // the model's own check says why
+    }
+    auto pairs = std::make_shared<std::vector<plan::LoraPair>>();
+    const auto files = lora_paths(m);
+    bool ok = true;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+        const std::string key = path + ".args.lora[" + std::to_string(i) + "]";
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(files[i], ec)) {
+            w.error(
+                entry, key,
+                files[i].string() + " is not a regular file (a relative adapter is beside the model file)");
+            ok = false;
+            continue;
+        }
+        try {
+            auto adapter = plan::read_lora(gguf::read_model(files[i]), *base);
+            pairs->insert(pairs->end(), adapter.pairs.begin(), adapter.pairs.end());
+        } catch (const std::exception& e) {
+            w.error(entry, key,
+                    files[i].string() + ": " + e.what() + " (llama-server would refuse to load it)");
+            ok = false;
+        }
+    }
+    if (!ok) return;
+    auto with_pairs = std::make_unique<LlamaArgs>(llama_args(m));
+    with_pairs->lora_pairs = std::move(pairs);
+    m.settings = std::move(with_pairs);
+}
+
 }  // namespace
 
 void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const std::string& path,
@@ -312,6 +418,7 @@ void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const st
     }
     check_cache_types_against_model(w, entry, path, m);
     check_projector(w, entry, path, m);
+    check_lora(w, entry, path, m);
 }
 
 nlohmann::json LlamaServerKind::describe_file(const config::ModelConfig& m) const {

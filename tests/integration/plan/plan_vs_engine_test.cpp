@@ -10,6 +10,7 @@
 #include "gguf/reader.hpp"
 #include "plan/dry_run.hpp"
 #include "plan/engine_log.hpp"
+#include "plan/lora.hpp"
 #include "plan/plan.hpp"
 #include "plan/reservation.hpp"
 #include "support/engine_process.hpp"
@@ -100,6 +101,65 @@ INSTANTIATE_TEST_SUITE_P(Cpu, PlanVsEngine,
                          [](const auto& info) {
                              return std::string(info.param.name) + "_" + std::to_string(info.index);
                          });
+
+// Issue 51: LoRA adapters. The engine's "LoRA buffer size" lines are the pairs' bytes, and the compute buffer
+// it reserves again once the adapters apply stays within the base graph's plus the activations booked for
+// them — for adapters on attention only, on everything, and at a larger rank and ubatch.
+struct LoraCase {
+    const char* name;
+    std::string targets;
+    std::string rank;
+    std::uint32_t ubatch;
+};
+class LoraVsEngine : public ::testing::TestWithParam<LoraCase> {};
+
+TEST_P(LoraVsEngine, The_pairs_are_the_logged_buffer_and_the_compute_growth_is_booked) {
+    const LoraCase& c = GetParam();
+    test::SynthModel model(llama_args());
+    test::SynthModel adapter(
+        {"--lora-of", model.path().string(), "--rank", c.rank, "--lora-targets", c.targets}, "adapter.gguf");
+    const gguf::Model m = gguf::read_model(model.path());
+    Settings st;
+    st.n_ctx = 4096;
+    st.n_ubatch = c.ubatch;
+    st.flash_attn = FlashAttn::on;
+    const Plan base = make_plan(m, st);
+    st.lora = read_lora(gguf::read_model(adapter.path()), m).pairs;
+    const Plan p = make_plan(m, st);
+    const DevicePlan* cpu = p.find("cpu");
+    ASSERT_NE(cpu, nullptr);
+
+    std::vector<std::string> args = engine_args(st);
+    for (const char* a : {"-lv", "4", "--fit", "off", "-t", "2", "--no-warmup"}) args.push_back(a);
+    args.insert(args.end(), {"--lora", adapter.path().string()});
+    test::EngineProcess eng(model.path(), args);
+    // The adapter applies to a real request (zero B: the answer is the base model's).
+    const auto r = eng.post_json("/completion", R"({"prompt":"Hello there","n_predict":4})");
+    EXPECT_EQ(r.status, 200) << r.body;
+    eng.stop();
+    const EngineFootprint fp = parse_engine_log(eng.log());
+    std::uint64_t w = 0, comp = 0;
+    for (const auto& b : fp.buffers) {
+        w += b.model;
+        comp += b.compute;
+    }
+    std::uint64_t pairs = 0;
+    for (const auto& x : st.lora) pairs += x.a.n_bytes() + x.b.n_bytes();
+    expect_close("weights + LoRA pairs", cpu->weights.bytes + pairs, w, c.name);
+    const std::uint64_t activations = lora_compute_bytes(st.lora, c.ubatch, 1);
+    EXPECT_LE(comp, cpu->compute.bytes + activations) << c.name << ": the adapted graph outgrew the booking";
+    EXPECT_GE(cpu->adapters.bytes, pairs + activations);
+    EXPECT_EQ(cpu->total() - base.find("cpu")->total(), cpu->adapters.bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cpu, LoraVsEngine,
+    ::testing::Values(LoraCase{"attention_r16", "attn_q,attn_k,attn_v,attn_output", "16", 512},
+                      LoraCase{"everything_r8",
+                               "attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down,output,token_embd",
+                               "8", 512},
+                      LoraCase{"ffn_r64_ub1024", "ffn_gate,ffn_up,ffn_down,output", "64", 1024}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 TEST(DryRun, Fit_params_agrees_with_the_plan_on_weights_and_kv) {
     test::SynthModel model(llama_args());
