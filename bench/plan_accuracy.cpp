@@ -26,15 +26,18 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "gguf/reader.hpp"
 #include "plan/dry_run.hpp"
 #include "plan/engine_log.hpp"
+#include "plan/lora.hpp"
 #include "plan/plan.hpp"
 #include "plan/reservation.hpp"
 #include "support/engine_process.hpp"
+#include "synth/lora.hpp"
 #include "synth/synth.hpp"
 
 namespace fs = std::filesystem;
@@ -63,6 +66,10 @@ struct Case {
     bool embedding =
         false;            // --embedding (-b = -ub, as the server sets it); the prompt goes to /v1/embeddings
     std::string pooling;  // --pooling
+    // A LoRA adapter made for the case's model (loch-synth's build_lora, zero weights): its rank (0 = none)
+    // and the weights it adapts.
+    std::uint32_t lora_rank = 0;
+    std::vector<std::string> lora_targets;
 };
 
 // The settings a case runs with; the same for the live run and for --replan.
@@ -84,6 +91,18 @@ plan::Settings settings_of(const Case& c, bool gpu, double overhead_mib) {
         st.n_gpu_layers = c.ngl;
     }
     return st;
+}
+
+// The case's adapter file beside its model (written once), and its pairs for the plan; nullopt without one.
+std::optional<fs::path> lora_file_of(const Case& c, const gguf::Model& model, const fs::path& work,
+                                     plan::Settings& st) {
+    if (c.lora_rank == 0) return std::nullopt;
+    const auto adapter = synth::build_lora(model, c.lora_rank, c.lora_targets);
+    const fs::path path =
+        work / fmt::format("{}.lora-r{}-{}.gguf", c.model->name, c.lora_rank, fmt::join(c.lora_targets, "-"));
+    if (!fs::exists(path)) synth::write_model(path, adapter, synth::Weights::zeros);
+    st.lora = plan::read_lora(adapter, model).pairs;
+    return path;
 }
 
 gguf::Model model_of(const ModelSpec& m) {
@@ -188,6 +207,82 @@ std::vector<ModelSpec> embedding_models(const std::string& set) {
     g.swa_pattern = 6;
     m.push_back({"emb-gemma3-270m", std::nullopt, g, "f16"});
     return m;
+}
+
+// Issue 51's LoRA sweep: shapes the repository has not measured (an 8B llama in q4_k_m, a 4B qwen3 in q8_0
+// with head size 128, a 12B gemma3 with sliding windows in q4_k_m) with adapters on attention only, on every
+// projection and the head, and on the token embedding, at ranks 8 to 128, flash attention on and off, large
+// ubatches, several slots, and one partial offload (the pairs of host layers stay on the host).
+std::vector<ModelSpec> lora_models(const std::string& set) {
+    std::vector<ModelSpec> m;
+    if (set == "b") {
+        // Held out from the one change made on set a (the activations' bound): a Qwen2.5-7B-like with
+        // attention biases in q4_k_m, a 3B llama in f16 (cuBLAS loaded by the model itself), a 30B-A3B-like
+        // MoE in q4_k_m (adapters on its dense projections and head).
+        auto q = small("qwen2", 28, 3584, 28, 4, 18944, 152064);
+        q.attn_bias = true;
+        m.push_back({"lora-qwen2-7b", std::nullopt, q, "q4_k_m"});
+        m.push_back(
+            {"lora-llama-3b-f16", std::nullopt, small("llama", 28, 3072, 24, 8, 8192, 128256), "f16"});
+        auto moe = small("qwen3moe", 48, 2048, 32, 4, 6144, 151936);
+        moe.head_dim = 128;
+        moe.n_expert = 128;
+        moe.n_expert_used = 8;
+        moe.n_ff_expert = 768;
+        m.push_back({"lora-qwen3moe-30b", std::nullopt, moe, "q4_k_m"});
+        return m;
+    }
+    m.push_back({"lora-llama-8b", std::nullopt, small("llama", 32, 4096, 32, 8, 14336, 128256), "q4_k_m"});
+    auto q = small("qwen3", 36, 2560, 32, 8, 9728, 151936);
+    q.head_dim = 128;
+    m.push_back({"lora-qwen3-4b", std::nullopt, q, "q8_0"});
+    auto g = small("gemma3", 48, 3840, 16, 8, 15360, 262208);
+    g.head_dim = 256;
+    g.sliding_window = 1024;
+    g.swa_pattern = 6;
+    m.push_back({"lora-gemma3-12b", std::nullopt, g, "q4_k_m"});
+    return m;
+}
+
+std::vector<Case> lora_cases(const std::vector<ModelSpec>& models) {
+    const std::vector<std::string> attention{"attn_q", "attn_k", "attn_v", "attn_output"};
+    const std::vector<std::string> all{"attn_q",   "attn_k", "attn_v",   "attn_output",
+                                       "ffn_gate", "ffn_up", "ffn_down", "output"};
+    std::vector<std::string> with_embd = all;
+    with_embd.push_back("token_embd");
+    struct S {
+        std::uint32_t ctx, np, ub, rank;
+        const std::vector<std::string>* targets;
+        plan::FlashAttn fa;
+        int ngl;
+    };
+    const S settings[] = {{8192, 1, 512, 16, &attention, plan::FlashAttn::automatic, -1},
+                          {16384, 4, 2048, 64, &all, plan::FlashAttn::automatic, -1},
+                          {8192, 2, 1024, 128, &all, plan::FlashAttn::off, -1},
+                          {4096, 1, 512, 8, &with_embd, plan::FlashAttn::automatic, 12}};
+    std::vector<Case> out;
+    for (const auto& m : models)
+        for (const auto& x : settings) {
+            Case k{fmt::format("lora/{}/c{}/np{}/ub{}/r{}-{}/fa-{}{}", m.name, x.ctx, x.np, x.ub, x.rank,
+                               x.targets == &attention ? "attn"
+                               : x.targets == &all     ? "all"
+                                                       : "all+embd",
+                               x.fa == plan::FlashAttn::off ? "off" : "auto",
+                               x.ngl >= 0 ? fmt::format("/ngl{}", x.ngl) : ""),
+                   &m,
+                   x.ctx,
+                   x.np,
+                   x.fa,
+                   x.ngl};
+            k.ubatch = x.ub;
+            k.lora_rank = x.rank;
+            k.lora_targets = *x.targets;
+            if (m.shape.n_expert >
+                0)  // a MoE's FFN is its experts (3-D): the dense projections and head only
+                std::erase_if(k.lora_targets, [](const std::string& t) { return t.starts_with("ffn_"); });
+            out.push_back(k);
+        }
+    return out;
 }
 
 std::vector<Case> embedding_cases(const std::vector<ModelSpec>& models) {
@@ -349,6 +444,7 @@ struct Row {
     std::string device;  // the device compared ("cpu" or "cuda0")
     // formula (bytes)
     std::uint64_t f_weights = 0, f_kv = 0, f_compute = 0, f_output = 0, f_overhead = 0;
+    std::uint64_t f_adapters = 0;  // LoRA pairs and their activations (in no engine buffer line but LoRA's)
     // measured from the log, same device
     std::uint64_t m_weights = 0, m_kv = 0, m_compute = 0, m_output = 0;
     // dry run, same device
@@ -357,7 +453,7 @@ struct Row {
     std::optional<std::uint64_t> smi_bytes;   // nvidia-smi per-process
     std::optional<std::uint64_t> fit_budget;  // a `--fit` answer's budget
     std::string error;
-    std::uint64_t f_total_buffers() const { return f_weights + f_kv + f_compute + f_output; }
+    std::uint64_t f_total_buffers() const { return f_weights + f_kv + f_compute + f_output + f_adapters; }
     std::uint64_t m_total_buffers() const { return m_weights + m_kv + m_compute + m_output; }
 };
 
@@ -412,6 +508,7 @@ Row row_from_record(const nlohmann::json& rec, const std::string& device) {
         r.f_compute = d["compute"]["bytes"];
         r.f_output = d["output"]["bytes"];
         r.f_overhead = d["overhead"]["bytes"];
+        if (d.contains("adapters")) r.f_adapters = d["adapters"]["bytes"];
     }
     for (const auto& b : rec["measured"]["buffers"]) {
         if (b["device"] != device) continue;
@@ -493,7 +590,7 @@ std::string reservation_table(const std::vector<Row>& rows) {
         if (!r.error.empty() || !r.smi_bytes) continue;
         const std::uint64_t plan_total = r.f_total_buffers() + r.f_overhead;
         const std::uint64_t dry =
-            r.d_total ? *r.d_total - std::min(r.d_excess, *r.d_total) + r.f_overhead : 0;
+            r.d_total ? *r.d_total - std::min(r.d_excess, *r.d_total) + r.f_overhead + r.f_adapters : 0;
         const std::uint64_t res = std::max(plan_total, dry);
         const double e = rel(static_cast<double>(res), static_cast<double>(*r.smi_bytes));
         errs.push_back(e);
@@ -531,7 +628,7 @@ int main(int argc, char** argv) {
     std::uint32_t prompt_ubatches = 3;
     bool warmup = true, full_slots = false;
     std::vector<std::string> from_jsonl, skip_done;
-    bool replan = false, sweep = false, embedding_sweep = false;
+    bool replan = false, sweep = false, embedding_sweep = false, lora_sweep = false;
     std::string embedding_set = "a";
     std::uint32_t sweep_short = 4096, sweep_long = 32768;
     app.add_flag("--sweep", sweep,
@@ -539,7 +636,10 @@ int main(int argc, char** argv) {
                  "context, pairwise covered");
     app.add_flag("--embedding-sweep", embedding_sweep,
                  "the embedding sweep (issue 51): new shapes served with --embedding at large ubatches");
-    app.add_option("--embedding-set", embedding_set, "a (the shapes the fixes were made on) or b (held out)")
+    app.add_flag("--lora-sweep", lora_sweep,
+                 "the LoRA sweep (issue 51): new shapes with adapters of several ranks and targets");
+    app.add_option("--embedding-set,--lora-set", embedding_set,
+                   "a (the shapes the fixes were made on) or b (held out), for either sweep")
         ->check(CLI::IsMember({"a", "b"}));
     app.add_option("--sweep-short-ctx", sweep_short, "the sweep's short context");
     app.add_option("--sweep-long-ctx", sweep_long, "the sweep's long context");
@@ -578,13 +678,15 @@ int main(int argc, char** argv) {
     fs::create_directories(work);
     const auto t0 = std::chrono::steady_clock::now();
 
-    const auto models = embedding_sweep ? embedding_models(embedding_set)
-                        : sweep         ? (gpu ? gpu_sweep_models() : cpu_models())
-                        : gpu           ? gpu_models()
-                                        : cpu_models();
-    auto all_cases = embedding_sweep ? embedding_cases(models)
-                     : sweep         ? sweep_cases(models, sweep_short, sweep_long)
-                                     : cases_for(models, gpu, overhead_mib);
+    const auto models = lora_sweep        ? lora_models(embedding_set)
+                        : embedding_sweep ? embedding_models(embedding_set)
+                        : sweep           ? (gpu ? gpu_sweep_models() : cpu_models())
+                        : gpu             ? gpu_models()
+                                          : cpu_models();
+    auto all_cases = lora_sweep        ? lora_cases(models)
+                     : embedding_sweep ? embedding_cases(models)
+                     : sweep           ? sweep_cases(models, sweep_short, sweep_long)
+                                       : cases_for(models, gpu, overhead_mib);
     std::vector<Case> cases;
     for (const auto& c : all_cases) {
         if (cases_filter.empty()) {
@@ -642,7 +744,8 @@ int main(int argc, char** argv) {
             }
             const gguf::Model& model = loaded.at(c.model->name);
 
-            const plan::Settings st = settings_of(c, gpu, overhead_mib);
+            plan::Settings st = settings_of(c, gpu, overhead_mib);
+            const auto lora = lora_file_of(c, model, work, st);
             const plan::Plan p = plan::make_plan(model, st);
             const plan::DevicePlan* dp = p.find(row.device);
             const plan::DevicePlan* host = p.find("cpu");
@@ -675,6 +778,7 @@ int main(int argc, char** argv) {
             // anyway: plan::dry_run_excess).
             if (c.embedding) sargs.push_back("--embedding");
             if (!c.pooling.empty()) sargs.insert(sargs.end(), {"--pooling", c.pooling});
+            if (lora) sargs.insert(sargs.end(), {"--lora", lora->string()});
             // The engine's start-up warm-up allocates too (issue 8: OOMs there); --no-warmup only on request.
             if (!warmup) sargs.push_back("--no-warmup");
             test::EngineProcess::Options opt;
@@ -800,7 +904,8 @@ int main(int argc, char** argv) {
                 if (it == all_cases.end())
                     throw std::runtime_error("--replan: unknown case " + rec.value("case", ""));
                 const auto model = model_of(*it->model);
-                const auto st = settings_of(*it, gpu, overhead_mib);
+                auto st = settings_of(*it, gpu, overhead_mib);
+                lora_file_of(*it, model, work, st);
                 rec["formula"] = plan::make_plan(model, st);
                 rec["dry_run_excess_bytes"] = plan::dry_run_excess(model, st, gpu ? "cuda0" : "cpu");
             }

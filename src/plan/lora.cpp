@@ -102,7 +102,7 @@ std::uint64_t lora_compute_bytes(const std::vector<LoraPair>& pairs, std::uint32
     std::uint64_t most = 0;
     for (const auto& p : pairs) {
         const std::uint64_t tokens = tokens_of(p, n_ubatch, n_outputs);
-        most = std::max(most, (2 * p.width_out() + p.rank()) * tokens * 4);
+        most = std::max(most, (p.width_out() + p.rank()) * tokens * 4);
     }
     return most;
 }
