@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # What loch costs while nothing happens (issue 55): `loch serve` on its embedded default with the demo model
-# loaded by one chat, then SECONDS of silence. From /proc: CPU ticks of loch's process (every thread) and of
-# its idle llama-server side by side (the floor any front of that engine sits beside), and wakeups — context
-# switches, voluntary and not — per second per thread, named by the thread's comm. Prints CPU % of one core
-# for both, their ratio, and loch's wakeups per second with the threads that make them.
+# loaded by one chat, then SECONDS_IDLE of silence. From /proc, per thread of loch and of its idle
+# llama-server side by side (the floor any front of that engine sits beside): CPU time (schedstat, in
+# nanoseconds; clock ticks beside it) and wakeups — context switches, voluntary and not — per second, named
+# by the thread's comm. Prints CPU % of one core for both, their ratio, and loch's wakeups per second with the
+# threads that make them.
 #   bash bench/idle.sh                 (SECONDS_IDLE=60 SETTLE=5; needs build/bin from scripts/setup.sh)
+#   MAX_CPU_PCT=0.05 MAX_WAKEUPS=4 bash bench/idle.sh    the CI guard (scripts/test.sh): exits 1 when loch's
+#                                      idle CPU or its wakeups per second exceed either bound
 set -euo pipefail
 R=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$R/build/bin}
@@ -24,9 +27,11 @@ loch=$(cat "$W/loch.pid")
 engine=$(pgrep -P "$loch" -f llama-server | head -1)
 [[ -n $engine ]] || { tail -20 "$W/loch.log"; echo "no engine under loch" >&2; exit 1; }
 sleep "$SETTLE"
-python3 - "$loch" "$engine" "$IDLE" <<'PY'
+python3 - "$loch" "$engine" "$IDLE" "${MAX_CPU_PCT:-}" "${MAX_WAKEUPS:-}" <<'PY'
 import os, sys, time
 loch, engine, idle = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+max_cpu = float(sys.argv[4]) if sys.argv[4] else None
+max_wake = float(sys.argv[5]) if sys.argv[5] else None
 hz = os.sysconf("SC_CLK_TCK")
 def threads(pid):
     out = {}
@@ -35,12 +40,13 @@ def threads(pid):
             stat = open(f"/proc/{pid}/task/{tid}/stat").read()
             fields = stat[stat.rindex(")") + 2:].split()
             ticks = int(fields[11]) + int(fields[12])
+            ns = int(open(f"/proc/{pid}/task/{tid}/schedstat").read().split()[0])
             sw = 0
             for line in open(f"/proc/{pid}/task/{tid}/status"):
                 if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
                     sw += int(line.split()[1])
             comm = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
-            out[tid] = (comm, ticks, sw)
+            out[tid] = (comm, ticks, sw, ns)
         except OSError:
             pass
     return out
@@ -48,21 +54,25 @@ a = {p: threads(p) for p in (loch, engine)}
 t0 = time.monotonic(); time.sleep(idle); t1 = time.monotonic()
 b = {p: threads(p) for p in (loch, engine)}
 wall = t1 - t0
-def cpu(p):
-    return sum(v[1] for v in b[p].values()) - sum(a[p][t][1] for t in b[p] if t in a[p])
+def delta(p, i):  # threads alive at both ends, plus what threads born since used
+    return sum(v[i] - (a[p][t][i] if t in a[p] else 0) for t, v in b[p].items())
 def wakeups(p):
-    per = {}
-    for t, (comm, _, sw) in b[p].items():
-        if t in a[p]:
-            per[f"{comm} ({t})"] = (sw - a[p][t][2]) / wall
-    return per
-lc, ec = cpu(loch), cpu(engine)
-lp, ep = 100 * lc / hz / wall, 100 * ec / hz / wall
+    return {f"{comm} ({t})": (sw - (a[p][t][2] if t in a[p] else 0)) / wall for t, (comm, _, sw, _) in b[p].items()}
+lt, et = delta(loch, 1), delta(engine, 1)
+lns, ens = delta(loch, 3), delta(engine, 3)
+lp, ep = 100 * lns / 1e9 / wall, 100 * ens / 1e9 / wall
 lw, ew = wakeups(loch), wakeups(engine)
-print(f"idle {wall:.1f} s, the demo model loaded (clock ticks of {1000 // hz} ms)")
-print(f"  loch serve   : {lc} ticks = {lp:.3f} % of one core, {sum(lw.values()):.1f} wakeups/s")
-print(f"  llama-server : {ec} ticks = {ep:.3f} % of one core, {sum(ew.values()):.1f} wakeups/s (its idle floor, side by side)")
-print(f"  loch ÷ llama-server CPU: {lc / ec:.2f}" if ec else "  loch ÷ llama-server CPU: (the engine used no tick)")
+lwt = sum(lw.values())
+print(f"idle {wall:.1f} s, the demo model loaded")
+print(f"  loch serve   : {lns / 1e6:.1f} ms on CPU = {lp:.4f} % of one core ({lt} ticks of {1000 // hz} ms), {lwt:.2f} wakeups/s")
+print(f"  llama-server : {ens / 1e6:.1f} ms on CPU = {ep:.4f} % of one core ({et} ticks), {sum(ew.values()):.2f} wakeups/s (its idle floor, side by side)")
+print(f"  loch ÷ llama-server CPU: {lns / ens:.2f}" if ens else "  loch ÷ llama-server CPU: (the engine used none)")
 for name, w in sorted(lw.items(), key=lambda x: -x[1]):
     if w > 0: print(f"    loch thread {name}: {w:.2f} wakeups/s")
+failed = []
+if max_cpu is not None and lp > max_cpu: failed.append(f"idle CPU {lp:.4f} % > {max_cpu} %")
+if max_wake is not None and lwt > max_wake: failed.append(f"{lwt:.2f} wakeups/s > {max_wake}")
+if max_cpu is not None or max_wake is not None:
+    print("  IDLE GUARD FAILED: " + "; ".join(failed) if failed else f"  idle guard passed (CPU ≤ {max_cpu} %, wakeups ≤ {max_wake}/s)")
+sys.exit(1 if failed else 0)
 PY

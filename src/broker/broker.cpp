@@ -67,12 +67,31 @@ asio::awaitable<void> Broker::tick_loop() {
     }
 }
 
-Clock::duration Broker::tick_period() const {
-    const auto now = Clock::now();
+void Broker::note_request() {
+    last_request_ = Clock::now();
+    // An idle tick may be sleeping for up to idle_tick: a request makes the broker busy, so it ticks again
+    // within one tick (keep-alive, the runtime guard, backoff all run on it).
+    if (tick_timer_ && tick_timer_->expiry() > last_request_ + options_.tick) tick_timer_->cancel();
+}
+
+bool Broker::busy(Clock::time_point now) const {
     bool busy = !waiters_.empty() || !holds_.empty() || !loading_devices_.empty() ||
                 now - last_request_ < 10 * options_.tick;
     for (const auto& [name, m] : models_) busy |= m->active > 0 || m->state == ModelState::loading;
-    return busy ? Clock::duration(options_.tick) : Clock::duration(5 * options_.tick);
+    return busy;
+}
+
+Clock::duration Broker::tick_period() const {
+    const auto now = Clock::now();
+    if (busy(now)) return options_.tick;
+    // Idle: the next keep-alive expiry (evict_expired's rule) or the idle tick, whichever comes first.
+    Clock::duration next = options_.idle_tick;
+    for (const auto& [name, m] : models_) {
+        const auto keep_alive = m->keep_alive();
+        if (m->state != ModelState::ready || m->cfg->pinned || !keep_alive) continue;
+        next = std::min<Clock::duration>(next, m->last_used + *keep_alive - now);
+    }
+    return std::max<Clock::duration>(next, options_.tick);
 }
 
 Broker::Model* Broker::find(const std::string& name_or_alias) {
@@ -124,7 +143,7 @@ std::optional<Lease> Broker::try_acquire(const std::string& name, const RequestN
     std::string holder;
     if (try_serve(*m, needs, &holder) != Serve::granted) return std::nullopt;
     if (needs.keep_alive) m->keep_alive_override = *needs.keep_alive;
-    last_request_ = Clock::now();
+    note_request();
     return make_lease(*m, priority_of(*m, needs), "ready", {}, std::move(holder));
 }
 
@@ -155,7 +174,7 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     }
     check_needs(*m, needs);
     if (needs.keep_alive) m->keep_alive_override = *needs.keep_alive;
-    last_request_ = Clock::now();
+    note_request();
     // A record that launched and is still open while the model is stopped again is a start that failed:
     // this request starts a new one.
     const bool cold = (m->state == ModelState::stopped || m->state == ModelState::asleep) &&

@@ -132,9 +132,13 @@ enum class Policy { loch, fifo_lock, keepalive_lru };
 struct BrokerOptions {
     Policy policy = Policy::loch;
     std::chrono::milliseconds tick{1000};  // probe refresh, keep-alive eviction, backoff expiry
-    std::chrono::seconds aging{30};        // batch waiters compete as interactive after this
-    std::chrono::seconds free_wait{10};    // after a stop: how long to wait for the memory to show as free
-    std::uint32_t cpu_cores = 0;           // the CPU's cores for engines' threads; 0 = the CPUs loch may use
+    // The tick while nothing happens (no request for 10 ticks, nothing loading, running, held or waiting):
+    // it still wakes for the next keep-alive expiry, so only the devices' readings age — and a request for a
+    // model that is not ready re-reads them first.
+    std::chrono::milliseconds idle_tick{30000};
+    std::chrono::seconds aging{30};      // batch waiters compete as interactive after this
+    std::chrono::seconds free_wait{10};  // after a stop: how long to wait for the memory to show as free
+    std::uint32_t cpu_cores = 0;         // the CPU's cores for engines' threads; 0 = the CPUs loch may use
     // A request that has waited this long for room that busy engines of equal or lower priority hold gets
     // its turn: they take no new request until it has run (broker/turns.cpp).
     std::chrono::milliseconds memory_turn_after{10000};
@@ -475,11 +479,14 @@ class Broker {
     bool shutting_down_ = false;
     std::shared_ptr<bool> alive_;  // tells detached coroutines the broker is gone
     std::unique_ptr<boost::asio::steady_timer> tick_timer_;
-    // The tick runs 5x less often while nothing happens (no request for 10 ticks, nothing loading, running
-    // or waiting): an idle loch costs ~nothing. A request for a model that is not ready re-reads the devices
-    // first when the last reading is older than one tick, so admission never decides on a stale one.
+    // The tick runs at BrokerOptions::idle_tick while nothing happens (issue 55: an idle loch costs
+    // ~nothing), waking earlier for the next keep-alive expiry. A request for a model that is not ready
+    // re-reads the devices first when the last reading is older than one tick, so admission never decides on
+    // a stale one.
     std::chrono::steady_clock::time_point last_refresh_{}, last_request_{};
     std::chrono::steady_clock::time_point cpu_scan_at_{};  // the last scan for the largest CPU programs
+    bool busy(std::chrono::steady_clock::time_point now) const;
+    void note_request();  // a request or a hold arrived: busy from now, the idle tick cut short
     std::chrono::steady_clock::duration tick_period() const;
 };
 

@@ -101,7 +101,7 @@ asio::awaitable<nlohmann::json> Broker::create_hold(HoldSpec spec) {
     }
     Hold& hold = *h;
     holds_[hold.id] = std::move(h);
-    last_request_ = Clock::now();
+    note_request();
     if (hold.spec.running) {
         // Already running (loch restarted under it): its memory is in use whatever loch decides.
         book(hold, hold.devices.front());

@@ -84,8 +84,11 @@ void Broker::name_other_processes(const std::vector<DeviceSnapshot>& snap) {
         std::sort(uses.begin(), uses.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
         ledger_.set_other_processes(d.id, named(uses));
     }
-    // The CPU: the largest resident programs (a scan of /proc: every 10 s at most).
-    if (ledger_.has_device("cpu") && Clock::now() - cpu_scan_at_ > std::chrono::seconds(10)) {
+    // The CPU: the largest resident programs (a scan of every /proc entry, the costliest part of a tick:
+    // every 10 s at most while busy, every 2 minutes while idle — it only names them; how much memory others
+    // hold comes from the device's own reading).
+    const auto scan_every = busy(Clock::now()) ? std::chrono::seconds(10) : std::chrono::seconds(120);
+    if (ledger_.has_device("cpu") && Clock::now() - cpu_scan_at_ > scan_every) {
         cpu_scan_at_ = Clock::now();
         // Only programs of some size: a shell or an editor is not what holds a machine's memory.
         auto top = devices_->largest_resident(kNamedProcesses + own.size());

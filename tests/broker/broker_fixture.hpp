@@ -70,8 +70,17 @@ class BrokerTest : public ::testing::Test {
         // FixedDevices with process groups: a test double of the /proc scan.
         struct Devices : FixedDevices {
             Devices(std::vector<DeviceSnapshot> d, std::map<int, std::vector<int>> g,
-                    std::map<int, devices::ProcessInfo> p, const std::optional<devices::MemoryCgroup>* c)
-                : FixedDevices(std::move(d)), groups(std::move(g)), described(std::move(p)), cgroup(c) {}
+                    std::map<int, devices::ProcessInfo> p, const std::optional<devices::MemoryCgroup>* c,
+                    int* reads)
+                : FixedDevices(std::move(d)),
+                  groups(std::move(g)),
+                  described(std::move(p)),
+                  cgroup(c),
+                  reads(reads) {}
+            std::vector<DeviceSnapshot> snapshot() override {
+                ++*reads;
+                return FixedDevices::snapshot();
+            }
             std::optional<devices::MemoryCgroup> memory_cgroup() override { return *cgroup; }
             std::vector<int> group_members(int pgid) override {
                 auto it = groups.find(pgid);
@@ -84,12 +93,14 @@ class BrokerTest : public ::testing::Test {
             std::map<int, std::vector<int>> groups;
             std::map<int, devices::ProcessInfo> described;
             const std::optional<devices::MemoryCgroup>* cgroup;
+            int* reads;
         };
-        broker = std::make_unique<Broker>(
-            ioc.get_executor(), cfg,
-            std::make_unique<Devices>(std::move(snapshot), std::move(groups), process_info, &cgroup),
-            footprints ? std::move(footprints) : std::make_unique<KindFootprint>(),
-            std::make_unique<test::FakeLauncher>(fake), o);
+        broker =
+            std::make_unique<Broker>(ioc.get_executor(), cfg,
+                                     std::make_unique<Devices>(std::move(snapshot), std::move(groups),
+                                                               process_info, &cgroup, &device_reads),
+                                     footprints ? std::move(footprints) : std::make_unique<KindFootprint>(),
+                                     std::make_unique<test::FakeLauncher>(fake), o);
         broker->start();
     }
 
@@ -166,11 +177,13 @@ class BrokerTest : public ::testing::Test {
     std::unique_ptr<Broker> broker;
     std::map<int, devices::ProcessInfo> process_info;  // who the fake device's processes are
     std::optional<devices::MemoryCgroup> cgroup;       // what the memory cgroup reads (none: not in one)
+    int device_reads = 0;                              // how often the broker read the devices (its ticks)
 };
 
 inline BrokerOptions fast(std::chrono::seconds aging = 30s) {
     BrokerOptions o;
     o.tick = 20ms;
+    o.idle_tick = 100ms;
     o.aging = aging;
     o.free_wait = 1s;
     return o;

@@ -116,6 +116,31 @@ TEST_F(BrokerTest, EvictionStopsTheIdleModelThatWasIdleLongest) {
     EXPECT_FALSE(fake->of("b")[0]->ended());
 }
 
+// Issue 55: an idle broker ticks at idle_tick (30 s by default), yet an idle model still leaves at its
+// keep_alive, not up to an idle tick later: the idle tick wakes for the next expiry.
+TEST_F(BrokerTest, AnIdleBrokerSleepsLongButWakesForTheNextKeepAliveExpiry) {
+    add_model("a", 4 * kGiB);
+    cfg.models.back().keep_alive = 1s;
+    auto o = fast();
+    o.idle_tick = 60s;  // far beyond the test: only the expiry can wake it in time
+    start(o);
+    {
+        auto a = acquire("a");
+        ASSERT_TRUE(settle(a));
+        a.get().release();
+    }
+    run_for(800ms);
+    ASSERT_EQ(fake->of("a").size(), 1u);
+    EXPECT_FALSE(fake->of("a")[0]->ended()) << "stopped before its keep_alive";
+    run_for(1200ms);
+    EXPECT_TRUE(fake->of("a")[0]->ended()) << "an idle tick of 60 s kept it past its keep_alive";
+    // Then nothing is left to expire: it sleeps (at a 20 ms tick it would read the devices ~25 times).
+    run_for(300ms);
+    const int reads = device_reads;
+    run_for(500ms);
+    EXPECT_LE(device_reads - reads, 1) << "an idle broker kept reading the devices";
+}
+
 // Two idle 4 GiB engines on the 10 GiB device (`a` idle longer) and a 3 GiB model `c`: a and b leave
 // 2 GiB, stopping one of them is enough.
 struct StoppingEngineTest : BrokerTest {
