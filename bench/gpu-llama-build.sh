@@ -1,4 +1,4 @@
-# Sourced by the GPU benches (bench/gpu-embedding.sh, bench/gpu-offload-host.sh): builds llama-server for
+# Sourced by the GPU benches (bench/gpu-sweep.sh, bench/gpu-offload-host.sh): builds llama-server for
 # this machine's CUDA GPU with the setup script's own build step, from the sources `bash bench/gpu-engines.sh
 # --pack` carried (devcarry-gpu/llama.tar.xz), in the background and once per machine (gpu-work/ survives
 # between calls while the machine is held), then waits for it until BUDGET_S. Needs R (the repository), W

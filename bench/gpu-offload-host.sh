@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 51: the host side of partial offload, on a GPU machine (the `device` tool). llama-server built for
-# CUDA by the setup script's own build step from carried sources (as bench/gpu-embedding.sh: `bash
+# CUDA by the setup script's own build step from carried sources (as bench/gpu-sweep.sh: `bash
 # bench/gpu-engines.sh --pack` here, with build/bin/{loch,loch-synth} stripped into devcarry-gpu/real/),
 # synthetic models from loch-synth, each served with one partial-offload setting (-ot exps=CPU,
 # --n-cpu-moe, -ngl below the layer count, with and without the CPU repack); a long prompt on every slot

@@ -10,9 +10,9 @@
 //     weight W·x, two more products: t = A·x (rank x tokens) and B·t (out x tokens), scaled and added to
 //     W·x. ggml-alloc frees t after B·t and scales and adds in place, so beyond the base graph's peak at
 //     most one adapted product's activations live at once: (out + rank)·tokens floats. Measured on an H100
-//     (bench/gpu-lora.sh, 12 cases): the compute buffer grew by 0–12 MiB beyond the base graph's plan where
-//     this books 28–224 MiB. `token_embd` is the exception (A and B flipped: B·rows(A), out = the model's
-//     width) and runs with the inputs.
+//     (bench/gpu-sweep.sh lora, 12 cases): the compute buffer grew by 0–12 MiB beyond the base graph's plan
+//     where this books 28–224 MiB. `token_embd` is the exception (A and B flipped: B·rows(A), out = the
+//     model's width) and runs with the inputs.
 //   - on a GPU an unquantized A or B goes through cuBLAS: f16 copies of the operand and the result in
 //     ggml-cuda's pool (in + rank, or rank + out, x tokens x 2 bytes), and cuBLAS's GEMM kernels load into
 //     device memory if nothing else loaded them (plan.hpp kCublasGemmGrowthBytes).
