@@ -70,6 +70,10 @@ struct Case {
     // and the weights it adapts.
     std::uint32_t lora_rank = 0;
     std::vector<std::string> lora_targets;
+    // A draft model for speculative decoding (--spec-type draft-simple), written beside the model, and the
+    // tokens it drafts per slot per step.
+    const ModelSpec* draft = nullptr;
+    std::uint32_t draft_max = plan::kDraftMaxDefault;
 };
 
 // The settings a case runs with; the same for the live run and for --replan.
@@ -102,6 +106,19 @@ std::optional<fs::path> lora_file_of(const Case& c, const gguf::Model& model, co
         work / fmt::format("{}.lora-r{}-{}.gguf", c.model->name, c.lora_rank, fmt::join(c.lora_targets, "-"));
     if (!fs::exists(path)) synth::write_model(path, adapter, synth::Weights::zeros);
     st.lora = plan::read_lora(adapter, model).pairs;
+    return path;
+}
+
+gguf::Model model_of(const ModelSpec& m);
+
+// The case's draft model file in `work` (written once), set as the plan's draft; nullopt without one.
+std::optional<fs::path> draft_file_of(const Case& c, const fs::path& work, plan::Settings& st) {
+    if (!c.draft) return std::nullopt;
+    const fs::path path = work / (c.draft->name + ".gguf");
+    auto m = model_of(*c.draft);
+    if (!fs::exists(path)) synth::write_model(path, m, synth::Weights::zeros);
+    st.draft =
+        plan::DraftModel{path.string(), std::make_shared<const gguf::Model>(std::move(m)), c.draft_max};
     return path;
 }
 
@@ -285,6 +302,87 @@ std::vector<Case> lora_cases(const std::vector<ModelSpec>& models) {
     return out;
 }
 
+// Issue 51's draft sweep: pairs of a model and a small draft of its family with the same vocabulary, on
+// shapes the repository has not measured. Set a: an 8B llama with a 1B draft (q4_k_m / q8_0), an 8B qwen3
+// with a 0.6B draft (q4_k_m / q8_0), a 12B gemma3 with sliding windows and a 270M-like draft in f16. Set b
+// (held out): a 14B qwen2 with biases and a 0.5B draft, a 3B llama in f16 with a 1B f16 draft, a 30B-A3B
+// MoE with a 0.6B draft. Settings: n_max 3 to 16, 1 to 4 slots, ubatch 512 to 2048, flash attention auto
+// and off, one partial offload of the model (its draft stays on the GPU).
+std::vector<ModelSpec> draft_models(const std::string& set) {
+    std::vector<ModelSpec> m;  // model, draft, model, draft, ...
+    if (set == "b") {
+        auto q = small("qwen2", 48, 5120, 40, 8, 13824, 152064);
+        q.attn_bias = true;
+        m.push_back({"draft-qwen2-14b", std::nullopt, q, "q4_k_m"});
+        auto qd = small("qwen2", 24, 896, 14, 2, 4864, 151936);
+        qd.attn_bias = true;
+        m.push_back({"draft-qwen2-0.5b", std::nullopt, qd, "q8_0"});
+        m.push_back(
+            {"draft-llama-3b-f16", std::nullopt, small("llama", 28, 3072, 24, 8, 8192, 128256), "f16"});
+        m.push_back(
+            {"draft-llama-1b-f16", std::nullopt, small("llama", 16, 2048, 32, 8, 8192, 128256), "f16"});
+        auto moe = small("qwen3moe", 48, 2048, 32, 4, 6144, 151936);
+        moe.head_dim = 128;
+        moe.n_expert = 128;
+        moe.n_expert_used = 8;
+        moe.n_ff_expert = 768;
+        m.push_back({"draft-qwen3moe-30b", std::nullopt, moe, "q4_k_m"});
+        auto d = small("qwen3", 28, 1024, 16, 8, 3072, 151936);
+        d.head_dim = 128;
+        m.push_back({"draft-qwen3-0.6b-b", std::nullopt, d, "q8_0"});
+        return m;
+    }
+    m.push_back({"draft-llama-8b", std::nullopt, small("llama", 32, 4096, 32, 8, 14336, 128256), "q4_k_m"});
+    m.push_back({"draft-llama-1b", std::nullopt, small("llama", 16, 2048, 32, 8, 8192, 128256), "q8_0"});
+    auto q = small("qwen3", 36, 4096, 32, 8, 12288, 151936);
+    q.head_dim = 128;
+    m.push_back({"draft-qwen3-8b", std::nullopt, q, "q4_k_m"});
+    auto qd = small("qwen3", 28, 1024, 16, 8, 3072, 151936);
+    qd.head_dim = 128;
+    m.push_back({"draft-qwen3-0.6b", std::nullopt, qd, "q8_0"});
+    auto g = small("gemma3", 48, 3840, 16, 8, 15360, 262208);
+    g.head_dim = 256;
+    g.sliding_window = 1024;
+    g.swa_pattern = 6;
+    m.push_back({"draft-gemma3-12b", std::nullopt, g, "q4_k_m"});
+    auto gd = small("gemma3", 18, 640, 4, 1, 2048, 262208);
+    gd.head_dim = 256;
+    gd.sliding_window = 512;
+    gd.swa_pattern = 6;
+    m.push_back({"draft-gemma3-270m", std::nullopt, gd, "f16"});
+    return m;
+}
+
+std::vector<Case> draft_cases(const std::vector<ModelSpec>& models) {
+    struct S {
+        std::uint32_t ctx, np, ub, n_max;
+        plan::FlashAttn fa;
+        int ngl;
+    };
+    const S settings[] = {{8192, 1, 512, 3, plan::FlashAttn::automatic, -1},
+                          {16384, 4, 2048, 16, plan::FlashAttn::automatic, -1},
+                          {8192, 2, 1024, 8, plan::FlashAttn::off, -1},
+                          {4096, 1, 512, 3, plan::FlashAttn::automatic, 12}};
+    std::vector<Case> out;
+    for (std::size_t i = 0; i + 1 < models.size(); i += 2)
+        for (const auto& x : settings) {
+            const auto& m = models[i];
+            Case k{fmt::format("draft/{}+{}/c{}/np{}/ub{}/n{}/fa-{}{}", m.name, models[i + 1].name, x.ctx,
+                               x.np, x.ub, x.n_max, x.fa == plan::FlashAttn::off ? "off" : "auto",
+                               x.ngl >= 0 ? fmt::format("/ngl{}", x.ngl) : ""),
+                   &m,
+                   x.ctx,
+                   x.np,
+                   x.fa,
+                   x.ngl};
+            k.ubatch = x.ub;
+            k.draft = &models[i + 1];
+            k.draft_max = x.n_max;
+            out.push_back(k);
+        }
+    return out;
+}
+
 std::vector<Case> embedding_cases(const std::vector<ModelSpec>& models) {
     struct S {
         std::uint32_t ctx, np, ub;
@@ -445,6 +543,7 @@ struct Row {
     // formula (bytes)
     std::uint64_t f_weights = 0, f_kv = 0, f_compute = 0, f_output = 0, f_overhead = 0;
     std::uint64_t f_adapters = 0;  // LoRA pairs and their activations (in no engine buffer line but LoRA's)
+    std::uint64_t f_draft = 0, m_draft = 0;  // a draft model's figure, and its buffers in the log
     // measured from the log, same device
     std::uint64_t m_weights = 0, m_kv = 0, m_compute = 0, m_output = 0;
     // dry run, same device
@@ -453,8 +552,10 @@ struct Row {
     std::optional<std::uint64_t> smi_bytes;   // nvidia-smi per-process
     std::optional<std::uint64_t> fit_budget;  // a `--fit` answer's budget
     std::string error;
-    std::uint64_t f_total_buffers() const { return f_weights + f_kv + f_compute + f_output + f_adapters; }
-    std::uint64_t m_total_buffers() const { return m_weights + m_kv + m_compute + m_output; }
+    std::uint64_t f_total_buffers() const {
+        return f_weights + f_kv + f_compute + f_output + f_adapters + f_draft;
+    }
+    std::uint64_t m_total_buffers() const { return m_weights + m_kv + m_compute + m_output + m_draft; }
 };
 
 // llama.cpp prints buffer sizes as "%8.2f MiB": a difference below that precision is no error.
@@ -509,6 +610,7 @@ Row row_from_record(const nlohmann::json& rec, const std::string& device) {
         r.f_output = d["output"]["bytes"];
         r.f_overhead = d["overhead"]["bytes"];
         if (d.contains("adapters")) r.f_adapters = d["adapters"]["bytes"];
+        if (d.contains("draft")) r.f_draft = d["draft"]["bytes"];
     }
     for (const auto& b : rec["measured"]["buffers"]) {
         if (b["device"] != device) continue;
@@ -516,6 +618,7 @@ Row row_from_record(const nlohmann::json& rec, const std::string& device) {
         r.m_kv += b["kv"].get<std::uint64_t>() + b["recurrent"].get<std::uint64_t>();
         r.m_compute += b["compute"].get<std::uint64_t>();
         r.m_output += b["output"].get<std::uint64_t>();
+        if (b.contains("draft")) r.m_draft += b["draft"]["total"].get<std::uint64_t>();
     }
     if (rec.contains("dry_run"))
         for (const auto& d : rec["dry_run"])
@@ -589,8 +692,9 @@ std::string reservation_table(const std::vector<Row>& rows) {
     for (const auto& r : rows) {
         if (!r.error.empty() || !r.smi_bytes) continue;
         const std::uint64_t plan_total = r.f_total_buffers() + r.f_overhead;
-        const std::uint64_t dry =
-            r.d_total ? *r.d_total - std::min(r.d_excess, *r.d_total) + r.f_overhead + r.f_adapters : 0;
+        const std::uint64_t dry = r.d_total ? *r.d_total - std::min(r.d_excess, *r.d_total) + r.f_overhead +
+                                                  r.f_adapters + r.f_draft
+                                            : 0;
         const std::uint64_t res = std::max(plan_total, dry);
         const double e = rel(static_cast<double>(res), static_cast<double>(*r.smi_bytes));
         errs.push_back(e);
@@ -628,7 +732,7 @@ int main(int argc, char** argv) {
     std::uint32_t prompt_ubatches = 3;
     bool warmup = true, full_slots = false;
     std::vector<std::string> from_jsonl, skip_done;
-    bool replan = false, sweep = false, embedding_sweep = false, lora_sweep = false;
+    bool replan = false, sweep = false, embedding_sweep = false, lora_sweep = false, draft_sweep = false;
     std::string embedding_set = "a";
     std::uint32_t sweep_short = 4096, sweep_long = 32768;
     app.add_flag("--sweep", sweep,
@@ -638,7 +742,9 @@ int main(int argc, char** argv) {
                  "the embedding sweep (issue 51): new shapes served with --embedding at large ubatches");
     app.add_flag("--lora-sweep", lora_sweep,
                  "the LoRA sweep (issue 51): new shapes with adapters of several ranks and targets");
-    app.add_option("--embedding-set,--lora-set", embedding_set,
+    app.add_flag("--draft-sweep", draft_sweep,
+                 "the draft-model sweep (issue 51): new model/draft pairs under speculative decoding");
+    app.add_option("--embedding-set,--lora-set,--draft-set", embedding_set,
                    "a (the shapes the fixes were made on) or b (held out), for either sweep")
         ->check(CLI::IsMember({"a", "b"}));
     app.add_option("--sweep-short-ctx", sweep_short, "the sweep's short context");
@@ -678,12 +784,14 @@ int main(int argc, char** argv) {
     fs::create_directories(work);
     const auto t0 = std::chrono::steady_clock::now();
 
-    const auto models = lora_sweep        ? lora_models(embedding_set)
+    const auto models = draft_sweep       ? draft_models(embedding_set)
+                        : lora_sweep      ? lora_models(embedding_set)
                         : embedding_sweep ? embedding_models(embedding_set)
                         : sweep           ? (gpu ? gpu_sweep_models() : cpu_models())
                         : gpu             ? gpu_models()
                                           : cpu_models();
-    auto all_cases = lora_sweep        ? lora_cases(models)
+    auto all_cases = draft_sweep       ? draft_cases(models)
+                     : lora_sweep      ? lora_cases(models)
                      : embedding_sweep ? embedding_cases(models)
                      : sweep           ? sweep_cases(models, sweep_short, sweep_long)
                                        : cases_for(models, gpu, overhead_mib);
@@ -746,6 +854,7 @@ int main(int argc, char** argv) {
 
             plan::Settings st = settings_of(c, gpu, overhead_mib);
             const auto lora = lora_file_of(c, model, work, st);
+            draft_file_of(c, work, st);
             const plan::Plan p = plan::make_plan(model, st);
             const plan::DevicePlan* dp = p.find(row.device);
             const plan::DevicePlan* host = p.find("cpu");
@@ -754,10 +863,13 @@ int main(int argc, char** argv) {
             row.f_compute = dp->compute.bytes;
             row.f_output = dp->output.bytes;
             row.f_overhead = dp->overhead.bytes;
+            row.f_draft = dp->draft.bytes;
             rec["formula"] = p;
             rec["dry_run_excess_bytes"] = plan::dry_run_excess(model, st, row.device);
 
-            auto args = plan::engine_args(st);
+            plan::Settings as_dry_run = st;
+            as_dry_run.draft.reset();  // server flags: llama-fit-params plans the model alone
+            auto args = plan::engine_args(as_dry_run);
             try {
                 auto dr = plan::run_fit_params(fit_params, path.string(), args, std::chrono::seconds(300));
                 if (const auto* d = dr.find(gpu ? "cuda0" : "cpu")) row.d_total = d->total();
@@ -772,7 +884,7 @@ int main(int argc, char** argv) {
                 rec["dry_run_error"] = e.what();
             }
 
-            std::vector<std::string> sargs = args;
+            std::vector<std::string> sargs = plan::engine_args(st);
             sargs.insert(sargs.end(), {"-lv", "4", "--fit", "off", "-t", std::to_string(threads)});
             // The server only: llama-fit-params takes neither (the dry run counts every row as an output
             // anyway: plan::dry_run_excess).
@@ -906,6 +1018,7 @@ int main(int argc, char** argv) {
                 const auto model = model_of(*it->model);
                 auto st = settings_of(*it, gpu, overhead_mib);
                 lora_file_of(*it, model, work, st);
+                draft_file_of(*it, work, st);
                 rec["formula"] = plan::make_plan(model, st);
                 rec["dry_run_excess_bytes"] = plan::dry_run_excess(model, st, gpu ? "cuda0" : "cpu");
             }

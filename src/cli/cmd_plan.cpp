@@ -35,6 +35,8 @@ struct PlanOptions {
     std::vector<float> tensor_split;
     std::vector<std::string> override_tensor;
     std::vector<std::string> lora;  // adapter files (llama-server's --lora)
+    std::string draft;              // a draft model (--spec-type draft-simple --spec-draft-model)
+    std::uint32_t draft_max = plan::kDraftMaxDefault;
     double overhead_mib = 600, margin_pct = 0;
     ImagePlanOptions image;  // --width/--height: an image model (cmd_plan_image.cpp)
 };
@@ -114,8 +116,8 @@ void print_table(const plan::Plan& p) {
         "(MiB; source: formula for weights, kv cache, compute, output; configured for overhead and "
         "margin)\n");
     for (const auto& d : p.devices)
-        if (d.adapters.bytes > 0)
-            std::printf("%-8s total includes %s\n", d.device.c_str(), d.adapters.detail.c_str());
+        for (const auto* f : {&d.adapters, &d.draft})
+            if (f->bytes > 0) std::printf("%-8s total includes %s\n", d.device.c_str(), f->detail.c_str());
     for (const auto& n : p.notes) std::printf("note: %s\n", n.c_str());
 }
 
@@ -173,13 +175,21 @@ void run_plan(const PlanOptions& o) {
             throw std::runtime_error(fmt::format("--lora {}: {}", f, e.what()));
         }
     }
+    if (!o.draft.empty()) {
+        gguf::Model draft = gguf::read_model(o.draft);
+        if (auto why = plan::draft_refusal(draft, model))
+            throw std::runtime_error(fmt::format("--draft {}: {}", o.draft, *why));
+        st.draft = plan::DraftModel{
+            o.draft, std::make_shared<const gguf::Model>(gguf::for_planning(std::move(draft))), o.draft_max};
+    }
     const plan::Plan p = plan::make_plan(model, st);
 
     if (!o.json) print_table(p);
     nlohmann::json out = p;
     std::optional<ModelFile> file;
     if (o.dry_run) file.emplace(o, model);
-    auto dry_run_at = [&](const plan::Settings& at) {
+    auto dry_run_at = [&](plan::Settings at) {
+        at.draft.reset();  // a server flag: llama-fit-params plans the model alone
         return plan::run_fit_params(o.fit_params_bin.empty() ? default_fit_params_bin() : o.fit_params_bin,
                                     file->path(), plan::engine_args(at));
     };
@@ -316,6 +326,12 @@ void add_plan_command(CLI::App& app) {
     cmd->add_flag("--no-repack", o->no_repack,
                   "CPU weights without the repacked copy (llama-server's --no-repack)");
     cmd->add_option("--lora", o->lora, "LoRA adapter files (llama-server's --lora), planned as applied");
+    cmd->add_option(
+        "--draft", o->draft,
+        "A draft model for speculative decoding (llama-server's --spec-draft-model), planned beside "
+        "the model");
+    cmd->add_option("--draft-max", o->draft_max, "Tokens drafted per slot per step (--spec-draft-n-max)")
+        ->check(CLI::Range(1, 64));
     cmd->add_flag("--embedding", o->embedding, "an embedding server: every token of a batch is an output");
     cmd->add_option("--pooling", o->pooling, "embedding pooling: none, mean, cls, last, rank")
         ->check(CLI::IsMember({"none", "mean", "cls", "last", "rank"}));

@@ -81,7 +81,9 @@ constexpr BufferLine kBufferLines[] = {
 class Parser {
   public:
     void line(std::string_view l) {
-        if (projector_line(l) || buffer_line(l) || kv_line(l) || offload_line(l) || breakdown_line(l)) return;
+        if (draft_line(l) || projector_line(l) || buffer_line(l) || kv_line(l) || offload_line(l) ||
+            breakdown_line(l))
+            return;
     }
     EngineFootprint take() { return std::move(fp_); }
 
@@ -118,6 +120,17 @@ class Parser {
     }
     bool context_seen_ = false;  // a KV/compute/output line belongs to the current load
     bool in_table_ = false;
+    // The draft model (common_speculative_init_result: "loading draft model '…'") loads after the model's
+    // context: its buffer lines are the draft's, its KV summary and offload line not the model's.
+    bool in_draft_ = false;
+    bool draft_context_seen_ = false;
+
+    bool draft_line(std::string_view l) {
+        if (l.find("loading draft model") == std::string_view::npos) return false;
+        in_draft_ = true;
+        draft_context_seen_ = false;
+        return true;
+    }
 
     BufferSizes& buffer(std::string_view name) {
         for (auto& b : fp_.buffers)
@@ -136,12 +149,33 @@ class Parser {
             auto bytes = mib_value(l.substr(pos + bl.marker.size()));
             std::string_view name = word_before(l, pos);
             if (!bytes || name.empty() || name.size() > 64 || name.back() == ':') return true;
-            if (bl.kind == Kind::model && context_seen_) {
+            if (bl.kind == Kind::model && (in_draft_ ? draft_context_seen_ : context_seen_)) {
                 // A new load starts (the dry run of --fit came first, or the engine restarted).
                 fp_ = EngineFootprint{};
-                context_seen_ = false;
+                context_seen_ = in_draft_ = draft_context_seen_ = false;
             }
             auto& b = buffer(name);
+            if (in_draft_) {
+                switch (bl.kind) {
+                    case Kind::model:
+                        b.draft_model += *bytes;
+                        break;
+                    case Kind::kv:
+                    case Kind::recurrent:
+                        b.draft_kv += *bytes;
+                        draft_context_seen_ = true;
+                        break;
+                    case Kind::compute:
+                        b.draft_compute = *bytes;  // re-reserve replaces
+                        draft_context_seen_ = true;
+                        break;
+                    case Kind::output:
+                        b.draft_output = *bytes;
+                        draft_context_seen_ = true;
+                        break;
+                }
+                return true;
+            }
             switch (bl.kind) {
                 case Kind::model:
                     b.model += *bytes;
@@ -199,6 +233,10 @@ class Parser {
         };
         kv.type_k = type_after("K (");
         kv.type_v = type_after("V (");
+        if (in_draft_) {
+            draft_context_seen_ = true;  // the draft's cache: its bytes are in its buffer lines
+            return true;
+        }
         fp_.kv_caches.push_back(std::move(kv));
         context_seen_ = true;
         return true;
@@ -208,6 +246,7 @@ class Parser {
         constexpr std::string_view marker = "offloaded ";
         auto pos = l.find(marker);
         if (pos == std::string_view::npos || l.find(" layers to GPU") == std::string_view::npos) return false;
+        if (in_draft_) return true;  // the draft's layers, not the model's
         std::string_view r = l.substr(pos + marker.size());
         auto x = leading_int(r, &r);
         if (!x || r.empty() || r.front() != '/') return true;
@@ -335,6 +374,12 @@ void to_json(nlohmann::json& j, const BufferSizes& b) {
         j["projector_weights"] = b.projector_weights;
         j["projector_compute"] = b.projector_compute;
     }
+    if (b.draft() > 0)
+        j["draft"] = {{"model", b.draft_model},
+                      {"kv", b.draft_kv},
+                      {"compute", b.draft_compute},
+                      {"output", b.draft_output},
+                      {"total", b.draft()}};
 }
 
 void to_json(nlohmann::json& j, const EngineFootprint& f) {

@@ -16,6 +16,7 @@
 //   clip_ctx: CLIP using CUDA0 backend                     (the projector's backend, then its weights:)
 //   load_hparams: model size:         595.49 MiB
 //   reserve_compute_meta:      CUDA0 compute buffer size =    21.55 MiB
+//   common_speculative_init_result: loading draft model '…'   (then the draft's own buffer lines)
 // When the log holds several loads (`--fit on` runs a dry run first; a restart appends), the last load wins.
 // Malformed or truncated lines are skipped, never fatal: this is outside input.
 #pragma once
@@ -45,8 +46,12 @@ struct BufferSizes {
     // its image encoder's compute buffer — separate from the language model's buffers of the same name.
     std::uint64_t projector_weights = 0;
     std::uint64_t projector_compute = 0;
+    // A draft model (--spec-draft-model): its buffers after "loading draft model", kept apart from the
+    // model's of the same name.
+    std::uint64_t draft_model = 0, draft_kv = 0, draft_compute = 0, draft_output = 0;
+    std::uint64_t draft() const { return draft_model + draft_kv + draft_compute + draft_output; }
     std::uint64_t total() const {
-        return model + kv + recurrent + compute + output + projector_weights + projector_compute;
+        return model + kv + recurrent + compute + output + projector_weights + projector_compute + draft();
     }
 };
 

@@ -163,9 +163,11 @@ Derived derive(const ModelShape& s, const Settings& st) {
                 : pad(std::min(d.n_ctx_seq, s.n_swa * (st.kv_unified ? st.n_parallel : 1) + d.n_ubatch), 256);
     }
     const bool all_outputs = st.embeddings || (!st.pooling.empty() && st.pooling != "none");
+    // With a draft the target verifies n_max drafted tokens per slot at once (plan/draft.hpp).
     const std::uint32_t outputs_max = st.n_outputs_max ? st.n_outputs_max
                                       : all_outputs    ? d.n_batch
-                                                       : st.n_parallel;
+                                      : st.draft ? verify_outputs(st.n_batch, st.n_parallel, st.draft->n_max)
+                                                 : st.n_parallel;
     d.n_outputs = std::min(d.n_ubatch, outputs_max);
     d.flash_attn = st.flash_attn != FlashAttn::off;
     if (!d.flash_attn && gguf::traits(st.type_v).quantized)
@@ -368,8 +370,9 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
     // and, for embeddings, n_embd floats per row.
     // (Only there: a chat's decode outputs at most one row per slot, whatever the reserve graph assumed.)
     const bool every_token_out = st.embeddings || (!st.pooling.empty() && st.pooling != "none");
-    const std::uint64_t out_rows =
-        std::max<std::uint64_t>({st.n_parallel, 1, every_token_out ? d.n_outputs : 1u});
+    const std::uint64_t out_rows = std::max<std::uint64_t>(
+        {st.n_parallel, 1, every_token_out ? d.n_outputs : 1u,
+         st.draft && !every_token_out ? verify_outputs(st.n_batch, st.n_parallel, st.draft->n_max) : 1u});
     const std::uint64_t row_floats = std::uint64_t{s.n_vocab} + (st.embeddings ? s.n_embd : 0);
     dev[n_gpu].output = {row_floats * out_rows * 4, Source::formula,
                          st.embeddings
@@ -411,6 +414,32 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
                     human_bytes(held), human_bytes(act),
                     pool ? fmt::format(" + f16 copies in the pool {}", human_bytes(pool)) : std::string(),
                     load ? fmt::format(" + load buffer {}", human_bytes(load)) : std::string())};
+        }
+    }
+
+    // ---- the draft model (plan/draft.hpp): its own context, as the engine makes it from this one's
+    // parameters, planned by the same arithmetic; the process's fixed overheads are counted once (here).
+    if (st.draft) {
+        const DraftModel& dm = *st.draft;
+        if (!dm.model) throw std::runtime_error("the draft model's header was not read");
+        const Plan dp = make_plan(*dm.model, draft_context_settings(st, d.n_ctx));
+        for (std::size_t i = 0; i <= n_gpu; ++i) {
+            const DevicePlan* p = dp.find(dev[i].device);
+            const bool host = i == n_gpu;
+            const std::uint64_t samplers = host ? draft_sampler_bytes(dp.shape.n_vocab, st.n_parallel) : 0;
+            const std::uint64_t bytes = (p ? p->total() : 0) + samplers;
+            if (bytes == 0) continue;
+            std::string detail =
+                fmt::format("draft model '{}': {} layer(s)", dp.model_name, p ? p->layers : 0);
+            if (p) {
+                for (const auto& [what, f] :
+                     {std::pair{"weights", &p->weights}, std::pair{"repack", &p->repack},
+                      std::pair{"KV", &p->kv}, std::pair{"compute", &p->compute},
+                      std::pair{"outputs", &p->output}, std::pair{"pool", &p->overhead}})
+                    if (f->bytes) detail += fmt::format(", {} {}", what, human_bytes(f->bytes));
+            }
+            if (samplers) detail += fmt::format(", samplers {}", human_bytes(samplers));
+            dev[i].draft = {bytes, Source::formula, std::move(detail)};
         }
     }
 
@@ -466,6 +495,28 @@ Plan make_plan(const gguf::Model& model, const Settings& st) {
     return plan;
 }
 
+Settings draft_context_settings(const Settings& target, std::uint32_t target_n_ctx) {
+    if (!target.draft) throw std::runtime_error("no draft model in these settings");
+    const DraftModel& dm = *target.draft;
+    Settings ds = target;
+    ds.draft.reset();
+    ds.lora.clear();
+    ds.embeddings = false;
+    ds.pooling.clear();
+    ds.cpu_tensor_patterns.clear();
+    ds.n_cpu_moe = 0;
+    ds.n_ctx = target_n_ctx;
+    ds.n_gpu_layers = dm.n_gpu_layers;
+    ds.type_k = dm.type_k;
+    ds.type_v = dm.type_v;
+    ds.n_outputs_max = target.n_parallel;
+    ds.gpu_overhead_bytes = 0;
+    ds.cpu_overhead_bytes = 0;
+    ds.gpu_engine_host_overhead_bytes = 0;
+    ds.margin_fraction = 0;
+    return ds;
+}
+
 std::optional<std::uint32_t> max_context(const gguf::Model& model, Settings st, const std::string& device,
                                          std::uint64_t budget, bool allow_beyond_train) {
     const ModelShape s = shape_of(model);
@@ -508,9 +559,10 @@ int max_gpu_layers(const gguf::Model& model, Settings st, std::uint64_t budget) 
 }
 
 void to_json(nlohmann::json& j, const DevicePlan& d) {
-    j = {{"device", d.device},   {"layers", d.layers},     {"weights", d.weights},    {"kv_cache", d.kv},
-         {"compute", d.compute}, {"output", d.output},     {"overhead", d.overhead},  {"margin", d.margin},
-         {"repack", d.repack},   {"adapters", d.adapters}, {"total_bytes", d.total()}};
+    j = {{"device", d.device},     {"layers", d.layers},   {"weights", d.weights},
+         {"kv_cache", d.kv},       {"compute", d.compute}, {"output", d.output},
+         {"overhead", d.overhead}, {"margin", d.margin},   {"repack", d.repack},
+         {"adapters", d.adapters}, {"draft", d.draft},     {"total_bytes", d.total()}};
 }
 
 void to_json(nlohmann::json& j, const Plan& p) {
@@ -578,6 +630,16 @@ std::vector<std::string> engine_args(const Settings& st) {
     }
     if (st.n_cpu_moe > 0) add("--n-cpu-moe", std::to_string(st.n_cpu_moe));
     for (const auto& p : st.cpu_tensor_patterns) add("-ot", p + "=CPU");
+    if (st.draft) {
+        add("--spec-type", "draft-simple");
+        add("--spec-draft-model", st.draft->path);
+        add("--spec-draft-n-max", std::to_string(st.draft->n_max));
+        add("--spec-draft-ngl", st.gpus.empty()              ? "0"
+                                : st.draft->n_gpu_layers < 0 ? "999"
+                                                             : std::to_string(st.draft->n_gpu_layers));
+        add("--spec-draft-type-k", std::string(gguf::traits(st.draft->type_k).name));
+        add("--spec-draft-type-v", std::string(gguf::traits(st.draft->type_v).name));
+    }
     return a;
 }
 

@@ -21,6 +21,7 @@
 #include "core/memory.hpp"
 #include "gguf/model.hpp"
 #include "plan/compute.hpp"
+#include "plan/draft.hpp"
 #include "plan/lora.hpp"
 #include "plan/shape.hpp"
 
@@ -79,6 +80,9 @@ struct Settings {
     double margin_fraction = 0.0;  // added on top of each device's total
     // LoRA adapters (--lora, --lora-scaled): every pair of every adapter, planned as applied (plan/lora.hpp).
     std::vector<LoraPair> lora;
+    // Speculative decoding with a draft model: its own context beside this one (plan/draft.hpp). Its
+    // figures are in DevicePlan::draft; the target's outputs grow with n_max.
+    std::optional<DraftModel> draft;
 };
 
 struct DevicePlan {
@@ -86,9 +90,10 @@ struct DevicePlan {
     std::uint32_t layers = 0;  // repeating layers placed here (+1 for the output layer where it lives)
     MemoryFigure weights, repack, kv, compute, output, overhead, margin;
     MemoryFigure adapters;  // LoRA pairs kept here and their products' activations (plan/lora.hpp)
+    MemoryFigure draft;     // the draft model's weights, KV, compute, outputs and pool here (plan/draft.hpp)
     std::uint64_t total() const {
         return weights.bytes + repack.bytes + kv.bytes + compute.bytes + output.bytes + overhead.bytes +
-               margin.bytes + adapters.bytes;
+               margin.bytes + adapters.bytes + draft.bytes;
     }
 };
 
@@ -121,6 +126,12 @@ std::uint64_t runtime_growth_bytes(const ComputeInputs& in);
 
 // Throws std::runtime_error for settings llama.cpp would reject (n_parallel 0, ubatch 0, ...).
 Plan make_plan(const gguf::Model& model, const Settings& settings);
+
+// The draft model's context as the engine makes it from the model's (plan/draft.hpp): the model's padded
+// context `target_n_ctx` (Plan::n_ctx), its slots, batch and flash attention; the draft's -ngl and KV types;
+// none of the model's tensor overrides, LoRA or embedding mode; one output per slot; no per-process
+// overhead or margin (counted once, with the model). Throws without settings.draft.
+Settings draft_context_settings(const Settings& target, std::uint32_t target_n_ctx);
 
 // The KV cache in bytes for these settings (all devices together); the unit tests pin it.
 std::uint64_t kv_cache_bytes(const ModelShape& shape, const Settings& settings);

@@ -18,6 +18,7 @@ DryRunCandidate dry_run_candidate(const DryRunResult& dry, bool cpu, const Devic
     if (!dp) return c;
     c.leaves_out = dp->overhead.bytes;
     c.leaves_out += dp->adapters.bytes;  // llama-fit-params never loads LoRA adapters
+    c.leaves_out += dp->draft.bytes;     // nor a draft model (its flags are the server's)
     if (cpu) {
         const std::uint64_t resident = dp->weights.bytes + dp->repack.bytes;
         if (resident > c.weights) c.leaves_out += resident - c.weights;

@@ -711,7 +711,7 @@ TEST_F(ConfigTest, AFlagNobodyClassifiedIsRefusedAndEmbeddingsArePlanned) {
     EXPECT_THAT(errors(entry("[--pooling, max]"))[0].message, HasSubstr("none, mean, cls, last or rank"));
     // Refused with the reason: speculative decoding, backend sampling, router mode, downloads.
     for (const auto& [flags, why] :
-         {std::pair{"[--spec-type, ngram-simple]", "speculative"},
+         {std::pair{"[--spec-type, ngram-simple]", "n-gram lookup"},
           std::pair{"[-bs]", "sampling on the device"}, std::pair{"[--models-dir, /m]", "router"},
           std::pair{"[-hf, a/b]", "local files"}, std::pair{"[--sleep-idle-seconds, '5']", "idle_timeout"}}) {
         const auto d = errors(entry(flags));
@@ -769,6 +769,52 @@ TEST_F(ConfigTest, LoraAdaptersAreCheckedAgainstTheModelAndPlanned) {
     EXPECT_THAT(said("[{path: x.gguf, scale: lots}]"), HasSubstr("expected a number"));
     EXPECT_THAT(said("['a,b.gguf']"), HasSubstr("split this path"));
     EXPECT_THAT(errors(entry("style.gguf")).at(0).message, HasSubstr("a list of adapters"));
+}
+
+TEST_F(ConfigTest, ADraftModelIsCheckedAgainstTheModelPlannedAndPassed) {
+    const test::SynthModel model({"--preset", "demo"}, "chat.gguf");
+    const test::SynthModel draft({"--preset", "demo", "--layers", "1"}, "draft.gguf");
+    const test::SynthModel far({"--preset", "demo", "--layers", "1", "--vocab", "2048"}, "far.gguf");
+    const auto entry = [&](const std::string& d) {
+        return "models:\n  - name: a\n    path: " + model.path().string() + "\n    args: {draft: " + d +
+               "}\n";
+    };
+    const auto beside = model.path().parent_path() / "draft.gguf";
+    std::filesystem::copy_file(draft.path(), beside);
+    const auto c = parse(entry("{model: draft.gguf, max: 6}"));  // a relative path is beside the model file
+    const auto& m = c.models.at(0);
+    const engines::Placement gpu{"nvidia:0", "cuda", 0};
+    const auto st = engines::llama_plan_settings(m, gpu);
+    ASSERT_TRUE(st.draft);
+    EXPECT_EQ(st.draft->n_max, 6u);
+    EXPECT_EQ(st.draft->path, beside.string());
+    EXPECT_FALSE(st.draft->model->metadata.find("tokenizer.ggml.tokens")->as_array() &&
+                 st.draft->model->metadata.find("tokenizer.ggml.tokens")->as_array()->items.size() > 1)
+        << "the kept header is the planning one, without the vocabulary";
+    EXPECT_GT(plan::make_plan(*engines::planned_file(m), st).find("cuda0")->draft.bytes, 0u);
+    const auto argv = engines::llama_server_argv("llama-server", m, gpu, 1);
+    const auto after = [&](const std::string& flag) {
+        const auto it = std::find(argv.begin(), argv.end(), flag);
+        return it == argv.end() || it + 1 == argv.end() ? std::string() : *(it + 1);
+    };
+    EXPECT_EQ(after("--spec-type"), "draft-simple");
+    EXPECT_EQ(after("--spec-draft-model"), beside.string());
+    EXPECT_EQ(after("--spec-draft-n-max"), "6");
+    EXPECT_EQ(after("--spec-draft-ngl"), "999");
+    EXPECT_EQ(parse(entry(draft.path().string())).models.at(0).name, "a");  // the short form
+
+    // What the engine would refuse is said at config time, with its reason; so are its own flags in extra.
+    EXPECT_THAT(errors(entry(far.path().string())).at(0).message, HasSubstr("differs by at most 128"));
+    EXPECT_THAT(errors(entry("absent.gguf")).at(0).message, HasSubstr("not a regular file"));
+    EXPECT_THAT(errors(entry("{max: 4}")).at(0).message, HasSubstr("needs its model"));
+    EXPECT_THAT(errors(entry("{model: draft.gguf, max: 0}")).at(0).message, HasSubstr("between 1 and 64"));
+    const auto extra = [&](const std::string& x) {
+        return "models:\n  - name: a\n    path: " + model.path().string() + "\n    args: {extra: " + x +
+               "}\n";
+    };
+    EXPECT_THAT(errors(extra("[-md, d.gguf]")).at(0).message, HasSubstr("set args.draft"));
+    EXPECT_THAT(errors(extra("[--spec-draft-n-max, '8']")).at(0).message, HasSubstr("args.draft.max"));
+    EXPECT_EQ(parse(extra("[--spec-draft-p-min, '0.5']")).models.size(), 1u);  // tuning only: passed
 }
 
 // The other engines' extra goes through their tables the same way.

@@ -18,11 +18,14 @@ constexpr std::string_view kSampling = "sampling: per-request arithmetic on the 
 constexpr std::string_view kDownload =
     "it fetches a model from the network; loch runs local files: set the model's path (and args.mmproj)";
 constexpr std::string_view kDraft =
-    "speculative decoding with a draft model loads a second model with its own KV cache and outputs, which "
-    "loch does not plan yet; serve the draft as a model of its own or run without it";
+    "set args.draft (the draft model's path, or {model, max}): loch checks the draft against the model and "
+    "plans its weights, KV cache and compute where the model's layers are, with its KV cache in f16 (the "
+    "engine's default); the draft's own placement, threads and KV types are not taken";
+constexpr std::string_view kDraftMax =
+    "set args.draft.max: the drafted tokens per slot are outputs the model verifies at once, which loch "
+    "plans";
 constexpr std::string_view kSpecOnly =
-    "tunes speculative decoding, which is off unless --spec-type turns it on (and that is refused): no "
-    "allocation";
+    "tunes speculative decoding (how many drafted tokens are kept, when to draft): no allocation";
 constexpr std::string_view kRemoved = "removed from this llama.cpp (its help says so): the engine would exit";
 constexpr std::string_view kLora =
     "set args.lora (a list of adapter paths, or {path, scale}): loch checks each adapter against the model "
@@ -249,16 +252,21 @@ const FlagTable kTable{
         {{"--spec-draft-device", "-devd", "--device-draft"}, 1, R, kDraft},
         {{"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, 1, R, kDraft},
         {{"--spec-draft-model", "-md", "--model-draft"}, 1, R, kDraft},
-        {{"--spec-draft-backend-sampling", "--no-spec-draft-backend-sampling"}, 0, R, kDraft},
+        {{"--spec-draft-backend-sampling", "--no-spec-draft-backend-sampling"},
+         0,
+         R,
+         "samples the drafted tokens on the device, in buffers loch does not plan; run with the default "
+         "(sampling on the host)"},
         {{"--spec-type"},
          1,
          R,
-         "speculative decoding (a draft model, MTP heads or n-gram lookup) makes every slot output several "
-         "tokens per step — more logits rows and compute than loch plans; run without it"},
+         "for a draft model set args.draft (loch passes --spec-type draft-simple and plans it); MTP heads, "
+         "EAGLE3, DFlash and n-gram lookup make every slot output several tokens per step in ways loch does "
+         "not plan; run without them"},
         {{"--spec-default"}, 0, R, "turns speculative decoding on (see --spec-type)"},
         {{"--spec-synth-len"}, 1, R, "synthetic speculative acceptance, a benchmark mode"},
         {{"--spec-synth-rates"}, 1, R, "synthetic speculative acceptance, a benchmark mode"},
-        {{"--spec-draft-n-max"}, 1, N, kSpecOnly},
+        {{"--spec-draft-n-max"}, 1, R, kDraftMax},
         {{"--spec-draft-n-min"}, 1, N, kSpecOnly},
         {{"--spec-draft-p-split", "--draft-p-split"}, 1, N, kSpecOnly},
         {{"--spec-draft-p-min", "--draft-p-min"}, 1, N, kSpecOnly},

@@ -66,6 +66,12 @@ std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
         else
             argv.insert(argv.end(), {"--lora-scaled", fmt::format("{}:{}", loras[i].string(), scale)});
     }
+    // The draft runs where the model does: on the same devices (the engine's default), every layer on the
+    // GPU unless the placement is the CPU (plan/draft.hpp plans exactly that).
+    if (const auto draft = draft_path(model); !draft.empty())
+        argv.insert(argv.end(), {"--spec-type", "draft-simple", "--spec-draft-model", draft.string(),
+                                 "--spec-draft-n-max", std::to_string(a.draft->max), "--spec-draft-ngl",
+                                 std::to_string(where.backend == "cpu" ? 0 : kAllLayers)});
     std::string devices;
     for (const auto& d : llama_devices(where)) devices += (devices.empty() ? "" : ",") + d;
     argv.insert(argv.end(), {"--device", devices});

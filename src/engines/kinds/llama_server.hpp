@@ -3,7 +3,8 @@
 //
 //   <binary> -m <path> --host 127.0.0.1 --port <p> -c <ctx> -np <parallel> -ngl <n> -fa <on|off|auto>
 //            [-ctk t] [-ctv t] [-ub n] [-b n] [-t n] [--mmproj <projector>] [--lora <adapter> |
-//            --lora-scaled <adapter>:<scale> …] --device <d> --alias <name>
+//            --lora-scaled <adapter>:<scale> …] [--spec-type draft-simple --spec-draft-model <draft>
+//            --spec-draft-n-max n --spec-draft-ngl n] --device <d> --alias <name>
 //            --fit off -lv 4 --no-webui --cache-ram <MiB> [--no-warmup: without a projector] <extra…>
 //
 // `--fit off`: loch decides placement; an engine left to fit itself silently takes the whole card
@@ -67,6 +68,16 @@ struct LlamaArgs final : config::KindSettings {
     };
     std::vector<Lora> lora;
     std::shared_ptr<const std::vector<plan::LoraPair>> lora_pairs;
+    // --spec-type draft-simple --spec-draft-model: speculative decoding with a draft model, `max` tokens
+    // drafted per slot per step (--spec-draft-n-max); path as for mmproj. Its layers go where the model's
+    // do; its KV cache is f16 (the engine's default). Planned by plan/draft.hpp; the config check refuses
+    // what the engine would (another speculative type, another vocabulary) and keeps the draft's header.
+    struct Draft {
+        std::filesystem::path path;
+        std::uint32_t max = plan::kDraftMaxDefault;
+    };
+    std::optional<Draft> draft;
+    std::shared_ptr<const gguf::Model> draft_file;
     // The model file's header as the config check read it (gguf::for_planning): what the footprint and a
     // split are planned from, without reading the file again on loch's loop.
     std::shared_ptr<const gguf::Model> file;
@@ -85,6 +96,11 @@ std::uint64_t prompt_cache_bytes(const config::ModelConfig& model, const Placeme
 std::filesystem::path mmproj_path(const config::ModelConfig& model);
 // args.lora's files as the engine opens them, in order.
 std::vector<std::filesystem::path> lora_paths(const config::ModelConfig& model);
+// args.draft's model file as the engine opens it; empty without one.
+std::filesystem::path draft_path(const config::ModelConfig& model);
+// The draft for the planner: its header as the config check read it, else read now. nullopt without one;
+// throws what gguf::read_model throws.
+std::optional<plan::DraftModel> draft_model(const config::ModelConfig& model);
 // Every pair of args.lora's adapters: as the config check read them, else read now (entries whose files were
 // not checked). Throws std::runtime_error naming the file and what llama.cpp would refuse.
 std::vector<plan::LoraPair> lora_pairs(const config::ModelConfig& model);

@@ -117,17 +117,40 @@ const LlamaArgs& llama_args(const config::ModelConfig& model) {
     return config::settings_as<LlamaArgs>(model);
 }
 
-std::filesystem::path mmproj_path(const config::ModelConfig& model) {
-    const auto& p = llama_args(model).mmproj;
+namespace {
+// A file a model entry names beside its model (a projector, an adapter, a draft): a relative path is in the
+// model file's folder.
+std::filesystem::path beside_model(const config::ModelConfig& model, const std::filesystem::path& p) {
     if (p.empty() || p.is_absolute()) return p;
     return (model.path.parent_path() / p).lexically_normal();
+}
+}  // namespace
+
+std::filesystem::path mmproj_path(const config::ModelConfig& model) {
+    return beside_model(model, llama_args(model).mmproj);
 }
 
 std::vector<std::filesystem::path> lora_paths(const config::ModelConfig& model) {
     std::vector<std::filesystem::path> out;
-    for (const auto& l : llama_args(model).lora)
-        out.push_back(l.path.is_absolute() ? l.path : (model.path.parent_path() / l.path).lexically_normal());
+    for (const auto& l : llama_args(model).lora) out.push_back(beside_model(model, l.path));
     return out;
+}
+
+std::filesystem::path draft_path(const config::ModelConfig& model) {
+    const auto& d = llama_args(model).draft;
+    return d ? beside_model(model, d->path) : std::filesystem::path{};
+}
+
+std::optional<plan::DraftModel> draft_model(const config::ModelConfig& model) {
+    const auto& a = llama_args(model);
+    if (!a.draft) return std::nullopt;
+    plan::DraftModel d;
+    d.path = draft_path(model).string();
+    d.model = a.draft_file
+                  ? a.draft_file
+                  : std::make_shared<const gguf::Model>(gguf::for_planning(gguf::read_model(d.path)));
+    d.n_max = a.draft->max;
+    return d;
 }
 
 std::vector<plan::LoraPair> lora_pairs(const config::ModelConfig& model) {
@@ -246,6 +269,30 @@ config::Walker::Keys LlamaServerKind::keys(config::Walker& w, config::KindSettin
                                               "): rename the file");
                               a.lora.push_back(std::move(l));
                           }
+                      }},
+                     {"draft",
+                      [&](auto&, auto& v, auto& k) {
+                          LlamaArgs::Draft d;
+                          std::string file;
+                          if (v.IsScalar()) {
+                              if (auto x = w.str(v, k)) file = *x;
+                          } else if (v.IsMap()) {
+                              w.walk(v, k,
+                                     {{"model",
+                                       [&](auto&, auto& mv, auto& mk) {
+                                           if (auto x = w.str(mv, mk)) file = *x;
+                                       }},
+                                      {"max", w.integer_into(d.max, 1, 64)}});
+                          } else {
+                              w.error(v, k, "a draft model's path, or {model: …, max: …}");
+                              return;
+                          }
+                          if (file.empty()) {
+                              w.error(v, k, "a draft needs its model's path");
+                              return;
+                          }
+                          d.path = w.resolve({}, file);
+                          a.draft = std::move(d);
                       }},
                      {"extra",
                       [&](auto&, auto& v, auto& k) {
@@ -374,6 +421,34 @@ void check_lora(config::Walker& w, const YAML::Node& entry, const std::string& p
     m.settings = std::move(with_pairs);
 }
 
+// args.draft: what the engine would refuse (plan/draft.hpp: another speculative type, another vocabulary)
+// refused here with its reason; the draft's header kept for the planner.
+void check_draft(config::Walker& w, const YAML::Node& entry, const std::string& path,
+                 config::ModelConfig& m) {
+    if (!llama_args(m).draft) return;
+    const std::string key = path + ".args.draft";
+    const auto file = draft_path(m);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) {
+        w.error(entry, key,
+                file.string() + " is not a regular file (a relative draft is beside the model file)");
+        return;
+    }
+    try {
+        gguf::Model draft = gguf::read_model(file);
+        if (auto why = plan::draft_refusal(draft, gguf::read_model(m.path))) {
+            w.error(entry, key, file.string() + ": " + *why);
+            return;
+        }
+        (void)plan::shape_of(draft);  // an architecture the planner knows, or why not
+        auto with_draft = std::make_unique<LlamaArgs>(llama_args(m));
+        with_draft->draft_file = std::make_shared<const gguf::Model>(gguf::for_planning(std::move(draft)));
+        m.settings = std::move(with_draft);
+    } catch (const std::exception& e) {
+        w.error(entry, key, file.string() + ": " + e.what());
+    }
+}
+
 }  // namespace
 
 void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const std::string& path,
@@ -419,6 +494,7 @@ void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const st
     check_cache_types_against_model(w, entry, path, m);
     check_projector(w, entry, path, m);
     check_lora(w, entry, path, m);
+    check_draft(w, entry, path, m);
 }
 
 nlohmann::json LlamaServerKind::describe_file(const config::ModelConfig& m) const {

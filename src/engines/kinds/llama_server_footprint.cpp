@@ -90,18 +90,20 @@ std::optional<Planned> planned_for(const gguf::Model& m, const config::ModelConf
         Planned out;
         out.total = {dp->total(), Source::formula,
                      fmt::format("loch plan: weights {} + repack {} + KV {} + compute {} + output {} + "
-                                 "overhead {}{}",
+                                 "overhead {}{}{}",
                                  human_bytes(dp->weights.bytes), human_bytes(dp->repack.bytes),
                                  human_bytes(dp->kv.bytes), human_bytes(dp->compute.bytes),
                                  human_bytes(dp->output.bytes), human_bytes(dp->overhead.bytes),
-                                 dp->adapters.bytes ? " + " + dp->adapters.detail : std::string())};
+                                 dp->adapters.bytes ? " + " + dp->adapters.detail : std::string(),
+                                 dp->draft.bytes ? " + " + dp->draft.detail : std::string())};
         out.weights = dp->weights.bytes + dp->repack.bytes;
         out.kv = dp->kv.bytes;
         out.layers = p.shape.n_layer;
         // (LoRA pairs of host tensors, and the host buffer every adapter tensor is read through, are host
-        // RAM too.)
+        // RAM too; so are a draft model's samplers, outputs and mapped token embeddings.)
         const bool tensors_on_cpu = p.settings.n_cpu_moe > 0 || !p.settings.cpu_tensor_patterns.empty() ||
-                                    (p.find("cpu") && p.find("cpu")->adapters.bytes > 0);
+                                    (p.find("cpu") && p.find("cpu")->adapters.bytes > 0) ||
+                                    (p.find("cpu") && p.find("cpu")->draft.bytes > 0);
         if (const auto* cpu = p.find("cpu");
             cpu && where.backend != "cpu" && (p.layers_offloaded < p.layers_offloadable || tensors_on_cpu)) {
             out.host = cpu->total();
@@ -210,6 +212,7 @@ plan::Settings llama_plan_settings(const config::ModelConfig& model, const Place
         s.pooling = x.pooling;
     }
     s.lora = lora_pairs(model);
+    s.draft = draft_model(model);
     return s;
 }
 
@@ -380,9 +383,11 @@ asio::awaitable<Footprint> LlamaServerKind::estimate(const EstimateContext& ctx,
             const auto& a = argv[i];
             // (-np stays: the pinned llama-fit-params takes it, and the slots' streams change the KV cache.)
             // (--mmproj: llama-fit-params does not take it; the projector is added below, planned. --lora:
-            // its fit-print never loads adapters; they are added below, planned.)
+            // its fit-print never loads adapters; they are added below, planned. The draft model's flags
+            // are the server's: the draft is planned and added below.)
             if (a == "--host" || a == "--port" || a == "-lv" || a == "--fit" || a == "--alias" ||
-                a == "--mmproj" || a == "--cache-ram" || a == "--lora" || a == "--lora-scaled") {
+                a == "--mmproj" || a == "--cache-ram" || a == "--lora" || a == "--lora-scaled" ||
+                a.starts_with("--spec-")) {
                 ++i;
                 continue;
             }
