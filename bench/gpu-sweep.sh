@@ -5,13 +5,15 @@
 # (its plan, and the dry run + what it leaves out) against NVML's per-process peak while every slot works —
 #   embedding: new shapes served with --embedding at large ubatches, each slot one ubatch-long embedding;
 #   lora:      new shapes with LoRA adapters of several ranks and targets, each slot a prompt of several
-#              ubatches through the adapted graph.
+#              ubatches through the adapted graph;
+#   draft:     new model/draft pairs under speculative decoding (--spec-type draft-simple), each slot a
+#              prompt of several ubatches then drafted and verified tokens.
 # SET=a: the shapes a fix was made on; SET=b: held out. Resumable across calls (the build and the recorded
 # cases stay in gpu-work/ while the machine is held); results in $OUT (SWEEP-SET.md/.jsonl).
 #   SET=b BUDGET_S=560 bash bench/gpu-sweep.sh lora
 set -uo pipefail
-SWEEP=${1:?usage: bench/gpu-sweep.sh embedding|lora}
-[[ $SWEEP == embedding || $SWEEP == lora ]] || { echo "unknown sweep '$SWEEP' (embedding or lora)" >&2; exit 2; }
+SWEEP=${1:?usage: bench/gpu-sweep.sh embedding|lora|draft}
+[[ $SWEEP == embedding || $SWEEP == lora || $SWEEP == draft ]] || { echo "unknown sweep '$SWEEP' (embedding, lora or draft)" >&2; exit 2; }
 SET=${SET:-a}
 R=$(pwd)
 W=$R/gpu-work
