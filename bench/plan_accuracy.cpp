@@ -147,6 +147,28 @@ synth::Shape small(std::string arch, std::uint32_t layers, std::uint32_t embd, s
     return s;
 }
 
+// small() with a head size other than width / heads (qwen3: 128).
+synth::Shape with_head(synth::Shape s, std::uint32_t head_dim) {
+    s.head_dim = head_dim;
+    return s;
+}
+// Gemma 3's layout: head size 256, sliding windows, every sixth layer global.
+synth::Shape gemma3(std::uint32_t layers, std::uint32_t embd, std::uint32_t heads, std::uint32_t kv,
+                    std::uint32_t ff, std::uint32_t vocab, std::uint32_t window) {
+    auto g = with_head(small("gemma3", layers, embd, heads, kv, ff, vocab), 256);
+    g.sliding_window = window;
+    g.swa_pattern = 6;
+    return g;
+}
+// A Qwen3-30B-A3B-like MoE: 128 experts of width 768, 8 used.
+synth::Shape qwen3moe_30b_a3b() {
+    auto moe = with_head(small("qwen3moe", 48, 2048, 32, 4, 6144, 151936), 128);
+    moe.n_expert = 128;
+    moe.n_expert_used = 8;
+    moe.n_ff_expert = 768;
+    return moe;
+}
+
 std::vector<ModelSpec> cpu_models() {
     std::vector<ModelSpec> m;
     m.push_back({"llama-s", std::nullopt, small("llama", 4, 512, 8, 2, 1408, 8192), "f16"});
@@ -214,15 +236,10 @@ std::vector<ModelSpec> embedding_models(const std::string& set) {
         m.push_back({"emb-qwen3-64k", std::nullopt, w, "f16"});
         return m;
     }
-    auto q = small("qwen3", 28, 1024, 16, 8, 3072, 151669);
-    q.head_dim = 128;
-    m.push_back({"emb-qwen3-0.6b", std::nullopt, q, "q8_0"});
+    m.push_back({"emb-qwen3-0.6b", std::nullopt,
+                 with_head(small("qwen3", 28, 1024, 16, 8, 3072, 151669), 128), "q8_0"});
     m.push_back({"emb-llama-1b", std::nullopt, small("llama", 16, 2048, 32, 8, 8192, 128256), "q4_k_m"});
-    auto g = small("gemma3", 18, 640, 4, 1, 2048, 262144);
-    g.head_dim = 256;
-    g.sliding_window = 512;
-    g.swa_pattern = 6;
-    m.push_back({"emb-gemma3-270m", std::nullopt, g, "f16"});
+    m.push_back({"emb-gemma3-270m", std::nullopt, gemma3(18, 640, 4, 1, 2048, 262144, 512), "f16"});
     return m;
 }
 
@@ -241,23 +258,13 @@ std::vector<ModelSpec> lora_models(const std::string& set) {
         m.push_back({"lora-qwen2-7b", std::nullopt, q, "q4_k_m"});
         m.push_back(
             {"lora-llama-3b-f16", std::nullopt, small("llama", 28, 3072, 24, 8, 8192, 128256), "f16"});
-        auto moe = small("qwen3moe", 48, 2048, 32, 4, 6144, 151936);
-        moe.head_dim = 128;
-        moe.n_expert = 128;
-        moe.n_expert_used = 8;
-        moe.n_ff_expert = 768;
-        m.push_back({"lora-qwen3moe-30b", std::nullopt, moe, "q4_k_m"});
+        m.push_back({"lora-qwen3moe-30b", std::nullopt, qwen3moe_30b_a3b(), "q4_k_m"});
         return m;
     }
     m.push_back({"lora-llama-8b", std::nullopt, small("llama", 32, 4096, 32, 8, 14336, 128256), "q4_k_m"});
-    auto q = small("qwen3", 36, 2560, 32, 8, 9728, 151936);
-    q.head_dim = 128;
-    m.push_back({"lora-qwen3-4b", std::nullopt, q, "q8_0"});
-    auto g = small("gemma3", 48, 3840, 16, 8, 15360, 262208);
-    g.head_dim = 256;
-    g.sliding_window = 1024;
-    g.swa_pattern = 6;
-    m.push_back({"lora-gemma3-12b", std::nullopt, g, "q4_k_m"});
+    m.push_back({"lora-qwen3-4b", std::nullopt, with_head(small("qwen3", 36, 2560, 32, 8, 9728, 151936), 128),
+                 "q8_0"});
+    m.push_back({"lora-gemma3-12b", std::nullopt, gemma3(48, 3840, 16, 8, 15360, 262208, 1024), "q4_k_m"});
     return m;
 }
 
@@ -321,35 +328,19 @@ std::vector<ModelSpec> draft_models(const std::string& set) {
             {"draft-llama-3b-f16", std::nullopt, small("llama", 28, 3072, 24, 8, 8192, 128256), "f16"});
         m.push_back(
             {"draft-llama-1b-f16", std::nullopt, small("llama", 16, 2048, 32, 8, 8192, 128256), "f16"});
-        auto moe = small("qwen3moe", 48, 2048, 32, 4, 6144, 151936);
-        moe.head_dim = 128;
-        moe.n_expert = 128;
-        moe.n_expert_used = 8;
-        moe.n_ff_expert = 768;
-        m.push_back({"draft-qwen3moe-30b", std::nullopt, moe, "q4_k_m"});
-        auto d = small("qwen3", 28, 1024, 16, 8, 3072, 151936);
-        d.head_dim = 128;
-        m.push_back({"draft-qwen3-0.6b-b", std::nullopt, d, "q8_0"});
+        m.push_back({"draft-qwen3moe-30b", std::nullopt, qwen3moe_30b_a3b(), "q4_k_m"});
+        m.push_back({"draft-qwen3-0.6b-b", std::nullopt,
+                     with_head(small("qwen3", 28, 1024, 16, 8, 3072, 151936), 128), "q8_0"});
         return m;
     }
     m.push_back({"draft-llama-8b", std::nullopt, small("llama", 32, 4096, 32, 8, 14336, 128256), "q4_k_m"});
     m.push_back({"draft-llama-1b", std::nullopt, small("llama", 16, 2048, 32, 8, 8192, 128256), "q8_0"});
-    auto q = small("qwen3", 36, 4096, 32, 8, 12288, 151936);
-    q.head_dim = 128;
-    m.push_back({"draft-qwen3-8b", std::nullopt, q, "q4_k_m"});
-    auto qd = small("qwen3", 28, 1024, 16, 8, 3072, 151936);
-    qd.head_dim = 128;
-    m.push_back({"draft-qwen3-0.6b", std::nullopt, qd, "q8_0"});
-    auto g = small("gemma3", 48, 3840, 16, 8, 15360, 262208);
-    g.head_dim = 256;
-    g.sliding_window = 1024;
-    g.swa_pattern = 6;
-    m.push_back({"draft-gemma3-12b", std::nullopt, g, "q4_k_m"});
-    auto gd = small("gemma3", 18, 640, 4, 1, 2048, 262208);
-    gd.head_dim = 256;
-    gd.sliding_window = 512;
-    gd.swa_pattern = 6;
-    m.push_back({"draft-gemma3-270m", std::nullopt, gd, "f16"});
+    m.push_back({"draft-qwen3-8b", std::nullopt,
+                 with_head(small("qwen3", 36, 4096, 32, 8, 12288, 151936), 128), "q4_k_m"});
+    m.push_back({"draft-qwen3-0.6b", std::nullopt,
+                 with_head(small("qwen3", 28, 1024, 16, 8, 3072, 151936), 128), "q8_0"});
+    m.push_back({"draft-gemma3-12b", std::nullopt, gemma3(48, 3840, 16, 8, 15360, 262208, 1024), "q4_k_m"});
+    m.push_back({"draft-gemma3-270m", std::nullopt, gemma3(18, 640, 4, 1, 2048, 262208, 512), "f16"});
     return m;
 }
 
