@@ -35,6 +35,13 @@ void expect_close(const char* what, std::uint64_t plan, std::uint64_t measured, 
         << where << ": " << what << " plan " << plan << " vs log " << measured;
 }
 
+// The engine's flags for these settings, with its buffer sizes logged (-lv 4) and loch's fixed choices.
+std::vector<std::string> logged_engine_args(const Settings& st) {
+    std::vector<std::string> args = engine_args(st);
+    for (const char* a : {"-lv", "4", "--fit", "off", "-t", "2", "--no-warmup"}) args.push_back(a);
+    return args;
+}
+
 class PlanVsEngine : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PlanVsEngine, Every_component_within_3_percent) {
@@ -49,8 +56,7 @@ TEST_P(PlanVsEngine, Every_component_within_3_percent) {
     const DevicePlan* cpu = p.find("cpu");
     ASSERT_NE(cpu, nullptr);
 
-    std::vector<std::string> args = engine_args(st);
-    for (const char* a : {"-lv", "4", "--fit", "off", "-t", "2", "--no-warmup"}) args.push_back(a);
+    std::vector<std::string> args = logged_engine_args(st);
     test::EngineProcess eng(model.path(), args);
     eng.stop();
     const EngineFootprint fp = parse_engine_log(eng.log());
@@ -130,8 +136,7 @@ TEST_P(LoraVsEngine, The_pairs_are_the_logged_buffer_and_the_compute_growth_is_b
     const DevicePlan* cpu = p.find("cpu");
     ASSERT_NE(cpu, nullptr);
 
-    std::vector<std::string> args = engine_args(st);
-    for (const char* a : {"-lv", "4", "--fit", "off", "-t", "2", "--no-warmup"}) args.push_back(a);
+    std::vector<std::string> args = logged_engine_args(st);
     args.insert(args.end(), {"--lora", adapter.path().string()});
     test::EngineProcess eng(model.path(), args);
     // The adapter applies to a real request (zero B: the answer is the base model's).
@@ -190,8 +195,7 @@ TEST_P(DraftVsEngine, The_drafts_buffers_are_planned_and_the_target_verifies_its
     const DevicePlan* cpu = p.find("cpu");
     ASSERT_NE(cpu, nullptr);
 
-    std::vector<std::string> args = engine_args(st);
-    for (const char* a : {"-lv", "4", "--fit", "off", "-t", "2", "--no-warmup"}) args.push_back(a);
+    std::vector<std::string> args = logged_engine_args(st);
     test::EngineProcess eng(model.path(), args);
     const auto r = eng.post_json("/completion", R"({"prompt":"Hello there","n_predict":8,"temperature":0})");
     EXPECT_EQ(r.status, 200) << r.body;
