@@ -176,11 +176,11 @@ void run_plan(const PlanOptions& o) {
         }
     }
     if (!o.draft.empty()) {
-        gguf::Model draft = gguf::read_model(o.draft);
-        if (auto why = plan::draft_refusal(draft, model))
-            throw std::runtime_error(fmt::format("--draft {}: {}", o.draft, *why));
-        st.draft = plan::DraftModel{
-            o.draft, std::make_shared<const gguf::Model>(gguf::for_planning(std::move(draft))), o.draft_max};
+        try {
+            st.draft = plan::read_draft(o.draft, model, o.draft_max);
+        } catch (const std::exception& e) {
+            throw std::runtime_error(fmt::format("--draft {}: {}", o.draft, e.what()));
+        }
     }
     const plan::Plan p = plan::make_plan(model, st);
 

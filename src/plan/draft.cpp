@@ -2,7 +2,12 @@
 
 #include <algorithm>
 
+#include <stdexcept>
+
 #include <fmt/format.h>
+
+#include "gguf/reader.hpp"
+#include "plan/shape.hpp"
 
 namespace loch::plan {
 namespace {
@@ -89,6 +94,13 @@ std::optional<std::string> draft_refusal(const gguf::Model& draft, const gguf::M
                 i, a ? *a : "?", b ? *b : "?");
     }
     return std::nullopt;
+}
+
+DraftModel read_draft(const std::string& path, const gguf::Model& target, std::uint32_t n_max) {
+    gguf::Model draft = gguf::read_model(path);
+    if (auto why = draft_refusal(draft, target)) throw std::runtime_error(*why);
+    (void)shape_of(draft);  // an architecture the planner knows, or why not
+    return DraftModel{path, std::make_shared<const gguf::Model>(gguf::for_planning(std::move(draft))), n_max};
 }
 
 std::uint32_t verify_outputs(std::uint32_t n_batch, std::uint32_t n_parallel, std::uint32_t n_max) {

@@ -46,6 +46,11 @@ struct DraftModel {
 // for_planning): the vocabularies are compared token by token as the engine does.
 std::optional<std::string> draft_refusal(const gguf::Model& draft, const gguf::Model& target);
 
+// Reads the draft model file at `path` for `target` (whose header must still hold its vocabulary): throws
+// std::runtime_error with the engine's reason for a draft it would refuse (draft_refusal) or an architecture
+// the planner does not know; returns it with its header for the planner (gguf::for_planning).
+DraftModel read_draft(const std::string& path, const gguf::Model& target, std::uint32_t n_max);
+
 // The target's outputs per step with speculative decoding: min(n_batch, slots x (1 + n_max)).
 std::uint32_t verify_outputs(std::uint32_t n_batch, std::uint32_t n_parallel, std::uint32_t n_max);
 

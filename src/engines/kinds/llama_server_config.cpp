@@ -435,14 +435,9 @@ void check_draft(config::Walker& w, const YAML::Node& entry, const std::string& 
         return;
     }
     try {
-        gguf::Model draft = gguf::read_model(file);
-        if (auto why = plan::draft_refusal(draft, gguf::read_model(m.path))) {
-            w.error(entry, key, file.string() + ": " + *why);
-            return;
-        }
-        (void)plan::shape_of(draft);  // an architecture the planner knows, or why not
         auto with_draft = std::make_unique<LlamaArgs>(llama_args(m));
-        with_draft->draft_file = std::make_shared<const gguf::Model>(gguf::for_planning(std::move(draft)));
+        with_draft->draft_file =
+            plan::read_draft(file.string(), gguf::read_model(m.path), llama_args(m).draft->max).model;
         m.settings = std::move(with_draft);
     } catch (const std::exception& e) {
         w.error(entry, key, file.string() + ": " + e.what());

@@ -101,11 +101,10 @@ std::optional<Planned> planned_for(const gguf::Model& m, const config::ModelConf
         out.layers = p.shape.n_layer;
         // (LoRA pairs of host tensors, and the host buffer every adapter tensor is read through, are host
         // RAM too; so are a draft model's samplers, outputs and mapped token embeddings.)
+        const auto* cpu = p.find("cpu");
         const bool tensors_on_cpu = p.settings.n_cpu_moe > 0 || !p.settings.cpu_tensor_patterns.empty() ||
-                                    (p.find("cpu") && p.find("cpu")->adapters.bytes > 0) ||
-                                    (p.find("cpu") && p.find("cpu")->draft.bytes > 0);
-        if (const auto* cpu = p.find("cpu");
-            cpu && where.backend != "cpu" && (p.layers_offloaded < p.layers_offloadable || tensors_on_cpu)) {
+                                    (cpu && (cpu->adapters.bytes > 0 || cpu->draft.bytes > 0));
+        if (cpu && where.backend != "cpu" && (p.layers_offloaded < p.layers_offloadable || tensors_on_cpu)) {
             out.host = cpu->total();
             out.host_detail = fmt::format(
                 "{} of {} layers on the GPU{}: in host RAM weights {} + repack {} + KV {} + compute {} + "
