@@ -40,8 +40,8 @@ EngineBuild describe_engine_build(std::string_view json_text, std::string_view p
         const auto it = j.find(key);
         return it != j.end() && it->is_string() ? it->get_ptr<const std::string*>() : nullptr;
     };
-    if (j.is_discarded() || !j.is_object() || !text("backend") || !j.contains("engines") ||
-        !j["engines"].is_object()) {
+    if (j.is_discarded() || !j.is_object() || !text("backend") || text("backend")->empty() ||
+        !j.contains("engines") || !j["engines"].is_object()) {
         b.from = file + " is not an engine-build file: its backend is unknown";
         return b;
     }
