@@ -2,26 +2,17 @@
 // that reads a streamed response event by event (so tests can act mid-stream).
 #pragma once
 
-#include <sys/socket.h>
-#include <sys/time.h>
-
 #include <chrono>
-#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
-#include "http/sse.hpp"
 #include "support/engine_process.hpp"
 #include "support/http_client.hpp"
 #include "support/process.hpp"
@@ -165,80 +156,27 @@ class LochServer {
     bool expect_exit_ = false;
 };
 
-// A streaming POST read incrementally: status and headers first, then one SSE event at a time.
+// A streaming POST read incrementally: status and headers first, then one SSE event at a time. (Beast behind
+// a pimpl, compiled once in loch_server.cpp.)
 class SseClient {
   public:
     // `read_head` false: only sends the request (a client that may leave before any answer).
-    SseClient(std::uint16_t port, const std::string& target, const std::string& body, bool read_head = true)
-        : sock_(ioc_) {
-        namespace http = boost::beast::http;
-        sock_.connect({boost::asio::ip::make_address("127.0.0.1"), port});
-        set_timeout(120s);
-        http::request<http::string_body> req{http::verb::post, target, 11};
-        req.set(http::field::host, "127.0.0.1");
-        req.set(http::field::content_type, "application/json");
-        req.body() = body;
-        req.prepare_payload();
-        http::write(sock_, req);
-        parser_.body_limit(boost::none);
-        if (!read_head) return;
-        http::read_header(sock_, buf_, parser_);
-        status_ = static_cast<int>(parser_.get().result_int());
-        content_type_ = std::string(parser_.get()[http::field::content_type]);
-    }
+    SseClient(std::uint16_t port, const std::string& target, const std::string& body, bool read_head = true);
+    ~SseClient();
+    SseClient(const SseClient&) = delete;
+    SseClient& operator=(const SseClient&) = delete;
 
-    int status() const { return status_; }
-    const std::string& content_type() const { return content_type_; }
-
+    int status() const;
+    const std::string& content_type() const;
     // The next complete event; nullopt at the end of the stream. Throws on a read error or timeout.
-    std::optional<std::string> next_event(std::chrono::seconds timeout = 120s) {
-        namespace http = boost::beast::http;
-        set_timeout(timeout);
-        while (pending_.empty()) {
-            if (parser_.is_done()) {
-                auto rest = framer_.take_rest();
-                if (rest.empty()) return std::nullopt;
-                return rest;
-            }
-            char tmp[4096];
-            parser_.get().body().data = tmp;
-            parser_.get().body().size = sizeof tmp;
-            boost::beast::error_code ec;
-            http::read_some(sock_, buf_, parser_, ec);
-            if (ec == http::error::need_buffer) ec = {};
-            if (ec) throw boost::system::system_error(ec);
-            for (auto& e : framer_.feed(std::string_view(tmp, sizeof tmp - parser_.get().body().size)))
-                pending_.push_back(std::move(e));
-        }
-        auto e = std::move(pending_.front());
-        pending_.pop_front();
-        return e;
-    }
+    std::optional<std::string> next_event(std::chrono::seconds timeout = 120s);
     // Everything that is left (for non-SSE bodies).
-    std::string rest() {
-        std::string all;
-        while (auto e = next_event()) all += *e;
-        return all;
-    }
-    void close() {
-        boost::system::error_code ec;
-        sock_.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
-        sock_.close(ec);
-    }
+    std::string rest();
+    void close();
 
   private:
-    void set_timeout(std::chrono::seconds s) {
-        timeval tv{static_cast<time_t>(s.count()), 0};
-        ::setsockopt(sock_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    }
-    boost::asio::io_context ioc_;
-    boost::asio::ip::tcp::socket sock_;
-    boost::beast::flat_buffer buf_;
-    boost::beast::http::response_parser<boost::beast::http::buffer_body> parser_;
-    http::SseFramer framer_;
-    std::deque<std::string> pending_;
-    int status_ = 0;
-    std::string content_type_;
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
 };
 
 // The JSON of a `data: {...}` event; null for [DONE] and non-data events.
