@@ -7,8 +7,15 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 
 #include "fixtures.hpp"
+#include "http/sse.hpp"
 
 using namespace loch;
 using namespace loch::itest;
