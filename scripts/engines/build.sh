@@ -7,7 +7,8 @@
 #     BACKEND  cpu | cuda | vulkan | rocm
 #     SRC      the engine's source tree (llama.cpp, the sdist's vendored stable-diffusion.cpp or whisper.cpp)
 #     OUT      the folder the binaries are copied into (made; written only when the build succeeded)
-#     TARGETS  cuda: compute capabilities as CMake takes them ("61;90"); rocm: gfx targets ("gfx1151")
+#     TARGETS  cuda: compute capabilities as CMake takes them ("61;90"); rocm: gfx targets ("gfx1151");
+#              vulkan: empty, or "lavapipe" for a build only a software driver runs (see below)
 # Environment: JOBS (parallel compile jobs, default nproc), BUILD_DIR (default SRC/build-BACKEND),
 # VULKAN_SDK (a folder with usr/include/vulkan, usr/share/cmake/SPIRV-Headers and bin/glslc newer than the
 # system's: Debian 12's headers 1.3.239 lack VK_EXT_layer_settings and its glslc 2023.2 cooperative matrices,
@@ -30,8 +31,35 @@ case $BACKEND in
     common+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$TARGETS") ;;
   vulkan)
     common+=(-DGGML_VULKAN=ON)
-    [[ -n ${VULKAN_SDK:-} ]] && common+=("-DVulkan_INCLUDE_DIR=$VULKAN_SDK/usr/include"
-      "-DCMAKE_PREFIX_PATH=$VULKAN_SDK/usr" "-DVulkan_GLSLC_EXECUTABLE=$VULKAN_SDK/bin/glslc") ;;
+    glslc=$(command -v glslc || true)
+    if [[ -n ${VULKAN_SDK:-} ]]; then
+      glslc=$VULKAN_SDK/bin/glslc
+      common+=("-DVulkan_INCLUDE_DIR=$VULKAN_SDK/usr/include" "-DCMAKE_PREFIX_PATH=$VULKAN_SDK/usr")
+    fi
+    if [[ $TARGETS == lavapipe ]]; then
+      # For a software driver only (the test command's lavapipe checks on a machine without a Vulkan GPU):
+      # ggml-vulkan decides which shader families to compile by asking glslc to compile one feature test
+      # each; a glslc that declines the cooperative-matrix, bfloat16 and fp8 tests leaves out the shader
+      # families lavapipe cannot run (ggml checks the device's features at run time and would never pick
+      # them), about half of the build's shader compiles.
+      lean=$BUILD_DIR-glslc
+      {
+        echo '#!/bin/sh'
+        echo 'for a in "$@"; do case $a in'
+        echo '  */feature-tests/coopmat.comp) ext=GL_KHR_cooperative_matrix ;;'
+        echo '  */feature-tests/coopmat2.comp) ext=GL_NV_cooperative_matrix2 ;;'
+        echo '  */feature-tests/coopmat2_decode_vector.comp) ext=GL_NV_cooperative_matrix_decode_vector ;;'
+        echo '  */feature-tests/bfloat16.comp) ext=GL_EXT_bfloat16 ;;'
+        echo '  */feature-tests/float_e2m1.comp) ext=GL_EXT_float_e2m1 ;;'
+        echo '  */feature-tests/float_e4m3.comp) ext=GL_EXT_float_e4m3 ;;'
+        echo 'esac; done'
+        echo '[ -n "$ext" ] && { echo "error: extension not supported: $ext (a lavapipe-only build)" >&2; exit 1; }'
+        echo "exec \"$glslc\" \"\$@\""
+      } >"$lean"
+      chmod +x "$lean"
+      glslc=$lean
+    fi
+    [[ -n $glslc ]] && common+=("-DVulkan_GLSLC_EXECUTABLE=$glslc") ;;
   rocm)
     [[ -n $TARGETS ]] || { echo "build.sh: rocm needs TARGETS (gfx targets, e.g. 'gfx1151')" >&2; exit 2; }
     # ROCm's own clang compiles the HIP kernels (hipconfig -l: its bin folder).
@@ -73,4 +101,4 @@ cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" >>"$BUILD_DIR.log
 mkdir -p "$OUT.tmp"
 for t in "${targets[@]}"; do cp "$BUILD_DIR/bin/$t" "$OUT.tmp/"; done
 rm -rf "$OUT" && mv "$OUT.tmp" "$OUT"
-rm -rf "$BUILD_DIR"
+rm -rf "$BUILD_DIR" "$BUILD_DIR-glslc"
