@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/*.cpp) with clang-19 and runs each for LOCH_FUZZ_SECONDS (default 30)
+# Builds the libFuzzer targets (fuzz/*.cpp) with clang-19 and runs each for LOCH_FUZZ_SECONDS (default 30), one per core,
 # over its committed regression corpus (fuzz/corpus/<target>). Any crash, leak or timeout fails the run and
 # leaves the reproducer in build-fuzz/findings/.
 set -euo pipefail
@@ -15,15 +15,28 @@ CXX=clang++-19 cmake -S "$ROOT" -B "$OUT" -G Ninja -DCMAKE_BUILD_TYPE=Release -D
 mapfile -t targets < <(cd "$ROOT/fuzz" && ls fuzz_*.cpp | sed 's/\.cpp$//')
 cmake --build "$OUT" -j "$(nproc)" --target "${targets[@]}"
 mkdir -p "$OUT/findings"
-for target in "$OUT"/fuzz/fuzz_*; do
-  [[ -x $target ]] || continue
+# Each target is one process on one core: the targets run side by side, one per core (2 cores: half the wall
+# time for the same fuzzing time each).
+fuzz_one() {
+  local target=$1 name corpus work
   name=$(basename "$target")
   corpus=$ROOT/fuzz/corpus/$name
   work=$OUT/corpus-work/$name
   mkdir -p "$work"
-  echo "    $name: ${SECONDS_EACH}s"
-  "$target" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -timeout=10 -print_final_stats=0 \
-    -artifact_prefix="$OUT/findings/$name-" "$work" "$corpus" 2>"$OUT/$name.log" || {
-    echo "FUZZ FAILURE in $name; last lines of $OUT/$name.log:"; tail -n 40 "$OUT/$name.log"; exit 1; }
-  grep -E "^#[0-9]+ +DONE" "$OUT/$name.log" | tail -n 1 | sed 's/^/      /' || true
+  if "$target" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -timeout=10 -print_final_stats=0 \
+    -artifact_prefix="$OUT/findings/$name-" "$work" "$corpus" 2>"$OUT/$name.log"; then
+    echo "    $name: ${SECONDS_EACH}s, passed"
+  else
+    echo "FUZZ FAILURE in $name; last lines of $OUT/$name.log:"; tail -n 40 "$OUT/$name.log"; return 1
+  fi
+}
+failed=0
+running=0
+for target in "$OUT"/fuzz/fuzz_*; do
+  [[ -x $target ]] || continue
+  if ((running >= $(nproc))); then wait -n || failed=1; running=$((running - 1)); fi
+  fuzz_one "$target" &
+  running=$((running + 1))
 done
+while ((running > 0)); do wait -n || failed=1; running=$((running - 1)); done
+((failed == 0))
