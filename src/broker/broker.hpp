@@ -40,6 +40,7 @@
 #include "broker/saved_slots.hpp"
 #include "broker/wait_queue.hpp"
 #include "config/config.hpp"
+#include "core/clock.hpp"
 #include "devices/sysroot.hpp"
 #include "engines/engine_client.hpp"
 #include "engines/kind.hpp"
@@ -142,6 +143,11 @@ struct BrokerOptions {
     // A request that has waited this long for room that busy engines of equal or lower priority hold gets
     // its turn: they take no new request until it has run (broker/turns.cpp).
     std::chrono::milliseconds memory_turn_after{10000};
+    // Where time comes from (null: the steady clock). Unit tests pass a core::ManualClock and advance it.
+    core::Clock* clock = nullptr;
+    // Where the broker's blocking file work (read-ahead, residency) runs (none: a worker thread of its own).
+    // Unit tests pass their loop's executor, to run every step themselves.
+    std::optional<boost::asio::any_io_executor> blocking_work;
 };
 
 // The CPUs this process may run on: its affinity mask, bounded by its cgroup's CPU quota; at least 1. Reads
@@ -445,6 +451,8 @@ class Broker {
     std::unique_ptr<FootprintSource> footprints_;
     std::unique_ptr<engines::Launcher> launcher_;
     BrokerOptions options_;
+    core::Clock& clock_;  // options_.clock, or the steady clock
+    core::Clock::time_point now() const { return clock_.now(); }
     Ledger ledger_;
     WaitQueue queue_;
     std::map<std::string, std::unique_ptr<Model>> models_;  // by model name
@@ -478,7 +486,7 @@ class Broker {
     std::uint64_t next_transient_ = 1;
     bool shutting_down_ = false;
     std::shared_ptr<bool> alive_;  // tells detached coroutines the broker is gone
-    std::unique_ptr<boost::asio::steady_timer> tick_timer_;
+    std::unique_ptr<core::Timer> tick_timer_;
     // The tick runs at BrokerOptions::idle_tick while nothing happens (issue 55: an idle loch costs
     // ~nothing), waking earlier for the next keep-alive expiry. A request for a model that is not ready
     // re-reads the devices first when the last reading is older than one tick, so admission never decides on

@@ -155,14 +155,14 @@ asio::awaitable<void> Broker::plan_footprint(Model& m) {
     // The dry run allocates on the devices it sizes (~0.5 GiB on a GPU): it never runs beside a load there,
     // and holds a reservation while it runs. (Cached results return at once.)
     const auto devices = allowed_devices(m);
-    asio::steady_timer t(ex_);
+    core::Timer t(ex_, clock_);
     const auto busy = [&] {
         return std::any_of(devices.begin(), devices.end(),
                            [&](const auto& d) { return loading_devices_.contains(d); });
     };
     while (busy()) {
         t.expires_after(20ms);
-        co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        co_await t.wait();
         if (!*alive) co_return;
     }
     const std::string holder = "estimate of " + m.name();
