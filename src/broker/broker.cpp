@@ -34,6 +34,7 @@ Broker::Broker(asio::any_io_executor ex, const config::Config& cfg, std::unique_
       launcher_(std::move(launcher)),
       options_(options),
       clock_(options.clock ? *options.clock : core::steady_clock()),
+      policy_(options.policy ? options.policy : loch_policy()),
       queue_(cfg.queue.interactive, cfg.queue.batch, options.aging),
       remembered_(cfg.state_dir.empty() ? std::filesystem::path() : cfg.state_dir / "footprints.json"),
       saved_slots_(cfg.state_dir.empty() ? std::filesystem::path() : cfg.state_dir / "slots", cfg.slot_save),
@@ -219,8 +220,7 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     co_await w->timer.wait();
     queue_.remove(w->id);
     waiters_.erase(w->id);
-    if (w->granted)
-        co_return make_lease(*m, prio, w->decision, now() - w->since, std::move(w->transient));
+    if (w->granted) co_return make_lease(*m, prio, w->decision, now() - w->since, std::move(w->transient));
     if (w->error) throw *w->error;
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now() - w->since).count();
     Error timeout(ErrorKind::queue_timeout,
@@ -346,11 +346,11 @@ int Broker::retry_after_s(const Model& m) const {
 }
 
 bool Broker::exclusive(const Model& m) const {
-    return m.cfg->exclusive || options_.policy == Policy::fifo_lock;
+    return m.cfg->exclusive || policy_->one_model_at_a_time();
 }
 
 bool Broker::head_of_line_blocked() const {
-    if (options_.policy != Policy::fifo_lock) return false;
+    if (!policy_->one_model_at_a_time()) return false;
     for (const auto& [id, w] : waiters_)
         if (!w->granted && !w->error) return true;
     return false;
@@ -644,7 +644,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
         residue = ledger_.reservation(m.device, m.name());
         ledger_.release(m.name());
     }
-    if (options_.policy == Policy::fifo_lock && !one_model_at_a_time(m)) return Serve::wait;
+    if (policy_->one_model_at_a_time() && !one_model_at_a_time(m)) return Serve::wait;
     const AdmissionInput input = admission_input(m, priority, aged);
     const Decision d = decide(input, ledger_);
     if (yield_to && (d.kind == Decision::Kind::start || d.kind == Decision::Kind::evict_then_start)) {
@@ -770,7 +770,7 @@ void Broker::pump() {
                 w->granted = true;
                 queue_.remove(id);
                 w->timer.cancel();
-            } else if (options_.policy == Policy::fifo_lock) {
+            } else if (policy_->one_model_at_a_time()) {
                 break;  // head of line: nothing behind it goes first
             }
         } catch (const Error& e) {

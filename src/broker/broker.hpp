@@ -36,6 +36,7 @@
 #include "broker/holds.hpp"
 #include "broker/ledger.hpp"
 #include "broker/outlook.hpp"
+#include "broker/policy.hpp"
 #include "broker/remembered.hpp"
 #include "broker/saved_slots.hpp"
 #include "broker/wait_queue.hpp"
@@ -121,18 +122,9 @@ struct RequestNeeds {
     std::optional<config::Priority> priority;
 };
 
-// How the broker schedules. `loch` is the product. The other two are the anchors' policies, built into the
-// broker only so that bench/mixed-trace can run them side by side on the same engines (docs/performance.md);
-// `loch serve --bench-policy` selects one, nothing else does:
-//   fifo_lock     — llama-swap's default: one model at a time (every model exclusive; the others are stopped
-//                   before one starts), one queue in arrival order with no priorities, served head of line;
-//   keepalive_lru — Ollama's: no priorities (one queue in arrival order, no yielding to people), models stay
-//                   for their keep_alive and idle ones are evicted when a model does not fit.
-enum class Policy { loch, fifo_lock, keepalive_lru };
-
 struct BrokerOptions {
-    Policy policy = Policy::loch;
-    std::chrono::milliseconds tick{1000};  // probe refresh, keep-alive eviction, backoff expiry
+    std::shared_ptr<const SchedulingPolicy> policy;  // null: loch's own (broker/policy.hpp)
+    std::chrono::milliseconds tick{1000};            // probe refresh, keep-alive eviction, backoff expiry
     // The tick while nothing happens (no request for 10 ticks, nothing loading, running, held or waiting):
     // it still wakes for the next keep-alive expiry, so only the devices' readings age — and a request for a
     // model that is not ready re-reads them first.
@@ -451,7 +443,8 @@ class Broker {
     std::unique_ptr<FootprintSource> footprints_;
     std::unique_ptr<engines::Launcher> launcher_;
     BrokerOptions options_;
-    core::Clock& clock_;  // options_.clock, or the steady clock
+    core::Clock& clock_;                              // options_.clock, or the steady clock
+    std::shared_ptr<const SchedulingPolicy> policy_;  // options_.policy, or loch's
     core::Clock::time_point now() const { return clock_.now(); }
     Ledger ledger_;
     WaitQueue queue_;

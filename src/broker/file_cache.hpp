@@ -34,8 +34,8 @@ namespace loch::broker {
 bool worth_reading_ahead(std::uint64_t missing, std::uint64_t host_free);
 
 struct FilesResidency {
-    std::uint64_t bytes = 0;   // the files' sizes
-    std::uint64_t cached = 0;  // of it, resident
+    std::uint64_t bytes = 0;                     // the files' sizes
+    std::uint64_t cached = 0;                    // of it, resident
     std::chrono::steady_clock::time_point at{};  // when measured (set by the broker, on its clock)
 };
 

@@ -54,7 +54,8 @@ class KindFootprint : public FootprintSource {
         : runs_on_(runs_on ? *runs_on : work_.get_executor()), ctx_{runs_on_, std::move(cache_file)} {}
     boost::asio::awaitable<Footprint> estimate(const config::Config& cfg, const config::ModelConfig& model,
                                                const std::vector<engines::Placement>& devices) override {
-        co_return co_await boost::asio::co_spawn(runs_on_, engines::kind_of(model).estimate(ctx_, cfg, model, devices),
+        co_return co_await boost::asio::co_spawn(runs_on_,
+                                                 engines::kind_of(model).estimate(ctx_, cfg, model, devices),
                                                  boost::asio::use_awaitable);
     }
     // The worker stops before ctx_ goes (an estimate still running is abandoned; its dry run is killed).

@@ -195,8 +195,8 @@ void Broker::end_hold(Hold& h, std::string why, nlohmann::json error) {
             // A job's processes may still hold the memory for a moment after it is released (a GPU gives it
             // back only once the process is gone): the booking stays until the device shows none of them,
             // else the memory would count as other programs' and a model would be refused for it.
-            draining_.push_back({h.holder(), h.device, devices_->group_members(*h.spec.pgid),
-                                 now() + options_.free_wait});
+            draining_.push_back(
+                {h.holder(), h.device, devices_->group_members(*h.spec.pgid), now() + options_.free_wait});
         } else {
             ledger_.release(h.holder());
         }
@@ -249,13 +249,13 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
         if (o->device != "cpu")  // what it keeps in host RAM (Need::host_bytes): stopping it frees that too
             if (const auto host = ledger_.reservation("cpu", name))
                 v.also_on.emplace_back("cpu", host->bytes);
-        v.priority = rank(options_.policy != Policy::loch            ? config::Priority::interactive
+        v.priority = rank(!policy_->has_priorities()                 ? config::Priority::interactive
                           : o->borrowed_from_batch && o->active == 0 ? config::Priority::batch
                                                                      : o->cfg->priority);
         v.evictable = (o->state == ModelState::ready || o->state == ModelState::asleep) && o->active == 0 &&
                       !o->cfg->pinned && !wanted;
         v.batch_only = o->state == ModelState::ready && o->active > 0 && o->active_interactive == 0 &&
-                       options_.policy == Policy::loch;
+                       policy_->has_priorities();
         // Its memory is on its way within stop_grace (then SIGKILL) — unless it saves a long conversation
         // first (up to minutes on a slow disk): past that, admission may stop another engine instead.
         v.stopping = o->state == ModelState::stopping &&

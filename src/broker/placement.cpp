@@ -75,7 +75,7 @@ AdmissionInput Broker::admission_input(const Model& m, std::optional<config::Pri
     // interactive engines too (else an idle chat model resident for its keep_alive starves a batch). The
     // anchors' policies (Policy) know no priorities.
     in.priority =
-        aged || options_.policy != Policy::loch
+        aged || !policy_->has_priorities()
             ? rank(config::Priority::interactive)
             : std::min(rank(m.cfg->priority), rank(priority.value_or(config::Priority::interactive)));
     if (m.footprint)

@@ -46,7 +46,7 @@ std::vector<fs::path> Broker::files_of(const Model& m, const std::string& device
 }
 
 void Broker::read_ahead_for(Model& m, const std::string& device, std::string_view why) {
-    if (!cfg_->read_ahead || options_.policy != Policy::loch || shutting_down_ || m.reading_ahead ||
+    if (!cfg_->read_ahead || !policy_->reads_ahead() || shutting_down_ || m.reading_ahead ||
         m.state != ModelState::stopped || !ledger_.has_device("cpu"))
         return;
     const auto now = this->now();

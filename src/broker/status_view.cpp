@@ -77,8 +77,7 @@ nlohmann::json Broker::model_status(const Model& m) const {
     }
     if (const auto keep_alive = m.keep_alive()) j["keep_alive_s"] = keep_alive->count();
     if (m.state == ModelState::loading) {
-        nlohmann::json l = {
-            {"elapsed_s", std::chrono::duration<double>(now() - m.load_started).count()}};
+        nlohmann::json l = {{"elapsed_s", std::chrono::duration<double>(now() - m.load_started).count()}};
         if (m.load_s) l["expected_s"] = *m.load_s;  // the last load's time
         j["loading"] = std::move(l);
     }

@@ -26,7 +26,9 @@ Timer::Timer(asio::any_io_executor ex, Clock& clock) : clock_(clock), inner_(std
     inner_.expires_at(asio::steady_timer::time_point::max());
 }
 
-Timer::~Timer() { clock_.disarm(*this); }
+Timer::~Timer() {
+    clock_.disarm(*this);
+}
 
 void Timer::expires_at(Clock::time_point t) {
     clock_.disarm(*this);
@@ -82,6 +84,8 @@ void ManualClock::arm(Timer& t) {
     armed_.emplace(t.expiry_, &t);
 }
 
-void ManualClock::disarm(Timer& t) { armed_.erase({t.expiry_, &t}); }
+void ManualClock::disarm(Timer& t) {
+    armed_.erase({t.expiry_, &t});
+}
 
 }  // namespace loch::core

@@ -21,8 +21,7 @@ namespace loch::core {
 template <class F, class R = std::invoke_result_t<F&>>
 boost::asio::awaitable<R> off_loop(boost::asio::any_io_executor ex, F work) {
     co_return co_await boost::asio::co_spawn(
-        ex,
-        [work = std::move(work)]() mutable -> boost::asio::awaitable<R> { co_return work(); },
+        ex, [work = std::move(work)]() mutable -> boost::asio::awaitable<R> { co_return work(); },
         boost::asio::use_awaitable);
 }
 

@@ -100,12 +100,11 @@ class BrokerTest : public ::testing::Test {
             const std::optional<devices::MemoryCgroup>* cgroup;
             int* reads;
         };
-        broker =
-            std::make_unique<Broker>(ioc.get_executor(), cfg,
-                                     std::make_unique<Devices>(std::move(snapshot), std::move(groups),
-                                                               process_info, &cgroup, &device_reads),
-                                     footprints ? std::move(footprints) : loop_footprints(),
-                                     std::make_unique<test::FakeLauncher>(fake, *o.clock), o);
+        broker = std::make_unique<Broker>(ioc.get_executor(), cfg,
+                                          std::make_unique<Devices>(std::move(snapshot), std::move(groups),
+                                                                    process_info, &cgroup, &device_reads),
+                                          footprints ? std::move(footprints) : loop_footprints(),
+                                          std::make_unique<test::FakeLauncher>(fake, *o.clock), o);
         broker->start();
     }
 
@@ -145,8 +144,8 @@ class BrokerTest : public ::testing::Test {
     bool settle(F& f, std::chrono::milliseconds limit = 10s) {
         return run_until([&] { return f.wait_for(0s) == std::future_status::ready; }, limit);
     }
-    // Runs the loop until nothing is ready to run, then moves the clock to the next timer's expiry, and again,
-    // until `done()` or `limit` of virtual time has passed (then the clock stands at the limit).
+    // Runs the loop until nothing is ready to run, then moves the clock to the next timer's expiry, and
+    // again, until `done()` or `limit` of virtual time has passed (then the clock stands at the limit).
     template <class Done>
     bool run_until(Done done, std::chrono::milliseconds limit) {
         const auto until = clock.now() + limit;

@@ -109,7 +109,7 @@ class FakeRun : public engines::EngineRun {
         }
     }
     engines::EngineSpec spec_;
-    core::Clock& clock_;          // the broker's: start-ups and stops take their time on it
+    core::Clock& clock_;         // the broker's: start-ups and stops take their time on it
     asio::steady_timer signal_;  // a signal (cancelled at the exit), not a wait for time
     std::optional<engines::ExitReport> exit_;
     std::function<void(const engines::ExitReport&)> on_exit_;
@@ -129,7 +129,8 @@ class FakeLauncher : public engines::Launcher {
             return out;
         }
     };
-    FakeLauncher(std::shared_ptr<Shared> shared, core::Clock& clock) : shared_(std::move(shared)), clock_(clock) {}
+    FakeLauncher(std::shared_ptr<Shared> shared, core::Clock& clock)
+        : shared_(std::move(shared)), clock_(clock) {}
     std::shared_ptr<engines::EngineRun> launch(asio::any_io_executor ex, engines::EngineSpec spec) override {
         auto run = std::make_shared<FakeRun>(ex, std::move(spec), clock_);
         if (shared_->configure) shared_->configure(*run);
