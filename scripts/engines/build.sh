@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds one pinned engine for one backend from its source tree: the one place that knows each engine's
 # CMake flags per backend. scripts/setup.sh calls it for every (engine, backend) it builds; on a machine
-# without the package registries (a lent GPU) it runs as it is over carried sources.
+# without the package registries (a GPU machine offline) it runs as it is over carried sources.
 #   bash scripts/engines/build.sh ENGINE BACKEND SRC OUT [TARGETS]
 #     ENGINE   llama (llama-server + llama-fit-params) | sd (sd-server) | whisper (whisper-server)
 #     BACKEND  cpu | cuda | vulkan | rocm

@@ -33,12 +33,18 @@ Broker::Broker(asio::any_io_executor ex, const config::Config& cfg, std::unique_
       footprints_(std::move(footprints)),
       launcher_(std::move(launcher)),
       options_(options),
+      clock_(options.clock ? *options.clock : core::steady_clock()),
+      policy_(options.policy ? options.policy : loch_policy()),
       queue_(cfg.queue.interactive, cfg.queue.batch, options.aging),
       remembered_(cfg.state_dir.empty() ? std::filesystem::path() : cfg.state_dir / "footprints.json"),
       saved_slots_(cfg.state_dir.empty() ? std::filesystem::path() : cfg.state_dir / "slots", cfg.slot_save),
+      file_cache_(options.blocking_work),
       cpu_cores_(options.cpu_cores ? options.cpu_cores : cpus_loch_may_use()),
       alive_(std::make_shared<bool>(true)) {
-    for (const auto& m : cfg_->models) models_[m.name] = std::make_unique<Model>(m, cfg_->restart);
+    for (const auto& m : cfg_->models) {
+        models_[m.name] = std::make_unique<Model>(m, cfg_->restart);
+        models_[m.name]->last_used = now();
+    }
 }
 
 Broker::~Broker() {
@@ -49,7 +55,7 @@ Broker::~Broker() {
 void Broker::start() {
     refresh_devices();
     warn_limits_that_never_fit();
-    tick_timer_ = std::make_unique<asio::steady_timer>(ex_);
+    tick_timer_ = std::make_unique<core::Timer>(ex_, clock_);
     asio::co_spawn(ex_, tick_loop(), asio::detached);
 }
 
@@ -57,7 +63,7 @@ asio::awaitable<void> Broker::tick_loop() {
     auto alive = alive_;
     while (*alive && !shutting_down_) {
         tick_timer_->expires_after(tick_period());
-        co_await tick_timer_->async_wait(asio::as_tuple(asio::use_awaitable));
+        co_await tick_timer_->wait();
         if (!*alive || shutting_down_) co_return;
         refresh_devices();
         evict_expired();
@@ -68,7 +74,7 @@ asio::awaitable<void> Broker::tick_loop() {
 }
 
 void Broker::note_request() {
-    last_request_ = Clock::now();
+    last_request_ = now();
     // An idle tick may be sleeping for up to idle_tick: a request makes the broker busy, so it ticks again
     // within one tick (keep-alive, the runtime guard, backoff all run on it).
     if (tick_timer_ && tick_timer_->expiry() > last_request_ + options_.tick) tick_timer_->cancel();
@@ -82,7 +88,7 @@ bool Broker::busy(Clock::time_point now) const {
 }
 
 Clock::duration Broker::tick_period() const {
-    const auto now = Clock::now();
+    const auto now = this->now();
     if (busy(now)) return options_.tick;
     // Idle: the next keep-alive expiry (evict_expired's rule) or the idle tick, whichever comes first.
     Clock::duration next = options_.idle_tick;
@@ -156,7 +162,7 @@ nlohmann::json Broker::progress(const std::string& name) {
     for (const auto& [id, w] : waiters_) ahead += w->model == m ? 1 : 0;
     j.update(nlohmann::json(eta_for_request(*m, ahead > 0 ? ahead - 1 : 0)));
     if (m->state == ModelState::loading) {
-        j["loading"] = {{"elapsed_s", std::chrono::duration<double>(Clock::now() - m->load_started).count()}};
+        j["loading"] = {{"elapsed_s", std::chrono::duration<double>(now() - m->load_started).count()}};
         if (m->load_s) j["loading"]["expected_s"] = *m->load_s;
     }
     return j;
@@ -181,22 +187,22 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
                       (!m->cold.open || m->cold.launched != Clock::time_point{});
     if (cold) m->cold = {true, last_request_};
     if (m->state != ModelState::ready && last_request_ - last_refresh_ > options_.tick) refresh_devices();
-    if (cold) m->cold.devices_read = Clock::now();
+    if (cold) m->cold.devices_read = now();
     co_await ensure_footprint(*m);
-    if (cold) m->cold.planned = Clock::now();
+    if (cold) m->cold.planned = now();
     check_runnable(*m, needs);  // before it waits or an engine starts for it
     // The usual case — ready, a slot free — is granted without a Waiter (and its timer) being made.
     m->start_error.reset();
     if (std::string holder; !head_of_line_blocked() && try_serve(*m, needs, &holder) == Serve::granted)
         co_return make_lease(*m, priority_of(*m, needs), "ready", {}, std::move(holder));
     if (m->start_error) throw *m->start_error;  // the start it triggered failed before anything ran
-    auto w = std::make_shared<Waiter>(next_waiter_++, m, ex_);
+    auto w = std::make_shared<Waiter>(next_waiter_++, m, ex_, clock_);
     w->decision = m->wait_reason;
     w->needs = needs;
 
     const auto prio = priority_of(*m, needs);
     const std::size_t cap = queue_.capacity(prio);
-    if (!queue_.push(w->id, prio, Clock::now())) {
+    if (!queue_.push(w->id, prio, now())) {
         const int retry = retry_after_s(*m);
         throw Error(ErrorKind::queue_full,
                     fmt::format("the {} queue is full: {} requests are already waiting (limit {})",
@@ -211,13 +217,12 @@ asio::awaitable<Lease> Broker::do_acquire(std::string name, RequestNeeds needs) 
     if (prio == config::Priority::interactive) note_interactive_arrival();
     // Freshly queued: its own load/eviction may have been started by try_serve already; pump picks it up.
     w->timer.expires_after(cfg_->max_wait);
-    co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_await w->timer.wait();
     queue_.remove(w->id);
     waiters_.erase(w->id);
-    if (w->granted)
-        co_return make_lease(*m, prio, w->decision, Clock::now() - w->since, std::move(w->transient));
+    if (w->granted) co_return make_lease(*m, prio, w->decision, now() - w->since, std::move(w->transient));
     if (w->error) throw *w->error;
-    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - w->since).count();
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now() - w->since).count();
     Error timeout(ErrorKind::queue_timeout,
                   fmt::format("model '{}' could not be served within max_wait ({} s): {}", m->name(), waited,
                               m->wait_reason),
@@ -261,7 +266,7 @@ Lease Broker::make_lease(Model& m, config::Priority priority, std::string decisi
     l.interactive_ = priority == config::Priority::interactive;
     l.broker_ = this;
     l.alive_ = alive_;
-    l.granted_at_ = Clock::now();
+    l.granted_at_ = now();
     l.model_ = m.name();
     if (m.cold.open && m.cold.facts_read != Clock::time_point{}) close_cold_start(m, l.granted_at_);
     if (m.engine) l.address_ = {m.engine->host(), m.engine->port(), m.engine->spec().api_key};
@@ -306,7 +311,7 @@ void Broker::release(const std::string& name, Clock::duration held, const std::s
     if (m.active > 0) --m.active;
     if (interactive && m.active_interactive > 0) --m.active_interactive;
     if (!interactive && batch_active_ > 0) --batch_active_;
-    m.last_used = Clock::now();
+    m.last_used = now();
     const double s = std::chrono::duration<double>(held).count();
     m.avg_request_s = m.requests_done++ == 0 ? s : 0.8 * m.avg_request_s + 0.2 * s;
     if (m.active == 0) {
@@ -341,11 +346,11 @@ int Broker::retry_after_s(const Model& m) const {
 }
 
 bool Broker::exclusive(const Model& m) const {
-    return m.cfg->exclusive || options_.policy == Policy::fifo_lock;
+    return m.cfg->exclusive || policy_->one_model_at_a_time();
 }
 
 bool Broker::head_of_line_blocked() const {
-    if (options_.policy != Policy::fifo_lock) return false;
+    if (!policy_->one_model_at_a_time()) return false;
     for (const auto& [id, w] : waiters_)
         if (!w->granted && !w->error) return true;
     return false;
@@ -568,7 +573,7 @@ Broker::Serve Broker::book_transient(Model& m, const engines::RequestCost& t, st
 
 Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string* holder, bool aged) {
     if (shutting_down_) throw Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5);
-    const auto verdict = m.crashes.check(Clock::now());
+    const auto verdict = m.crashes.check(now());
     if (verdict.quarantined) throw quarantine_error(m, verdict);
     const config::Priority priority = priority_of(m, needs);
     m.waits_for_room = false;  // said again below while it still does (broker/turns.cpp reads it)
@@ -613,7 +618,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
         case ModelState::loading:
             m.wait_reason = fmt::format(
                 "loading on {} for {:.0f} s{}", m.device,
-                std::chrono::duration<double>(Clock::now() - m.load_started).count(),
+                std::chrono::duration<double>(now() - m.load_started).count(),
                 m.load_s ? fmt::format(" (the last load took {:.1f} s)", *m.load_s) : std::string());
             return Serve::wait;
         case ModelState::stopping:
@@ -639,7 +644,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
         residue = ledger_.reservation(m.device, m.name());
         ledger_.release(m.name());
     }
-    if (options_.policy == Policy::fifo_lock && !one_model_at_a_time(m)) return Serve::wait;
+    if (policy_->one_model_at_a_time() && !one_model_at_a_time(m)) return Serve::wait;
     const AdmissionInput input = admission_input(m, priority, aged);
     const Decision d = decide(input, ledger_);
     if (yield_to && (d.kind == Decision::Kind::start || d.kind == Decision::Kind::evict_then_start)) {
@@ -740,7 +745,7 @@ Broker::Serve Broker::try_serve(Model& m, const RequestNeeds& needs, std::string
 }
 
 void Broker::pump() {
-    const auto order = queue_.order(Clock::now());
+    const auto order = queue_.order(now());
     for (auto id : order) {
         if (auto h = queued_holds_.find(id); h != queued_holds_.end()) {
             Hold& hold = *h->second;
@@ -760,12 +765,12 @@ void Broker::pump() {
         auto w = it->second;
         if (w->granted || w->error) continue;
         try {
-            const bool aged = Clock::now() - w->since >= options_.aging;
+            const bool aged = now() - w->since >= options_.aging;
             if (try_serve(*w->model, w->needs, &w->transient, aged) == Serve::granted) {
                 w->granted = true;
                 queue_.remove(id);
                 w->timer.cancel();
-            } else if (options_.policy == Policy::fifo_lock) {
+            } else if (policy_->one_model_at_a_time()) {
                 break;  // head of line: nothing behind it goes first
             }
         } catch (const Error& e) {

@@ -36,10 +36,12 @@
 #include "broker/holds.hpp"
 #include "broker/ledger.hpp"
 #include "broker/outlook.hpp"
+#include "broker/policy.hpp"
 #include "broker/remembered.hpp"
 #include "broker/saved_slots.hpp"
 #include "broker/wait_queue.hpp"
 #include "config/config.hpp"
+#include "core/clock.hpp"
 #include "devices/sysroot.hpp"
 #include "engines/engine_client.hpp"
 #include "engines/kind.hpp"
@@ -120,18 +122,9 @@ struct RequestNeeds {
     std::optional<config::Priority> priority;
 };
 
-// How the broker schedules. `loch` is the product. The other two are the anchors' policies, built into the
-// broker only so that bench/mixed-trace can run them side by side on the same engines (docs/performance.md);
-// `loch serve --bench-policy` selects one, nothing else does:
-//   fifo_lock     — llama-swap's default: one model at a time (every model exclusive; the others are stopped
-//                   before one starts), one queue in arrival order with no priorities, served head of line;
-//   keepalive_lru — Ollama's: no priorities (one queue in arrival order, no yielding to people), models stay
-//                   for their keep_alive and idle ones are evicted when a model does not fit.
-enum class Policy { loch, fifo_lock, keepalive_lru };
-
 struct BrokerOptions {
-    Policy policy = Policy::loch;
-    std::chrono::milliseconds tick{1000};  // probe refresh, keep-alive eviction, backoff expiry
+    std::shared_ptr<const SchedulingPolicy> policy;  // null: loch's own (broker/policy.hpp)
+    std::chrono::milliseconds tick{1000};            // probe refresh, keep-alive eviction, backoff expiry
     // The tick while nothing happens (no request for 10 ticks, nothing loading, running, held or waiting):
     // it still wakes for the next keep-alive expiry, so only the devices' readings age — and a request for a
     // model that is not ready re-reads them first.
@@ -142,6 +135,11 @@ struct BrokerOptions {
     // A request that has waited this long for room that busy engines of equal or lower priority hold gets
     // its turn: they take no new request until it has run (broker/turns.cpp).
     std::chrono::milliseconds memory_turn_after{10000};
+    // Where time comes from (null: the steady clock). Unit tests pass a core::ManualClock and advance it.
+    core::Clock* clock = nullptr;
+    // Where the broker's blocking file work (read-ahead, residency) runs (none: a worker thread of its own).
+    // Unit tests pass their loop's executor, to run every step themselves.
+    std::optional<boost::asio::any_io_executor> blocking_work;
 };
 
 // The CPUs this process may run on: its affinity mask, bounded by its cgroup's CPU quota; at least 1. Reads
@@ -445,6 +443,9 @@ class Broker {
     std::unique_ptr<FootprintSource> footprints_;
     std::unique_ptr<engines::Launcher> launcher_;
     BrokerOptions options_;
+    core::Clock& clock_;                              // options_.clock, or the steady clock
+    std::shared_ptr<const SchedulingPolicy> policy_;  // options_.policy, or loch's
+    core::Clock::time_point now() const { return clock_.now(); }
     Ledger ledger_;
     WaitQueue queue_;
     std::map<std::string, std::unique_ptr<Model>> models_;  // by model name
@@ -478,7 +479,7 @@ class Broker {
     std::uint64_t next_transient_ = 1;
     bool shutting_down_ = false;
     std::shared_ptr<bool> alive_;  // tells detached coroutines the broker is gone
-    std::unique_ptr<boost::asio::steady_timer> tick_timer_;
+    std::unique_ptr<core::Timer> tick_timer_;
     // The tick runs at BrokerOptions::idle_tick while nothing happens (issue 55: an idle loch costs
     // ~nothing), waking earlier for the next keep-alive expiry. A request for a model that is not ready
     // re-reads the devices first when the last reading is older than one tick, so admission never decides on

@@ -50,7 +50,7 @@ std::optional<std::uint32_t> Broker::cpu_threads_of(const Model& m) const {
 }
 
 std::optional<std::string> Broker::cpu_threads_wait(const Model& m, config::Priority priority) const {
-    if (options_.policy != Policy::loch || m.active > 0) return std::nullopt;
+    if (!policy_->takes_turns() || m.active > 0) return std::nullopt;
     const auto mine = cpu_threads_of(m);
     if (!mine) return std::nullopt;
     std::uint32_t busy = 0;

@@ -10,7 +10,8 @@ bool worth_reading_ahead(std::uint64_t missing, std::uint64_t host_free) {
     return missing > 0 && missing <= host_free / 2;
 }
 
-FileCache::FileCache() = default;
+FileCache::FileCache(std::optional<boost::asio::any_io_executor> runs_on)
+    : runs_on_(runs_on ? *runs_on : work_.get_executor()) {}
 
 FileCache::~FileCache() {
     stopping_->store(true);
@@ -18,20 +19,19 @@ FileCache::~FileCache() {
 }
 
 boost::asio::awaitable<FilesResidency> FileCache::measure(std::vector<std::filesystem::path> files) {
-    co_return co_await core::off_loop(work_, [files = std::move(files)]() {
+    co_return co_await core::off_loop(runs_on_, [files = std::move(files)]() {
         FilesResidency r;
         for (const auto& f : files) {
             const auto one = devices::resident(f);
             r.bytes += one.bytes;
             r.cached += one.cached;
         }
-        r.at = std::chrono::steady_clock::now();
         return r;
     });
 }
 
 boost::asio::awaitable<ReadAheadResult> FileCache::read_ahead(std::vector<std::filesystem::path> files) {
-    co_return co_await core::off_loop(work_, [files = std::move(files), stopping = stopping_]() {
+    co_return co_await core::off_loop(runs_on_, [files = std::move(files), stopping = stopping_]() {
         const auto t0 = std::chrono::steady_clock::now();
         ReadAheadResult r;
         for (const auto& f : files) r.bytes += devices::read_ahead(f, [&] { return !stopping->load(); });

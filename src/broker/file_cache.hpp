@@ -20,8 +20,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
 
@@ -32,9 +34,9 @@ namespace loch::broker {
 bool worth_reading_ahead(std::uint64_t missing, std::uint64_t host_free);
 
 struct FilesResidency {
-    std::uint64_t bytes = 0;   // the files' sizes
-    std::uint64_t cached = 0;  // of it, resident
-    std::chrono::steady_clock::time_point at{};
+    std::uint64_t bytes = 0;                     // the files' sizes
+    std::uint64_t cached = 0;                    // of it, resident
+    std::chrono::steady_clock::time_point at{};  // when measured (set by the broker, on its clock)
 };
 
 struct ReadAheadResult {
@@ -44,7 +46,8 @@ struct ReadAheadResult {
 
 class FileCache {
   public:
-    FileCache();
+    // `runs_on`: where the reads run instead of the worker thread (a unit test's own loop).
+    explicit FileCache(std::optional<boost::asio::any_io_executor> runs_on = std::nullopt);
     ~FileCache();  // a read in progress stops at its next chunk; the worker is joined
     FileCache(const FileCache&) = delete;
     FileCache& operator=(const FileCache&) = delete;
@@ -55,6 +58,7 @@ class FileCache {
   private:
     std::shared_ptr<std::atomic<bool>> stopping_ = std::make_shared<std::atomic<bool>>(false);
     boost::asio::thread_pool work_{1};
+    boost::asio::any_io_executor runs_on_;
 };
 
 }  // namespace loch::broker

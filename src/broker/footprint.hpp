@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,11 +47,14 @@ class FootprintSource {
 // config entries it reads are immutable while it runs (the broker keeps every entry a request may still see).
 class KindFootprint : public FootprintSource {
   public:
-    explicit KindFootprint(std::filesystem::path cache_file = {})
-        : ctx_{work_.get_executor(), std::move(cache_file)} {}
+    // `runs_on`: where the estimates run instead of the worker thread — a unit test's own loop, whose models'
+    // kinds estimate without blocking, so that the test drives every step.
+    explicit KindFootprint(std::filesystem::path cache_file = {},
+                           std::optional<boost::asio::any_io_executor> runs_on = std::nullopt)
+        : runs_on_(runs_on ? *runs_on : work_.get_executor()), ctx_{runs_on_, std::move(cache_file)} {}
     boost::asio::awaitable<Footprint> estimate(const config::Config& cfg, const config::ModelConfig& model,
                                                const std::vector<engines::Placement>& devices) override {
-        co_return co_await boost::asio::co_spawn(work_.get_executor(),
+        co_return co_await boost::asio::co_spawn(runs_on_,
                                                  engines::kind_of(model).estimate(ctx_, cfg, model, devices),
                                                  boost::asio::use_awaitable);
     }
@@ -63,7 +67,8 @@ class KindFootprint : public FootprintSource {
     KindFootprint& operator=(const KindFootprint&) = delete;
 
   private:
-    boost::asio::thread_pool work_{1};  // before ctx_, which holds its executor
+    boost::asio::thread_pool work_{1};  // before runs_on_ and ctx_, which hold its executor
+    boost::asio::any_io_executor runs_on_;
     engines::EstimateContext ctx_;
 };
 

@@ -48,6 +48,7 @@ std::optional<FootprintKey> Broker::job_key(const std::string& name, const std::
 asio::awaitable<nlohmann::json> Broker::create_hold(HoldSpec spec) {
     if (shutting_down_) throw Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5);
     auto h = std::make_unique<Hold>();
+    h->since = h->heartbeat = now();
     h->id = fmt::format("hold-{}", next_hold_++);
     h->spec = std::move(spec);
     // Where it may go: one named device, or every GPU (the CPU when there is none), like an engine.
@@ -119,7 +120,7 @@ asio::awaitable<nlohmann::json> Broker::create_hold(HoldSpec spec) {
         throw;
     }
     const auto qid = next_waiter_++;
-    if (!queue_.push(qid, hold.spec.priority, Clock::now())) {
+    if (!queue_.push(qid, hold.spec.priority, now())) {
         const auto p = hold.spec.priority;
         Error e(ErrorKind::queue_full,
                 fmt::format("the {} queue is full: {} requests are already waiting (limit {})",
@@ -134,7 +135,7 @@ asio::awaitable<nlohmann::json> Broker::create_hold(HoldSpec spec) {
 
 std::optional<nlohmann::json> Broker::hold(const std::string& id, bool heartbeat) {
     if (auto it = holds_.find(id); it != holds_.end()) {
-        if (heartbeat) it->second->heartbeat = Clock::now();
+        if (heartbeat) it->second->heartbeat = now();
         return hold_json(*it->second);
     }
     for (const auto& h : ended_holds_)
@@ -146,7 +147,7 @@ std::optional<nlohmann::json> Broker::update_hold(const std::string& id, std::op
     auto it = holds_.find(id);
     if (it == holds_.end()) return hold(id, false);
     Hold& h = *it->second;
-    h.heartbeat = Clock::now();
+    h.heartbeat = now();
     if (pgid && h.spec.pgid != pgid) {
         h.spec.pgid = pgid;
         note_event("hold", {{"hold", h.id}, {"job", h.spec.name}},
@@ -189,13 +190,13 @@ void Broker::end_hold(Hold& h, std::string why, nlohmann::json error) {
         }
     const bool was_granted = h.state == Hold::State::granted;
     if (was_granted) {
-        job_run_s_[h.spec.name] = std::chrono::duration<double>(Clock::now() - h.granted_at).count();
+        job_run_s_[h.spec.name] = std::chrono::duration<double>(now() - h.granted_at).count();
         if (h.spec.pgid) {
             // A job's processes may still hold the memory for a moment after it is released (a GPU gives it
             // back only once the process is gone): the booking stays until the device shows none of them,
             // else the memory would count as other programs' and a model would be refused for it.
-            draining_.push_back({h.holder(), h.device, devices_->group_members(*h.spec.pgid),
-                                 Clock::now() + options_.free_wait});
+            draining_.push_back(
+                {h.holder(), h.device, devices_->group_members(*h.spec.pgid), now() + options_.free_wait});
         } else {
             ledger_.release(h.holder());
         }
@@ -220,7 +221,7 @@ void Broker::end_hold(Hold& h, std::string why, nlohmann::json error) {
 
 std::vector<EngineView> Broker::holder_views(const Model* except_model, const Hold* except_hold) const {
     std::vector<EngineView> out;
-    const auto now = Clock::now();
+    const auto now = this->now();
     // The requester's turn has come (broker/turns.cpp): the queued requests of others do not keep their idle
     // engines — they wait for it, and admission evicts for it like any idle engine.
     const bool its_turn = except_model && has_memory_turn(*except_model);
@@ -248,13 +249,13 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
         if (o->device != "cpu")  // what it keeps in host RAM (Need::host_bytes): stopping it frees that too
             if (const auto host = ledger_.reservation("cpu", name))
                 v.also_on.emplace_back("cpu", host->bytes);
-        v.priority = rank(options_.policy != Policy::loch            ? config::Priority::interactive
+        v.priority = rank(!policy_->has_priorities()                 ? config::Priority::interactive
                           : o->borrowed_from_batch && o->active == 0 ? config::Priority::batch
                                                                      : o->cfg->priority);
         v.evictable = (o->state == ModelState::ready || o->state == ModelState::asleep) && o->active == 0 &&
                       !o->cfg->pinned && !wanted;
         v.batch_only = o->state == ModelState::ready && o->active > 0 && o->active_interactive == 0 &&
-                       options_.policy == Policy::loch;
+                       policy_->has_priorities();
         // Its memory is on its way within stop_grace (then SIGKILL) — unless it saves a long conversation
         // first (up to minutes on a slow disk): past that, admission may stop another engine instead.
         v.stopping = o->state == ModelState::stopping &&
@@ -301,7 +302,7 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
 void Broker::book(Hold& h, const std::string& device) {
     h.device = device;
     h.state = Hold::State::granted;
-    h.granted_at = Clock::now();
+    h.granted_at = now();
     h.wait_reason.clear();
     h.error = nullptr;
     ledger_.reserve(device, h.holder(), {h.bytes, h.source, h.size_why});
@@ -366,14 +367,14 @@ Broker::Serve Broker::try_grant(Hold& h) {
 }
 
 std::size_t Broker::queue_position(std::uint64_t queue_id) const {
-    const auto order = queue_.order(Clock::now());
+    const auto order = queue_.order(now());
     const auto it = std::find(order.begin(), order.end(), queue_id);
     return it == order.end() ? 0 : static_cast<std::size_t>(it - order.begin()) + 1;
 }
 
 nlohmann::json Broker::hold_json(const Hold& h) const {
     static constexpr const char* names[] = {"waiting", "granted", "refused", "released"};
-    const auto now = Clock::now();
+    const auto now = this->now();
     nlohmann::json j = {{"id", h.id},
                         {"name", h.spec.name},
                         {"state", names[static_cast<int>(h.state)]},
@@ -424,7 +425,7 @@ void Broker::observe_holds(const std::vector<DeviceSnapshot>& snap) {
     const bool any_drained = std::erase_if(draining_, [&](const Draining& d) {
                                  const bool present =
                                      group_use(d.members, d.device, snap, "the job's").has_value();
-                                 if (present && Clock::now() < d.until) return false;
+                                 if (present && now() < d.until) return false;
                                  ledger_.release(d.holder);
                                  return true;
                              }) > 0;
@@ -458,7 +459,7 @@ void Broker::observe_holds(const std::vector<DeviceSnapshot>& snap) {
 }
 
 void Broker::expire_holds() {
-    const auto now = Clock::now();
+    const auto now = this->now();
     std::vector<Hold*> gone;
     for (auto& [id, hp] : holds_) {
         Hold& h = *hp;

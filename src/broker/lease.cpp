@@ -35,7 +35,7 @@ void Lease::release() {
     if (!broker_) return;
     Broker* b = std::exchange(broker_, nullptr);
     if (auto alive = alive_.lock(); alive && *alive)
-        b->release(model_, Clock::now() - granted_at_, transient_, interactive_);
+        b->release(model_, b->now() - granted_at_, transient_, interactive_);
 }
 
 void Lease::release_later() {
@@ -43,7 +43,7 @@ void Lease::release_later() {
     Broker* b = std::exchange(broker_, nullptr);
     auto alive = alive_.lock();
     if (!alive || !*alive) return;
-    const auto held = Clock::now() - granted_at_;
+    const auto held = b->now() - granted_at_;
     asio::post(b->ex_, [b, weak = alive_, model = model_, held, transient = std::move(transient_),
                         interactive = interactive_] {
         if (auto a = weak.lock(); a && *a) b->release(model, held, transient, interactive);

@@ -115,7 +115,7 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
         fail_waiters(m, *m.start_error);
         return;
     }
-    m.load_started = Clock::now();
+    m.load_started = now();
     if (m.cold.open) m.cold.launched = m.load_started;
     const auto cgroup = devices_->memory_cgroup();
     m.oom_kills_at_launch = cgroup ? cgroup->oom_kills : std::nullopt;
@@ -155,7 +155,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
     const auto res = co_await engine->start();
     if (!*alive) co_return;
     if (m.cold.open) {
-        m.cold.engine_ready = Clock::now();
+        m.cold.engine_ready = now();
         m.cold.engine_took = std::chrono::duration_cast<std::chrono::milliseconds>(res.took);
     }
     for (const auto& d : devices_of(m)) loading_devices_.erase(d);
@@ -168,7 +168,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
         m.engine.reset();
         engines::ExitReport r = res.failure.value_or(engines::ExitReport{});
         m.last_exit = r;
-        m.crashes.record(Clock::now(), r);
+        m.crashes.record(now(), r);
         ++m.loads_failed;
         ++m.exits[std::string(engines::to_string(r.kind))];
         learn_from_kill(m, r);
@@ -209,14 +209,14 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
         co_await m.kind->after_ready(ex_, {engine->host(), engine->port(), engine->spec().api_key}, *m.cfg);
     if (!*alive || m.engine != engine) co_return;
     m.facts = std::move(facts);
-    if (m.cold.open) m.cold.facts_read = Clock::now();
+    if (m.cold.open) m.cold.facts_read = now();
     if (const auto& gone = engine->exit_report()) {  // died between ready and now
         m.state = ModelState::stopped;
         ledger_.release(m.name());
         m.last_engine = engine;
         m.engine.reset();
         m.last_exit = *gone;
-        m.crashes.record(Clock::now(), *gone);
+        m.crashes.record(now(), *gone);
         ++m.exits[std::string(engines::to_string(gone->kind))];
         note_quarantine(m);
         fail_waiters(m, Error(ErrorKind::engine_failed,
@@ -228,7 +228,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
     }
     m.state = ModelState::ready;
     m.load_s = std::chrono::duration<double>(res.took).count();
-    m.last_used = Clock::now();
+    m.last_used = now();
     // What the engine says it allocated raises the planned reservation, on each of its devices.
     const auto devices = devices_of(m);
     const auto logged = m.kind->measure_split(engine->startup_log(), m.where);
@@ -268,7 +268,7 @@ void Broker::begin_stop(Model& m, std::string why, bool keep_conversations) {
     m.idle_stop_reason.clear();
     note("stop", m, why);
     m.state = ModelState::stopping;
-    m.stop_started = Clock::now();
+    m.stop_started = now();
     m.stop_reason = std::move(why);
     auto engine = m.engine;
     auto alive = alive_;
@@ -296,7 +296,7 @@ asio::awaitable<void> Broker::save_slots(Model& m, std::shared_ptr<engines::Engi
     auto alive = alive_;
     const std::string key = m.slot_key;
     const engines::EngineAddress to{engine->host(), engine->port(), engine->spec().api_key};
-    const auto started = Clock::now();
+    const auto started = now();
     const auto prefix = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                                            std::chrono::system_clock::now().time_since_epoch())
                                            .count());
@@ -311,7 +311,7 @@ asio::awaitable<void> Broker::save_slots(Model& m, std::shared_ptr<engines::Engi
     const auto n = saved.size();
     const auto dropped = co_await saved_slots_.add(key, std::move(saved));
     if (!*alive) co_return;
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    const double ms = std::chrono::duration<double, std::milli>(now() - started).count();
     note("slots_saved", m,
          fmt::format("{} slot(s) saved before the stop: {} tokens, {} in {:.0f} ms{}", n, tokens,
                      human_bytes(bytes), ms,
@@ -345,7 +345,7 @@ asio::awaitable<std::optional<nlohmann::json>> Broker::restore_conversation(cons
     const auto entry = saved_slots_.match(m->slot_key, *text, m->restored);
     if (!entry) co_return std::nullopt;
     m->restored.insert(entry->file);  // tried once per run, whatever comes of it
-    const auto started = Clock::now();
+    const auto started = now();
     const auto got = co_await lease.kind().restore_slot(ex_, lease.address(), entry->file);
     if (!*alive || m->engine != engine) co_return std::nullopt;
     if (!got) {
@@ -356,7 +356,7 @@ asio::awaitable<std::optional<nlohmann::json>> Broker::restore_conversation(cons
         co_return std::nullopt;
     }
     lease.kind().pin_to_slot(body, got->slot);
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    const double ms = std::chrono::duration<double, std::milli>(now() - started).count();
     // Noted once the first answer says whether it took (confirm_restore).
     co_return nlohmann::json{{"file", entry->file}, {"slot", got->slot}, {"tokens", got->tokens}, {"ms", ms}};
 }
@@ -398,7 +398,7 @@ void Broker::begin_evict(Model& m, std::string why) {
     if (level == 0 || m.state != ModelState::ready || !m.engine) return begin_stop(m, std::move(why), true);
     note("sleep", m, fmt::format("{}: asleep at level {} instead of stopped", why, level));
     m.state = ModelState::stopping;
-    m.stop_started = Clock::now();
+    m.stop_started = now();
     m.stop_reason = why + " (going to sleep)";
     auto engine = m.engine;
     auto alive = alive_;
@@ -436,7 +436,7 @@ void Broker::begin_wake(Model& m) {
     note("wake", m,
          fmt::format("waking on {}, reserving {} ({})", m.device, human_bytes(need->bytes), need->why));
     m.state = ModelState::loading;
-    m.load_started = Clock::now();
+    m.load_started = now();
     auto engine = m.engine;
     auto alive = alive_;
     const auto level = m.sleep_level;
@@ -448,7 +448,7 @@ void Broker::begin_wake(Model& m) {
             if (!*alive || m.engine != engine || m.state != ModelState::loading) co_return;
             m.state = ModelState::ready;
             m.sleep_level = 0;
-            m.last_used = Clock::now();
+            m.last_used = now();
             if (!ok) co_return begin_stop(m, "it did not wake up");
             pump();
         },
@@ -474,7 +474,7 @@ void Broker::on_exit(Model& m, const std::shared_ptr<engines::EngineRun>& engine
     m.last_exit = r;  // (before the quarantine: its refusal names this exit)
     if (r.is_failure()) {
         note("exit", m, r.summary, {{"exit", r}}, true);
-        m.crashes.record(Clock::now(), r);
+        m.crashes.record(now(), r);
         note_quarantine(m);
     }
     m.last_engine = engine;

@@ -50,7 +50,7 @@ struct Broker::Model {
     engines::Placement where;  // this run's placement: a split's other devices and shares too
     std::uint32_t active = 0;
     std::uint32_t active_interactive = 0;  // of `active`: interactive requests (batch ones yield to them)
-    Clock::time_point last_used = Clock::now();
+    Clock::time_point last_used{};         // set when it is made (Broker::now())
     std::optional<double> load_s;
     engines::ReadyFacts facts;  // this run's, from the kind's after_ready
     // Mutable: asking it whether a quarantine holds prunes old failures, also from the read-only views.
@@ -144,11 +144,12 @@ struct Broker::Model {
 };
 
 struct Broker::Waiter {
-    Waiter(std::uint64_t i, Model* m, const asio::any_io_executor& s) : id(i), model(m), timer(s) {}
+    Waiter(std::uint64_t i, Model* m, const asio::any_io_executor& s, core::Clock& clock)
+        : id(i), model(m), timer(s, clock), since(clock.now()) {}
     std::uint64_t id;
     Model* model;
-    asio::steady_timer timer;
-    Clock::time_point since = Clock::now();
+    core::Timer timer;  // max_wait
+    Clock::time_point since;
     bool granted = false;
     std::optional<Error> error;
     std::string decision;   // what admission said when it queued ("loading on cpu …", "waiting for …")
@@ -166,13 +167,13 @@ struct Broker::Hold {
     std::string size_why;              // where `bytes` came from
     std::vector<std::string> devices;  // where it may go, in preference order
     enum class State { waiting, granted, refused, released } state = State::waiting;
-    std::string device;  // granted: where it is booked
-    Clock::time_point since = Clock::now(), granted_at{}, heartbeat = Clock::now();
-    std::string wait_reason;               // waiting: why (admission's reason)
-    std::optional<MemoryFigure> measured;  // its process group's last measured use
-    std::uint64_t peak = 0;                // the highest measured use
-    nlohmann::json error;                  // refused: the error it got
-    std::string end_reason;                // released: why
+    std::string device;                                    // granted: where it is booked
+    Clock::time_point since{}, granted_at{}, heartbeat{};  // set when it is made (Broker::now())
+    std::string wait_reason;                               // waiting: why (admission's reason)
+    std::optional<MemoryFigure> measured;                  // its process group's last measured use
+    std::uint64_t peak = 0;                                // the highest measured use
+    nlohmann::json error;                                  // refused: the error it got
+    std::string end_reason;                                // released: why
     bool heartbeat_lost_noted = false;
     bool cancelled = false;  // released by `loch cancel`, not by its own client
     std::string holder() const { return "job:" + spec.name + "#" + id.substr(id.find('-') + 1); }

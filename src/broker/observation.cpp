@@ -36,7 +36,7 @@ using namespace std::chrono_literals;
 // Devices and engines as measured
 
 void Broker::refresh_devices() {
-    last_refresh_ = Clock::now();
+    last_refresh_ = now();
     std::vector<DeviceSnapshot> snap;
     try {
         snap = devices_->snapshot();
@@ -87,9 +87,9 @@ void Broker::name_other_processes(const std::vector<DeviceSnapshot>& snap) {
     // The CPU: the largest resident programs (a scan of every /proc entry, the costliest part of a tick:
     // every 10 s at most while busy, every 2 minutes while idle — it only names them; how much memory others
     // hold comes from the device's own reading).
-    const auto scan_every = busy(Clock::now()) ? std::chrono::seconds(10) : std::chrono::seconds(120);
-    if (ledger_.has_device("cpu") && Clock::now() - cpu_scan_at_ > scan_every) {
-        cpu_scan_at_ = Clock::now();
+    const auto scan_every = busy(now()) ? std::chrono::seconds(10) : std::chrono::seconds(120);
+    if (ledger_.has_device("cpu") && now() - cpu_scan_at_ > scan_every) {
+        cpu_scan_at_ = now();
         // Only programs of some size: a shell or an editor is not what holds a machine's memory.
         auto top = devices_->largest_resident(kNamedProcesses + own.size());
         std::erase_if(top, [](const auto& p) { return p.second < kCpuProcessFloor; });
@@ -272,7 +272,7 @@ Need Broker::need_on(const Model& m, const Need& planned) const {
 }
 
 void Broker::evict_expired() {
-    const auto now = Clock::now();
+    const auto now = this->now();
     for (auto& [name, m] : models_) {
         const auto keep_alive = m->keep_alive();
         if (m->state != ModelState::ready || m->active > 0 || m->cfg->pinned || !keep_alive) continue;
@@ -291,7 +291,7 @@ void Broker::evict_expired() {
 }
 
 void Broker::note_quarantine(Model& m) {
-    const auto v = m.crashes.check(Clock::now());
+    const auto v = m.crashes.check(now());
     if (!v.quarantined) return;
     note("quarantine", m, v.message,
          {{"retry_in_s", std::chrono::duration_cast<std::chrono::seconds>(v.retry_in).count()}}, true);

@@ -75,7 +75,7 @@ AdmissionInput Broker::admission_input(const Model& m, std::optional<config::Pri
     // interactive engines too (else an idle chat model resident for its keep_alive starves a batch). The
     // anchors' policies (Policy) know no priorities.
     in.priority =
-        aged || options_.policy != Policy::loch
+        aged || !policy_->has_priorities()
             ? rank(config::Priority::interactive)
             : std::min(rank(m.cfg->priority), rank(priority.value_or(config::Priority::interactive)));
     if (m.footprint)
@@ -155,14 +155,14 @@ asio::awaitable<void> Broker::plan_footprint(Model& m) {
     // The dry run allocates on the devices it sizes (~0.5 GiB on a GPU): it never runs beside a load there,
     // and holds a reservation while it runs. (Cached results return at once.)
     const auto devices = allowed_devices(m);
-    asio::steady_timer t(ex_);
+    core::Timer t(ex_, clock_);
     const auto busy = [&] {
         return std::any_of(devices.begin(), devices.end(),
                            [&](const auto& d) { return loading_devices_.contains(d); });
     };
     while (busy()) {
         t.expires_after(20ms);
-        co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        co_await t.wait();
         if (!*alive) co_return;
     }
     const std::string holder = "estimate of " + m.name();

@@ -46,10 +46,10 @@ std::vector<fs::path> Broker::files_of(const Model& m, const std::string& device
 }
 
 void Broker::read_ahead_for(Model& m, const std::string& device, std::string_view why) {
-    if (!cfg_->read_ahead || options_.policy != Policy::loch || shutting_down_ || m.reading_ahead ||
+    if (!cfg_->read_ahead || !policy_->reads_ahead() || shutting_down_ || m.reading_ahead ||
         m.state != ModelState::stopped || !ledger_.has_device("cpu"))
         return;
-    const auto now = Clock::now();
+    const auto now = this->now();
     if (m.read_ahead_at != Clock::time_point{} && now - m.read_ahead_at < kReadAgainAfter) return;
     auto files = files_of(m, device);
     if (files.empty()) return;
@@ -80,7 +80,7 @@ void Broker::read_ahead_for(Model& m, const std::string& device, std::string_vie
             if (!*alive) co_return;
             m.files = after;
             m.reading_ahead = false;
-            m.read_ahead_at = Clock::now();
+            m.read_ahead_at = this->now();
             note("read_ahead_done", m,
                  fmt::format("read {} ahead in {:.2f} s; {} of {} in the page cache", human_bytes(r.bytes),
                              r.seconds, human_bytes(after.cached), human_bytes(after.bytes)),
@@ -90,7 +90,7 @@ void Broker::read_ahead_for(Model& m, const std::string& device, std::string_vie
 }
 
 void Broker::measure_files() {
-    const auto now = Clock::now();
+    const auto now = this->now();
     if (measuring_files_ || shutting_down_ || now - files_measured_at_ < kMeasureEvery) return;
     std::vector<std::pair<std::string, std::vector<fs::path>>> todo;
     for (const auto& [name, m] : models_)
@@ -102,8 +102,9 @@ void Broker::measure_files() {
         ex_,
         [this, alive, todo = std::move(todo)]() -> asio::awaitable<void> {
             for (const auto& [name, files] : todo) {
-                const auto r = co_await file_cache_.measure(files);
+                auto r = co_await file_cache_.measure(files);
                 if (!*alive) co_return;
+                r.at = this->now();  // by the broker's clock, which its status reads the age by
                 if (auto it = models_.find(name); it != models_.end()) it->second->files = r;
             }
             measuring_files_ = false;

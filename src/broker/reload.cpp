@@ -64,6 +64,7 @@ asio::awaitable<nlohmann::json> Broker::reload(config::Config next) {
                 auto it = models_.find(mc.name);
                 if (it == models_.end()) {
                     models_[mc.name] = std::make_unique<Model>(mc, cfg_->restart);
+                    models_[mc.name]->last_used = now();
                     out["added"].push_back(mc.name);
                     continue;
                 }

@@ -61,7 +61,7 @@ nlohmann::json Broker::model_status(const Model& m) const {
                       {"cached_bytes", m.files->cached},
                       {"source", "measured"},
                       {"detail", "the files its launch names, resident in the page cache (mincore)"},
-                      {"age_s", std::chrono::duration<double>(Clock::now() - m.files->at).count()},
+                      {"age_s", std::chrono::duration<double>(now() - m.files->at).count()},
                       {"reading_ahead", m.reading_ahead}};
     // For an endpoint picker (/metrics' vllm:lora_requests_info, scraped every 50 ms): whether it would
     // start now on one of its devices as they are. Single devices only — a split's plan reads the model file,
@@ -77,13 +77,12 @@ nlohmann::json Broker::model_status(const Model& m) const {
     }
     if (const auto keep_alive = m.keep_alive()) j["keep_alive_s"] = keep_alive->count();
     if (m.state == ModelState::loading) {
-        nlohmann::json l = {
-            {"elapsed_s", std::chrono::duration<double>(Clock::now() - m.load_started).count()}};
+        nlohmann::json l = {{"elapsed_s", std::chrono::duration<double>(now() - m.load_started).count()}};
         if (m.load_s) l["expected_s"] = *m.load_s;  // the last load's time
         j["loading"] = std::move(l);
     }
     if (m.unload_when_idle) j["unload_pending"] = true;
-    if (const auto v = m.crashes.check(Clock::now()); v.quarantined)
+    if (const auto v = m.crashes.check(now()); v.quarantined)
         j["quarantined"] = {
             {"message", v.message},
             {"retry_in_s", std::chrono::duration_cast<std::chrono::seconds>(v.retry_in).count()}};
@@ -95,7 +94,7 @@ nlohmann::json Broker::model_status(const Model& m) const {
                      {"slot_restores_ok", m.restores_ok},
                      {"slot_restores_failed", m.restores_failed},
                      {"exits", m.exits}};
-    j["idle_s"] = m.active > 0 ? 0.0 : std::chrono::duration<double>(Clock::now() - m.last_used).count();
+    j["idle_s"] = m.active > 0 ? 0.0 : std::chrono::duration<double>(now() - m.last_used).count();
     if (m.load_s) j["load_s"] = *m.load_s;
     if (!m.last_cold_start.is_null()) j["last_cold_start"] = m.last_cold_start;
     if (m.facts.slot_ctx) j["slot_ctx"] = *m.facts.slot_ctx;
@@ -177,7 +176,7 @@ asio::awaitable<nlohmann::json> Broker::status() {
             for (const auto& [n, m] : models_)
                 if (!m->retired || m->state != ModelState::stopped) engines.push_back(model_status(*m));
             nlohmann::json waiting = nlohmann::json::array();
-            const auto now = Clock::now();
+            const auto now = this->now();
             std::map<const Model*, std::size_t> ahead;  // waiters of the same model before this one
             std::size_t position = 0;
             for (auto id : queue_.order(now)) {
@@ -279,11 +278,11 @@ asio::awaitable<std::optional<engines::ExitReport>> Broker::exit_report(std::sha
     co_return co_await asio::co_spawn(
         ex_,
         [this, e, wait]() -> asio::awaitable<std::optional<engines::ExitReport>> {
-            asio::steady_timer t(ex_);
-            const auto until = Clock::now() + wait;
-            while (!e->exit_report() && Clock::now() < until) {
+            core::Timer t(ex_, clock_);
+            const auto until = now() + wait;
+            while (!e->exit_report() && now() < until) {
                 t.expires_after(25ms);
-                co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+                co_await t.wait();
             }
             co_return e->exit_report();
         },

@@ -26,8 +26,8 @@ namespace loch::broker {
 
 std::optional<std::string> Broker::turn_wait(const Model& m, config::Priority priority) const {
     if (auto cores = cpu_threads_wait(m, priority)) return cores;
-    if (options_.policy != Policy::loch || m.active == 0) return std::nullopt;
-    const auto now = Clock::now();
+    if (!policy_->takes_turns() || m.active == 0) return std::nullopt;
+    const auto now = this->now();
     const auto mine_since = oldest_wait(m);
     // Each other model's CPU wait is asked once per call (a batch can queue thousands of requests).
     std::vector<std::pair<const Model*, config::Priority>> asked;
@@ -64,9 +64,9 @@ std::chrono::steady_clock::time_point Broker::oldest_wait(const Model& m) const 
 }
 
 bool Broker::has_memory_turn(const Model& m) const {
-    if (options_.policy != Policy::loch) return false;
+    if (!policy_->takes_turns()) return false;
     const auto oldest = oldest_wait(m);
-    return oldest != Clock::time_point::max() && Clock::now() - oldest >= options_.memory_turn_after;
+    return oldest != Clock::time_point::max() && now() - oldest >= options_.memory_turn_after;
 }
 
 }  // namespace loch::broker

@@ -23,7 +23,7 @@ Eta Broker::eta_for_request(const Model& m, std::size_t ahead) const {
             SlotWait w;
             w.loading = m.state == ModelState::loading;
             w.load_s = m.load_s;
-            w.loading_elapsed_s = std::chrono::duration<double>(Clock::now() - m.load_started).count();
+            w.loading_elapsed_s = std::chrono::duration<double>(now() - m.load_started).count();
             w.slots = m.slots();
             w.active = m.active;
             w.ahead = ahead;
@@ -62,7 +62,7 @@ Eta Broker::eta_for_hold(const Hold& h) const {
 
 std::vector<HolderEnd> Broker::holder_ends(const std::string& device) const {
     std::vector<HolderEnd> out;
-    const auto now = Clock::now();
+    const auto now = this->now();
     std::map<const Model*, std::size_t> queued;
     for (const auto& [id, w] : waiters_) ++queued[w->model];
     for (const auto& [name, m] : models_) {

@@ -32,7 +32,7 @@ std::set<std::string> devices_wanted(const Model& m, Each each, Allowed allowed)
 }  // namespace
 
 config::Priority Broker::priority_of(const Model& m, const RequestNeeds& needs) const {
-    if (options_.policy != Policy::loch) return config::Priority::interactive;  // the anchors have none
+    if (!policy_->has_priorities()) return config::Priority::interactive;  // the anchors have none
     if (needs.priority == config::Priority::batch) return config::Priority::batch;
     return m.cfg->priority;
 }

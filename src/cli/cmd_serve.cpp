@@ -164,16 +164,13 @@ void run_serve(const ServeOptions& o) {
     asio::io_context ioc(1);
     const auto ex = ioc.get_executor();
     const char* nvml = std::getenv("LOCH_NVML_LIBRARY");
-    broker::Broker broker(
-        ex, cfg,
-        std::make_unique<broker::ProbedDevices>(
-            nvml && *nvml ? nvml : (o.sysroot == "/" ? "libnvidia-ml.so.1" : ""), o.sysroot, uses_vulkan(cfg),
-            names_vulkan_device(cfg)),
-        std::make_unique<broker::KindFootprint>(cfg.state_dir / "dry-run-cache.json"),
-        std::make_unique<engines::ProcessLauncher>(&state),
-        broker::BrokerOptions{.policy = o.bench_policy == "fifo-lock"       ? broker::Policy::fifo_lock
-                                        : o.bench_policy == "keepalive-lru" ? broker::Policy::keepalive_lru
-                                                                            : broker::Policy::loch});
+    broker::Broker broker(ex, cfg,
+                          std::make_unique<broker::ProbedDevices>(
+                              nvml && *nvml ? nvml : (o.sysroot == "/" ? "libnvidia-ml.so.1" : ""), o.sysroot,
+                              uses_vulkan(cfg), names_vulkan_device(cfg)),
+                          std::make_unique<broker::KindFootprint>(cfg.state_dir / "dry-run-cache.json"),
+                          std::make_unique<engines::ProcessLauncher>(&state),
+                          broker::BrokerOptions{.policy = broker::policy_named(o.bench_policy)});
     if (o.bench_policy != "loch")
         spdlog::warn(
             "scheduling as the {} policy (--bench-policy): an anchor's policy for bench/mixed-trace, "

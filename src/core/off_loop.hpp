@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -16,12 +17,17 @@
 
 namespace loch::core {
 
+// On `ex`: a worker pool's executor (a unit test may pass its own loop's, to run every step itself).
+template <class F, class R = std::invoke_result_t<F&>>
+boost::asio::awaitable<R> off_loop(boost::asio::any_io_executor ex, F work) {
+    co_return co_await boost::asio::co_spawn(
+        ex, [work = std::move(work)]() mutable -> boost::asio::awaitable<R> { co_return work(); },
+        boost::asio::use_awaitable);
+}
+
 template <class F, class R = std::invoke_result_t<F&>>
 boost::asio::awaitable<R> off_loop(boost::asio::thread_pool& pool, F work) {
-    co_return co_await boost::asio::co_spawn(
-        pool.get_executor(),
-        [work = std::move(work)]() mutable -> boost::asio::awaitable<R> { co_return work(); },
-        boost::asio::use_awaitable);
+    co_return co_await off_loop(boost::asio::any_io_executor(pool.get_executor()), std::move(work));
 }
 
 }  // namespace loch::core

@@ -1,5 +1,7 @@
 // The broker test fixture: a broker on a fake GPU (10 GiB) with models of the `command` kind, started
-// through the fake launcher (tests/broker/fake_launcher.hpp), driven by running its io_context in steps.
+// through the fake launcher (tests/broker/fake_launcher.hpp), in virtual time: the broker, its timers and the
+// fake engines run on a core::ManualClock that the fixture moves from one timer's expiry to the next, running
+// the loop in between. Nothing waits in real time; a test of minutes runs in milliseconds.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include "broker/broker.hpp"
 #include "broker/device_source.hpp"
 #include "broker/footprint.hpp"
+#include "core/clock.hpp"
 #include "engines/kinds/command.hpp"
 #include "fake_launcher.hpp"
 
@@ -67,6 +70,8 @@ class BrokerTest : public ::testing::Test {
     }
     void start_on(std::vector<DeviceSnapshot> snapshot, BrokerOptions o = {},
                   std::map<int, std::vector<int>> groups = {}) {
+        if (!o.clock) o.clock = &clock;
+        if (!o.blocking_work) o.blocking_work = ioc.get_executor();
         // FixedDevices with process groups: a test double of the /proc scan.
         struct Devices : FixedDevices {
             Devices(std::vector<DeviceSnapshot> d, std::map<int, std::vector<int>> g,
@@ -95,12 +100,11 @@ class BrokerTest : public ::testing::Test {
             const std::optional<devices::MemoryCgroup>* cgroup;
             int* reads;
         };
-        broker =
-            std::make_unique<Broker>(ioc.get_executor(), cfg,
-                                     std::make_unique<Devices>(std::move(snapshot), std::move(groups),
-                                                               process_info, &cgroup, &device_reads),
-                                     footprints ? std::move(footprints) : std::make_unique<KindFootprint>(),
-                                     std::make_unique<test::FakeLauncher>(fake), o);
+        broker = std::make_unique<Broker>(ioc.get_executor(), cfg,
+                                          std::make_unique<Devices>(std::move(snapshot), std::move(groups),
+                                                                    process_info, &cgroup, &device_reads),
+                                          footprints ? std::move(footprints) : loop_footprints(),
+                                          std::make_unique<test::FakeLauncher>(fake, *o.clock), o);
         broker->start();
     }
 
@@ -109,7 +113,11 @@ class BrokerTest : public ::testing::Test {
         auto done = asio::co_spawn(ioc, broker->shutdown(), asio::use_future);
         settle(done);
         broker.reset();
-        ioc.run_for(10ms);
+        run_for(10ms);
+    }
+    // The models' kinds, estimated on the test's loop rather than a worker thread.
+    std::unique_ptr<FootprintSource> loop_footprints() {
+        return std::make_unique<KindFootprint>(std::filesystem::path{}, ioc.get_executor());
     }
 
     std::future<Lease> acquire(const std::string& model, RequestNeeds needs = {}) {
@@ -131,13 +139,28 @@ class BrokerTest : public ::testing::Test {
         EXPECT_TRUE(settle(f)) << "'" << model << "' was not granted";
         return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready ? f.get() : Lease{};
     }
-    // Runs the io_context until `f` is ready (or 10 s passed).
+    // Runs the broker until `f` is ready, or `limit` of virtual time passed.
     template <class F>
     bool settle(F& f, std::chrono::milliseconds limit = 10s) {
-        const auto until = std::chrono::steady_clock::now() + limit;
-        while (f.wait_for(0s) != std::future_status::ready && std::chrono::steady_clock::now() < until)
-            ioc.run_for(2ms);
-        return f.wait_for(0s) == std::future_status::ready;
+        return run_until([&] { return f.wait_for(0s) == std::future_status::ready; }, limit);
+    }
+    // Runs the loop until nothing is ready to run, then moves the clock to the next timer's expiry, and
+    // again, until `done()` or `limit` of virtual time has passed (then the clock stands at the limit).
+    template <class Done>
+    bool run_until(Done done, std::chrono::milliseconds limit) {
+        const auto until = clock.now() + limit;
+        for (;;) {
+            ioc.restart();
+            ioc.poll();
+            if (done()) return true;
+            const auto next = clock.next_expiry();
+            if (next > until) break;
+            clock.advance_to(next);
+        }
+        clock.advance_to(until);
+        ioc.restart();
+        ioc.poll();
+        return done();
     }
     // /loch/status's engine entry of `name` now; null (and a test failure) when it is not listed.
     nlohmann::json engine_status(const std::string& name) {
@@ -149,9 +172,9 @@ class BrokerTest : public ::testing::Test {
         ADD_FAILURE() << "no engine '" << name << "' in " << status.dump();
         return nullptr;
     }
+    // Lets `d` of virtual time pass, running everything due meanwhile.
     void run_for(std::chrono::milliseconds d) {
-        const auto until = std::chrono::steady_clock::now() + d;
-        while (std::chrono::steady_clock::now() < until) ioc.run_for(2ms);
+        run_until([] { return false; }, d);
     }
     // The broker::Error the request ended with; nullopt (a test failure) when it was served instead.
     template <class T>
@@ -170,6 +193,7 @@ class BrokerTest : public ::testing::Test {
         return e ? e->kind() : ErrorKind::internal;
     }
 
+    core::ManualClock clock;  // the broker's and the fake engines' time (outlives the loop's timers)
     asio::io_context ioc;
     config::Config cfg;
     std::unique_ptr<FootprintSource> footprints;  // null: the models' kinds

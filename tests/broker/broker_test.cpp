@@ -274,10 +274,10 @@ TEST_F(BrokerTest, ACrashedEngineRestartsAfterTheBackoffAndRepeatedCrashesQuaran
     first.get().release();
     run_for(20ms);
     fake->of("a")[0]->crash();
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = clock.now();
     auto again = acquire("a");
     ASSERT_TRUE(settle(again));
-    EXPECT_GE(std::chrono::steady_clock::now() - t0, 900ms) << "restarted before the backoff";
+    EXPECT_GE(clock.now() - t0, 900ms) << "restarted before the backoff";
     again.get().release();
     ASSERT_EQ(fake->of("a").size(), 2u);
     run_for(20ms);
@@ -531,16 +531,17 @@ TEST_F(BrokerTest, AReloadAddsRemovesAndRestartsAChangedModelOnceItsRequestEnds)
 // A footprint source that takes a while (as a dry run does): the command kind's estimate after 150 ms.
 class SlowFootprint : public KindFootprint {
   public:
-    explicit SlowFootprint(asio::any_io_executor ex) : ex_(std::move(ex)) {}
+    SlowFootprint(asio::any_io_executor ex, core::Clock& clock)
+        : KindFootprint({}, ex), ex_(std::move(ex)), clock_(clock) {}
     asio::awaitable<Footprint> estimate(const config::Config& cfg, const config::ModelConfig& model,
                                         const std::vector<engines::Placement>& devices) override {
-        asio::steady_timer t(ex_, 150ms);
-        co_await t.async_wait(asio::use_awaitable);
+        co_await core::sleep_for(ex_, clock_, 150ms);
         co_return co_await KindFootprint::estimate(cfg, model, devices);
     }
 
   private:
     asio::any_io_executor ex_;
+    core::Clock& clock_;
 };
 
 // The same for a model that never ran, whose plan is not ready when the request arrives: acquire waits for
@@ -548,7 +549,7 @@ class SlowFootprint : public KindFootprint {
 TEST_F(BrokerTest, ANeverFittingRequestForAModelThatNeverRanIsRefusedBeforeItLoads) {
     add_model("img", 6 * kGiB);
     add_model("chat", 3 * kGiB);
-    footprints = std::make_unique<SlowFootprint>(ioc.get_executor());
+    footprints = std::make_unique<SlowFootprint>(ioc.get_executor(), clock);
     start(fast());
     auto chat = acquire("chat");
     ASSERT_TRUE(settle(chat));
@@ -566,7 +567,7 @@ TEST_F(BrokerTest, ANeverFittingRequestForAModelThatNeverRanIsRefusedBeforeItLoa
 // is planned (its reservation is the new figure); requests that waited on the planning join one start.
 TEST_F(BrokerTest, AReloadDuringPlanningPlansTheNewEntryAndTheWaitersShareOneStart) {
     add_model("a", 2 * kGiB);
-    footprints = std::make_unique<SlowFootprint>(ioc.get_executor());
+    footprints = std::make_unique<SlowFootprint>(ioc.get_executor(), clock);
     start(fast());
     auto first = acquire("a");
     auto second = acquire("a");
@@ -701,7 +702,7 @@ class BrokerSplitTest : public BrokerTest {
         for (auto& m : cfg.models)
             if (!m.pinned && m.devices == std::vector<std::string>{kGpu})
                 m.devices.clear();  // add_model's default: every GPU
-        footprints = std::make_unique<SplitByShares>();
+        footprints = std::make_unique<SplitByShares>(std::filesystem::path{}, ioc.get_executor());
         start_on(snap, fast());
     }
     nlohmann::json status() {

@@ -67,7 +67,7 @@ class CpuThreadsTest : public BrokerTest {
         o.cpu_cores = 2;
         start_on({fake_gpu(80 * kGiB), fake_cpu(64 * kGiB)}, o);
     }
-    void start_cpu(Policy policy = Policy::loch) {
+    void start_cpu(std::string_view policy = "loch") {
         footprints = std::make_unique<OneGiB>();
         cfg.programs["llama-server"] = "/bin/true";  // never run: the fake launcher starts nothing
         DeviceSnapshot cpu;
@@ -76,7 +76,7 @@ class CpuThreadsTest : public BrokerTest {
         cpu.used = MemoryFigure{0, Source::measured, "fake"};
         auto o = fast();
         o.cpu_cores = 2;
-        o.policy = policy;
+        o.policy = policy_named(policy);
         start_on({cpu}, o);
     }
     // While `busy` computes, a request for `waiting` waits, its reason naming `reason`; it goes once `busy`
@@ -221,7 +221,7 @@ TEST_F(CpuThreadsTest, EnginesWhoseThreadsAddUpToTheCoresComputeSideBySide) {
 TEST_F(CpuThreadsTest, TheEnginesDefaultThreadsCountAsEveryCoreAndTheAnchorsPoliciesDoNotCount) {
     add_cpu_model("chat", std::nullopt);  // llama.cpp's default: its physical cores
     add_cpu_model("captioner", 1);
-    start_cpu(Policy::keepalive_lru);
+    start_cpu("keepalive-lru");
     Lease computing = running("captioner");
     auto chat = acquire("chat");
     ASSERT_TRUE(settle(chat)) << "Ollama's policy runs them side by side";

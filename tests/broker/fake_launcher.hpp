@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/clock.hpp"
 #include "engines/run.hpp"
 
 namespace loch::test {
@@ -19,7 +20,8 @@ namespace asio = boost::asio;
 
 class FakeRun : public engines::EngineRun {
   public:
-    FakeRun(asio::any_io_executor ex, engines::EngineSpec spec) : spec_(std::move(spec)), signal_(ex) {
+    FakeRun(asio::any_io_executor ex, engines::EngineSpec spec, core::Clock& clock)
+        : spec_(std::move(spec)), clock_(clock), signal_(ex) {
         signal_.expires_at(asio::steady_timer::time_point::max());
     }
 
@@ -29,8 +31,7 @@ class FakeRun : public engines::EngineRun {
 
     asio::awaitable<engines::StartResult> start() override {
         started = true;
-        asio::steady_timer t(signal_.get_executor(), ready_after);
-        co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        co_await core::sleep_for(signal_.get_executor(), clock_, ready_after);
         engines::StartResult r;
         r.took = ready_after;
         if (exit_) {  // stopped while starting
@@ -49,8 +50,7 @@ class FakeRun : public engines::EngineRun {
     asio::awaitable<engines::ExitReport> stop() override {
         ++stop_calls;
         if (!exit_ && stop_takes.count() > 0) {
-            asio::steady_timer t(signal_.get_executor(), stop_takes);
-            co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+            co_await core::sleep_for(signal_.get_executor(), clock_, stop_takes);
         }
         if (!exit_) {
             engines::ExitReport r;
@@ -109,7 +109,8 @@ class FakeRun : public engines::EngineRun {
         }
     }
     engines::EngineSpec spec_;
-    asio::steady_timer signal_;
+    core::Clock& clock_;         // the broker's: start-ups and stops take their time on it
+    asio::steady_timer signal_;  // a signal (cancelled at the exit), not a wait for time
     std::optional<engines::ExitReport> exit_;
     std::function<void(const engines::ExitReport&)> on_exit_;
     std::vector<std::string> log_;
@@ -128,9 +129,10 @@ class FakeLauncher : public engines::Launcher {
             return out;
         }
     };
-    explicit FakeLauncher(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
+    FakeLauncher(std::shared_ptr<Shared> shared, core::Clock& clock)
+        : shared_(std::move(shared)), clock_(clock) {}
     std::shared_ptr<engines::EngineRun> launch(asio::any_io_executor ex, engines::EngineSpec spec) override {
-        auto run = std::make_shared<FakeRun>(ex, std::move(spec));
+        auto run = std::make_shared<FakeRun>(ex, std::move(spec), clock_);
         if (shared_->configure) shared_->configure(*run);
         shared_->runs.push_back(run);
         return run;
@@ -138,6 +140,7 @@ class FakeLauncher : public engines::Launcher {
 
   private:
     std::shared_ptr<Shared> shared_;
+    core::Clock& clock_;
 };
 
 }  // namespace loch::test

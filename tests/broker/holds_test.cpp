@@ -31,15 +31,15 @@ class HoldsTest : public BrokerTest {
         EXPECT_TRUE(settle(st));
         return st.get();
     }
-    // Runs the loop until the hold is in `state` (or 5 s passed), beating its heart.
+    // Runs the broker until the hold is in `state` (or 5 s passed).
     nlohmann::json until_state(const std::string& id, const std::string& state) {
-        const auto until = std::chrono::steady_clock::now() + 5s;
         nlohmann::json h;
-        while (std::chrono::steady_clock::now() < until) {
-            h = broker->hold(id).value_or(nlohmann::json());
-            if (h.value("state", "") == state) break;
-            run_for(20ms);
-        }
+        run_until(
+            [&] {
+                h = broker->hold(id).value_or(nlohmann::json());
+                return h.value("state", "") == state;
+            },
+            5s);
         return h;
     }
     // One request served and ended: the model is loaded and idle.

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <csignal>
-#include <thread>
 
 #include "broker/device_source.hpp"
 #include "broker/footprint.hpp"
@@ -48,26 +47,33 @@ namespace loch::broker {
 namespace {
 
 TEST(ProbedDevices, GroupMembersAreEveryProcessOfTheGroup) {
-    // A leader in its own group with two children, like a server and its workers.
+    // A leader in its own group with two children, like a server and its workers. The leader says on a
+    // pipe when both children exist (they are in its group from their fork).
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
     const pid_t leader = ::fork();
     ASSERT_GE(leader, 0);
     if (leader == 0) {
         ::setpgid(0, 0);
+        ::close(ready[0]);
         for (int i = 0; i < 2; ++i)
             if (::fork() == 0) {
                 ::execl("/bin/sleep", "sleep", "5", nullptr);
                 ::_exit(127);
             }
+        const char done = 1;
+        if (::write(ready[1], &done, 1) != 1) ::_exit(126);
+        ::close(ready[1]);
         ::execl("/bin/sleep", "sleep", "5", nullptr);
         ::_exit(127);
     }
     ::setpgid(leader, leader);
-    std::vector<int> members;
-    for (int i = 0; i < 100 && members.size() < 3; ++i) {
-        ProbedDevices probe;  // a fresh one: a probe rescans a group at most every 30 s
-        members = probe.group_members(leader);
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    ::close(ready[1]);
+    char done = 0;
+    ASSERT_EQ(::read(ready[0], &done, 1), 1);
+    ::close(ready[0]);
+    ProbedDevices probe;
+    const std::vector<int> members = probe.group_members(leader);
     ::kill(-leader, SIGKILL);
     int st = 0;
     ::waitpid(leader, &st, 0);

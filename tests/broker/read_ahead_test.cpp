@@ -75,8 +75,7 @@ TEST_F(ReadAheadTest, AModelWaitingForRoomHasItsFilesReadAheadMeanwhile) {
     start_with_host(64 * kGiB);
     Lease held = running("a");
     auto b = acquire("b");
-    const auto until = std::chrono::steady_clock::now() + 5s;
-    while (events("read_ahead_done") == 0 && std::chrono::steady_clock::now() < until) run_for(20ms);
+    run_until([&] { return events("read_ahead_done") > 0; }, 5s);
     EXPECT_EQ(events("read_ahead"), 1u);
     ASSERT_EQ(events("read_ahead_done"), 1u);
     EXPECT_EQ(devices::resident(files["b"]).cached, kFile);

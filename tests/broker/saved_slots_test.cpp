@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <fstream>
-#include <thread>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -96,8 +95,9 @@ TEST(SlotKeys, AChangedSettingIsAnotherFolderAndAChangedModelFileEmptiesTheFolde
     EXPECT_TRUE(store.has(slot_folder(argv)));
     EXPECT_TRUE(fs::exists(folder / "1-0.bin"));
     // The same path, another file (its size and mtime differ): what the old one saved goes.
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto before = fs::last_write_time(model);
     std::ofstream(model) << "other weights";
+    fs::last_write_time(model, before + std::chrono::seconds(2));
     EXPECT_NE(launch_identity(argv), id);
     ASSERT_TRUE(run(io, store.prepare(argv)));
     EXPECT_FALSE(store.has(slot_folder(argv)));
@@ -153,7 +153,7 @@ TEST(SavedSlotsStore, OverTheDiskLimitTheOldestFilesAreDeleted) {
     const auto folder = store.folder(argv);
     std::ofstream(*folder / "1-0.bin") << std::string(1000, 'x');
     run(io, store.add(key, {{"1-0.bin", "a" + kLong, 10, 1000, 1.0}}));
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a later save
+    // A later save (within the same millisecond, saves keep their order)
     std::ofstream(*folder / "2-0.bin") << std::string(1000, 'y');
     const auto dropped = run(io, store.add(key, {{"2-0.bin", "b" + kLong, 10, 1000, 1.0}}));
     ASSERT_EQ(dropped.size(), 1u);

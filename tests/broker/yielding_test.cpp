@@ -140,7 +140,7 @@ TEST_F(BrokerTest, TheFifoLockPolicyRunsOneModelAtATimeAndServesTheQueueInArriva
     add_model("a", 2 * kGiB);
     add_model("b", 2 * kGiB);  // both would fit together
     auto o = fast();
-    o.policy = Policy::fifo_lock;
+    o.policy = policy_named("fifo-lock");
     start(o);
     auto a1 = acquire("a");
     ASSERT_TRUE(settle(a1));
@@ -159,7 +159,7 @@ TEST_F(BrokerTest, TheFifoLockPolicyRunsOneModelAtATimeAndServesTheQueueInArriva
 TEST_F(BrokerTest, TheAnchorPoliciesKnowNoPriorities) {
     add_model("chat", 4 * kGiB);
     auto o = fast();
-    o.policy = Policy::keepalive_lru;
+    o.policy = policy_named("keepalive-lru");
     start(o);
     RequestNeeds item;
     item.priority = config::Priority::batch;

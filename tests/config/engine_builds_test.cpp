@@ -42,8 +42,8 @@ TEST(EngineBuilds, ABinaryNothingDescribesMayReachAnyBackend) {
 
 TEST(EngineBuilds, AFileThatNamesNoBackendIsNoEngineBuildFile) {
     // Found by fuzz_engine_build: `"backend": ""` used to pass as a file that said nothing, unexplained.
-    const auto b = describe_engine_build(R"({"backend": "", "engines": {"llama-server": "abc"}})", "llama-server",
-                                         "/x/llama-server", "/x/engine-build.json");
+    const auto b = describe_engine_build(R"({"backend": "", "engines": {"llama-server": "abc"}})",
+                                         "llama-server", "/x/llama-server", "/x/engine-build.json");
     EXPECT_EQ(b.backend, "");
     EXPECT_NE(b.from.find("is not an engine-build file"), std::string::npos) << b.from;
 }
