@@ -125,6 +125,9 @@ bool inherited_env_allowed(std::string_view name);
 // The value of `name` in loch's environment that an engine would inherit (nullopt when unset or not allowed).
 std::optional<std::string> inherited_env_value(std::string_view name);
 
+// The variable every engine's environment carries its tag in (Process::tag()).
+inline constexpr std::string_view kTagVariable = "LOCH_ENGINE_TAG";
+
 // SIGKILLs every process (other than loch itself) whose environment has LOCH_ENGINE_TAG=`tag`; returns
 // their PIDs. A no-op for an empty tag. With `started_since_ticks` (the engine's own start, /proc stat field
 // 22), only processes started since then are read: a descendant cannot be older than its ancestor, and
