@@ -4,20 +4,14 @@
 #include <stdexcept>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_future.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 
-#include "engines/engine_client.hpp"
+#include "core/http_client.hpp"
 
 namespace loch::cli {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace bhttp = beast::http;
 
 ServerAddress parse_url(const std::string& url) {
     std::string_view s = url;
@@ -43,11 +37,14 @@ ServerAddress parse_url(const std::string& url) {
 LochReply exchange_loch(const ServerAddress& to, const std::string& method, const std::string& target,
                         const std::string& body, std::chrono::seconds timeout) {
     asio::io_context io;
-    auto reply = asio::co_spawn(
-        io,
-        engines::engine_request(io.get_executor(), {to.host, to.port, to.api_key}, method, target, body,
-                                std::chrono::duration_cast<std::chrono::milliseconds>(timeout)),
-        asio::use_future);
+    core::HttpCall call;
+    call.method = method;
+    call.target = target;
+    call.body = body;
+    call.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+    if (!to.api_key.empty()) call.headers.emplace_back("Authorization", "Bearer " + to.api_key);
+    auto reply = asio::co_spawn(io, core::http_exchange(io.get_executor(), {to.host, to.port}, std::move(call)),
+                                asio::use_future);
     io.run();
     const auto r = reply.get();
     LochReply out;
@@ -80,36 +77,12 @@ nlohmann::json call_loch(const ServerAddress& to, const std::string& method, con
 void follow_loch(const ServerAddress& to, const std::string& target,
                  const std::function<void(const std::string&)>& on_data) {
     asio::io_context io;
-    asio::ip::tcp::socket sock(io);
-    boost::system::error_code ec;
-    sock.connect({asio::ip::make_address(to.host), to.port}, ec);
-    if (ec)
-        throw std::runtime_error("cannot reach loch at " + to.host + ":" + std::to_string(to.port) + ": " +
-                                 ec.message());
-    bhttp::request<bhttp::empty_body> req{bhttp::verb::get, target, 11};
-    req.set(bhttp::field::host, to.host);
-    if (!to.api_key.empty()) req.set(bhttp::field::authorization, "Bearer " + to.api_key);
-    bhttp::write(sock, req);
-    beast::flat_buffer buf;
-    bhttp::response_parser<bhttp::buffer_body> parser;
-    parser.body_limit(boost::none);
-    bhttp::read_header(sock, buf, parser);
-    if (parser.get().result_int() >= 400) {
-        bhttp::response_parser<bhttp::string_body> rest(std::move(parser));
-        bhttp::read(sock, buf, rest, ec);
-        auto j = nlohmann::json::parse(rest.get().body(), nullptr, false);
-        throw std::runtime_error(!j.is_discarded() && j.contains("error") ? j["error"].value("message", "")
-                                                                          : rest.get().body());
-    }
+    core::HttpCall call;
+    call.target = target;
+    if (!to.api_key.empty()) call.headers.emplace_back("Authorization", "Bearer " + to.api_key);
     std::string pending;
-    char tmp[8192];
-    while (!parser.is_done()) {
-        parser.get().body().data = tmp;
-        parser.get().body().size = sizeof tmp;
-        bhttp::read_some(sock, buf, parser, ec);
-        if (ec == bhttp::error::need_buffer) ec = {};
-        if (ec) break;
-        pending.append(tmp, sizeof tmp - parser.get().body().size);
+    const auto events = [&](std::string_view piece) {
+        pending.append(piece);
         for (std::size_t at; (at = pending.find("\n\n")) != std::string::npos;) {
             const std::string event = pending.substr(0, at);
             pending.erase(0, at + 2);
@@ -117,6 +90,18 @@ void follow_loch(const ServerAddress& to, const std::string& target,
             const auto j = nlohmann::json::parse(event.substr(6), nullptr, false);
             on_data(!j.is_discarded() && j.is_string() ? j.get<std::string>() : event.substr(6));
         }
+    };
+    auto reply = asio::co_spawn(io, core::http_stream(io.get_executor(), {to.host, to.port}, std::move(call), events),
+                                asio::use_future);
+    io.run();
+    const auto r = reply.get();
+    if (r.status == 0)
+        throw std::runtime_error("cannot reach loch at " + to.host + ":" + std::to_string(to.port) + ": " +
+                                 r.error);
+    if (r.status >= 400) {
+        auto j = nlohmann::json::parse(r.body, nullptr, false);
+        throw std::runtime_error(!j.is_discarded() && j.contains("error") ? j["error"].value("message", "")
+                                                                          : r.body);
     }
 }
 

@@ -6,23 +6,17 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http.hpp>
 #include <csignal>
 #include <nlohmann/json.hpp>
 
+#include "core/http_client.hpp"
 #include "engines/process.hpp"
 
 namespace loch::engines {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
 using namespace std::chrono_literals;
 
 std::string_view to_string(EngineState s) {
@@ -45,30 +39,14 @@ std::string_view to_string(EngineState s) {
 
 asio::awaitable<unsigned> http_get_status(std::string host, std::uint16_t port, std::string path,
                                           std::chrono::milliseconds timeout) {
-    boost::system::error_code ec;
-    const auto addr = asio::ip::make_address(host, ec);
-    if (ec) co_return 0;
-    beast::tcp_stream stream(co_await asio::this_coro::executor);
-    stream.expires_after(timeout);
-    co_await stream.async_connect(asio::ip::tcp::endpoint(addr, port),
-                                  asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) co_return 0;
-    if (path.empty()) {  // no health path: a server that accepts the connection counts as answering
-        stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
-        co_return 200;
-    }
-    http::request<http::empty_body> req{http::verb::get, path, 11};
-    req.set(http::field::host, host + ":" + std::to_string(port));
-    req.set(http::field::user_agent, "loch");
-    co_await http::async_write(stream, req, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) co_return 0;
-    beast::flat_buffer buf;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(1 << 20);
-    co_await http::async_read(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) co_return 0;
-    stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
-    co_return parser.get().result_int();
+    core::HttpCall call;
+    call.target = path;
+    call.timeout = timeout;
+    call.body_limit = 1 << 20;
+    call.connect_only = path.empty();  // no health path: a server that accepts the connection counts as answering
+    const auto r = co_await core::http_exchange(co_await asio::this_coro::executor, {std::move(host), port},
+                                                std::move(call));
+    co_return static_cast<unsigned>(r.status);
 }
 
 std::shared_ptr<EngineRun> ProcessLauncher::launch(asio::any_io_executor ex, EngineSpec spec) {

@@ -119,8 +119,8 @@ class Engine final : public EngineRun {
     std::weak_ptr<Engine> weak_self_;
 };
 
-// GET http://host:port/path once, with a timeout; returns the HTTP status, or 0 when no response
-// (refused, reset, timeout). Beast async client.
+// GET http://host:port/path once, with a timeout (core/http_client); returns the HTTP status, or 0 when no
+// response (refused, reset, timeout). An empty path only connects: accepting counts as 200.
 boost::asio::awaitable<unsigned> http_get_status(std::string host, std::uint16_t port, std::string path,
                                                  std::chrono::milliseconds timeout);
 

@@ -1,6 +1,6 @@
 // engines/engine_client — one small HTTP exchange with an engine on localhost (readiness, /props, /tokenize,
-// /apply-template), with a deadline. The streaming proxy path does not use this: it relays incrementally
-// (http/proxy.cpp over http/upstream_pool.hpp).
+// /apply-template, slot calls), with a deadline: core/http_client with the engine's secret. The streaming
+// proxy path does not use this: it relays incrementally (http/proxy.cpp over http/upstream_pool.hpp).
 #pragma once
 
 #include <chrono>
@@ -10,13 +10,12 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include "core/http_client.hpp"
+
 namespace loch::engines {
 
-struct EngineReply {
-    int status = 0;  // 0 when no HTTP answer came (refused, reset, timed out)
-    std::string body;
-    std::string error;  // transport error, when status == 0
-};
+// status 0 when no HTTP answer came (refused, reset, timed out); `error` says why.
+using EngineReply = core::HttpReply;
 
 // Where an engine listens and the secret it wants (engines/spec.hpp: EngineSpec::api_key).
 struct EngineAddress {

@@ -5,12 +5,12 @@
 #include <charconv>
 
 #include <fmt/format.h>
-#include <boost/asio/connect.hpp>
 #include <boost/beast/http.hpp>
 
 #include "batch/runner.hpp"
 #include "batch/streamed_answer.hpp"
 #include "config/config.hpp"
+#include "core/http_client.hpp"
 #include "engines/kind.hpp"
 #include "http/errors.hpp"
 #include "http/query.hpp"
@@ -147,43 +147,28 @@ json Server::batches() const {
 asio::awaitable<batch::ItemAnswer> Server::send_batch_item(std::string url, std::string body,
                                                            std::string request_id) {
     batch::ItemAnswer answer;
-    beast::tcp_stream s(ex_);
     boost::system::error_code ec;
     auto addr = asio::ip::make_address(options_.listen, ec);
     if (ec || addr.is_unspecified())
         addr = addr.is_v6() ? asio::ip::address(asio::ip::address_v6::loopback())
                             : asio::ip::address(asio::ip::address_v4::loopback());
-    // A backstop only: loch's own limits (max_wait, the watchdogs) end an item long before.
-    s.expires_after(std::chrono::hours(24));
-    auto [cec] = co_await s.async_connect(asio::ip::tcp::endpoint(addr, port_), tok);
-    if (cec) co_return answer;
-    bhttp::request<bhttp::string_body> req{bhttp::verb::post, url, 11};
-    req.set(bhttp::field::host, "localhost");
-    req.set(bhttp::field::content_type, "application/json");
-    req.set("X-Loch-Priority", "batch");
-    req.set("X-Request-Id", request_id);
-    if (!options_.api_keys.empty())
-        req.set(bhttp::field::authorization, "Bearer " + options_.api_keys.front());
-    req.keep_alive(false);
-    req.body() = std::move(body);
-    req.prepare_payload();
-    auto [wec, wn] = co_await bhttp::async_write(s, req, tok);
-    if (wec) co_return answer;
-    beast::flat_buffer buffer;
-    bhttp::response_parser<bhttp::string_body> parser;
-    parser.body_limit(std::uint64_t{1} << 30);  // images as base64 are large
-    auto [rec, rn] = co_await bhttp::async_read(s, buffer, parser, tok);
-    if (rec) co_return answer;
-    auto& res = parser.get();
-    answer.status = static_cast<int>(res.result_int());
-    answer.body = std::move(res.body());
-    if (answer.status < 300 &&
-        std::string_view(res[bhttp::field::content_type]).starts_with("text/event-stream"))
+    core::HttpCall call;
+    call.method = "POST";
+    call.target = url;
+    call.body = std::move(body);
+    call.headers = {{"X-Loch-Priority", "batch"}, {"X-Request-Id", request_id}};
+    if (!options_.api_keys.empty()) call.headers.emplace_back("Authorization", "Bearer " + options_.api_keys.front());
+    call.timeout = std::chrono::hours(24);  // a backstop only: loch's own limits (max_wait, the watchdogs) end an item long before
+    call.body_limit = std::uint64_t{1} << 30;  // images as base64 are large
+    const auto res = co_await core::http_exchange(ex_, {addr.to_string(), port_}, std::move(call));
+    if (res.status == 0) co_return answer;
+    answer.status = res.status;
+    answer.body = res.body;
+    if (answer.status < 300 && res.field("content-type").starts_with("text/event-stream"))
         co_return streamed_item_answer(url, answer.body);
     if (answer.status >= 300) {
         answer.error_type = error_type_of(json::parse(answer.body, nullptr, false));
-        if (const auto ra = res.find(bhttp::field::retry_after); ra != res.end())
-            answer.retry_after_s = std::atoi(std::string(ra->value()).c_str());
+        if (const auto ra = res.field("retry-after"); !ra.empty()) answer.retry_after_s = std::atoi(ra.c_str());
     }
     co_return answer;
 }
