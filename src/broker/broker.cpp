@@ -381,12 +381,12 @@ void Broker::evict(const std::vector<std::string>& victims, const std::string& f
 void Broker::pump() {
     const auto order = queue_.order(now());
     for (auto id : order) {
-        if (auto h = queued_holds_.find(id); h != queued_holds_.end()) {
-            Hold& hold = *h->second;
+        if (Hold* h = holds_.queued(id)) {
+            Hold& hold = *h;
             try {
                 if (try_grant(hold) == Serve::granted) {
                     queue_.remove(id);
-                    queued_holds_.erase(h);
+                    holds_.dequeue(id);
                 }
             } catch (const Error& e) {
                 end_hold(hold, e.what(),

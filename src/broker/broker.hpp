@@ -31,9 +31,11 @@
 #include "broker/device_source.hpp"
 #include "broker/error.hpp"
 #include "broker/eta.hpp"
+#include "broker/events.hpp"
 #include "broker/file_cache.hpp"
 #include "broker/footprint.hpp"
 #include "broker/holds.hpp"
+#include "broker/holds_book.hpp"
 #include "broker/ledger.hpp"
 #include "broker/outlook.hpp"
 #include "broker/policy.hpp"
@@ -265,7 +267,6 @@ class Broker {
     friend class Lease;
     struct Model;
     struct Waiter;
-    struct Hold;
     enum class Serve { granted, wait };
 
     boost::asio::awaitable<Lease> do_acquire(std::string model, RequestNeeds needs);
@@ -344,8 +345,8 @@ class Broker {
     std::chrono::steady_clock::time_point oldest_wait(
         const Model& m) const;  // its oldest waiting request's arrival (max: none)
     nlohmann::json cpu_threads_view() const;
-    // The anchors' policies (Policy): a model that takes its devices alone; whether an earlier waiter holds
-    // the queue (fifo_lock); every other engine stopped before `m` starts (fifo_lock).
+    // A model that takes its devices alone (its config, or a policy of one model at a time); whether an
+    // earlier waiter holds the queue, and every other engine stopped before `m` starts (one model at a time).
     bool exclusive(const Model& m) const;
     bool head_of_line_blocked() const;
     bool one_model_at_a_time(Model& m);
@@ -450,19 +451,7 @@ class Broker {
     WaitQueue queue_;
     std::map<std::string, std::unique_ptr<Model>> models_;  // by model name
     std::map<std::uint64_t, std::shared_ptr<Waiter>> waiters_;
-    std::map<std::string, std::unique_ptr<Hold>> holds_;  // by id: waiting and granted ones
-    std::deque<std::unique_ptr<Hold>> ended_holds_;       // the most recent that ended (their last answer)
-    std::map<std::uint64_t, Hold*> queued_holds_;         // queue id → hold
-    std::uint64_t next_hold_ = 1;
-    std::map<std::string, double> job_run_s_;  // job name → how long its last run held its hold (this loch's)
-    // Released jobs whose processes may still hold their memory: booked until the device shows none of them
-    // (or free_wait passed).
-    struct Draining {
-        std::string holder, device;
-        std::vector<int> members;
-        std::chrono::steady_clock::time_point until;
-    };
-    std::vector<Draining> draining_;
+    HoldsBook holds_;  // holds: live, ended, queued, draining (broker/holds_book.hpp)
     std::set<std::string> loading_devices_;
     std::map<std::string, std::string> gpu_lock_;           // device → exclusive model holding it
     std::map<std::string, engines::Placement> placements_;  // device → as the last probe numbered it
@@ -473,7 +462,7 @@ class Broker {
     std::uint32_t cpu_cores_ = 1;                           // options_.cpu_cores, or the CPUs loch may use
     std::chrono::steady_clock::time_point files_measured_at_{};
     bool measuring_files_ = false;
-    std::deque<nlohmann::json> events_;  // the most recent kMaxEvents
+    RecentEvents events_;  // what happened: log lines and the recent ones status shows
     std::chrono::system_clock::time_point started_at_ = std::chrono::system_clock::now();
     std::uint64_t next_waiter_ = 1;
     std::uint64_t next_transient_ = 1;

@@ -19,8 +19,6 @@ namespace loch::broker {
 
 namespace {
 
-constexpr std::size_t kEndedHoldsKept = 64;
-
 Error bad_input(std::string message, nlohmann::json details = nlohmann::json::object()) {
     return Error(ErrorKind::invalid_request, std::move(message), std::move(details));
 }
@@ -47,9 +45,7 @@ std::optional<FootprintKey> Broker::job_key(const std::string& name, const std::
 
 asio::awaitable<nlohmann::json> Broker::create_hold(HoldSpec spec) {
     if (shutting_down_) throw Error(ErrorKind::shutting_down, "loch is shutting down", {}, 5);
-    auto h = std::make_unique<Hold>();
-    h->since = h->heartbeat = now();
-    h->id = fmt::format("hold-{}", next_hold_++);
+    auto h = holds_.make(now());
     h->spec = std::move(spec);
     // Where it may go: one named device, or every GPU (the CPU when there is none), like an engine.
     const auto known = ledger_.devices();
@@ -100,8 +96,7 @@ asio::awaitable<nlohmann::json> Broker::create_hold(HoldSpec spec) {
         h->source = Source::measured_earlier;
         h->size_why = fmt::format("the peak job '{}' used on an earlier run", h->spec.name);
     }
-    Hold& hold = *h;
-    holds_[hold.id] = std::move(h);
+    Hold& hold = holds_.add(std::move(h));
     note_request();
     if (hold.spec.running) {
         // Already running (loch restarted under it): its memory is in use whatever loch decides.
@@ -116,7 +111,7 @@ asio::awaitable<nlohmann::json> Broker::create_hold(HoldSpec spec) {
     try {
         if (try_grant(hold) == Serve::granted) co_return hold_json(hold);
     } catch (const Error&) {
-        holds_.erase(hold.id);
+        holds_.discard(hold.id);
         throw;
     }
     const auto qid = next_waiter_++;
@@ -126,27 +121,26 @@ asio::awaitable<nlohmann::json> Broker::create_hold(HoldSpec spec) {
                 fmt::format("the {} queue is full: {} requests are already waiting (limit {})",
                             config::to_string(p), queue_.size(p), queue_.capacity(p)),
                 {{"hold", hold.id}, {"queued", queue_.size(p)}, {"queue_limit", queue_.capacity(p)}}, 5);
-        holds_.erase(hold.id);
+        holds_.discard(hold.id);
         throw e;
     }
-    queued_holds_[qid] = &hold;
+    holds_.queue(qid, hold);
     co_return hold_json(hold);
 }
 
 std::optional<nlohmann::json> Broker::hold(const std::string& id, bool heartbeat) {
-    if (auto it = holds_.find(id); it != holds_.end()) {
-        if (heartbeat) it->second->heartbeat = now();
-        return hold_json(*it->second);
+    if (Hold* h = holds_.find(id)) {
+        if (heartbeat) h->heartbeat = now();
+        return hold_json(*h);
     }
-    for (const auto& h : ended_holds_)
-        if (h->id == id) return hold_json(*h);
+    if (const Hold* h = holds_.find_ended(id)) return hold_json(*h);
     return std::nullopt;
 }
 
 std::optional<nlohmann::json> Broker::update_hold(const std::string& id, std::optional<int> pgid) {
-    auto it = holds_.find(id);
-    if (it == holds_.end()) return hold(id, false);
-    Hold& h = *it->second;
+    Hold* found = holds_.find(id);
+    if (!found) return hold(id, false);
+    Hold& h = *found;
     h.heartbeat = now();
     if (pgid && h.spec.pgid != pgid) {
         h.spec.pgid = pgid;
@@ -158,16 +152,16 @@ std::optional<nlohmann::json> Broker::update_hold(const std::string& id, std::op
 }
 
 std::optional<nlohmann::json> Broker::release_hold(const std::string& id, const std::string& why) {
-    auto it = holds_.find(id);
-    if (it == holds_.end()) return hold(id, false);
-    end_hold(*it->second, why);
+    Hold* h = holds_.find(id);
+    if (!h) return hold(id, false);
+    end_hold(*h, why);
     return hold(id, false);
 }
 
 std::optional<nlohmann::json> Broker::cancel_hold(const std::string& id) {
-    auto it = holds_.find(id);
-    if (it == holds_.end()) return std::nullopt;
-    Hold& h = *it->second;
+    Hold* found = holds_.find(id);
+    if (!found) return std::nullopt;
+    Hold& h = *found;
     h.cancelled = true;
     end_hold(h, h.state == Hold::State::waiting ? "cancelled while waiting (loch cancel)"
                                                 : "cancelled (loch cancel): its job is asked to stop");
@@ -176,26 +170,20 @@ std::optional<nlohmann::json> Broker::cancel_hold(const std::string& id) {
 
 nlohmann::json Broker::holds() const {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& [id, h] : holds_) out.push_back(hold_json(*h));
+    for (const auto& [id, h] : holds_.live()) out.push_back(hold_json(*h));
     return out;
 }
 
 void Broker::end_hold(Hold& h, std::string why, nlohmann::json error) {
-    for (auto it = queued_holds_.begin(); it != queued_holds_.end();)
-        if (it->second == &h) {
-            queue_.remove(it->first);
-            it = queued_holds_.erase(it);
-        } else {
-            ++it;
-        }
+    for (const auto qid : holds_.dequeue_all(h)) queue_.remove(qid);
     const bool was_granted = h.state == Hold::State::granted;
     if (was_granted) {
-        job_run_s_[h.spec.name] = std::chrono::duration<double>(now() - h.granted_at).count();
+        holds_.record_run(h.spec.name, std::chrono::duration<double>(now() - h.granted_at).count());
         if (h.spec.pgid) {
             // A job's processes may still hold the memory for a moment after it is released (a GPU gives it
             // back only once the process is gone): the booking stays until the device shows none of them,
             // else the memory would count as other programs' and a model would be refused for it.
-            draining_.push_back(
+            holds_.drain(
                 {h.holder(), h.device, devices_->group_members(*h.spec.pgid), now() + options_.free_wait});
         } else {
             ledger_.release(h.holder());
@@ -208,11 +196,7 @@ void Broker::end_hold(Hold& h, std::string why, nlohmann::json error) {
                {{"hold", h.id}, {"job", h.spec.name}},
                fmt::format("hold '{}' ({}): {}", h.id, h.spec.name, why),
                {{"bytes", h.bytes}, {"peak_bytes", h.peak}}, h.state == Hold::State::refused);
-    auto node = holds_.extract(h.id);
-    if (!node.empty()) {
-        ended_holds_.push_back(std::move(node.mapped()));
-        while (ended_holds_.size() > kEndedHoldsKept) ended_holds_.pop_front();
-    }
+    holds_.retire(h);
     if (was_granted) pump();  // its memory is free for whoever waits
 }
 
@@ -282,7 +266,7 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
             out.push_back(std::move(r));
         }
     }
-    for (const auto& [id, h] : holds_) {
+    for (const auto& [id, h] : holds_.live()) {
         if (h.get() == except_hold || h->state != Hold::State::granted) continue;
         EngineView v;
         v.name = h->holder();
@@ -392,7 +376,7 @@ nlohmann::json Broker::hold_json(const Hold& h) const {
     switch (h.state) {
         case Hold::State::waiting:
             j["reason"] = h.wait_reason;
-            for (const auto& [qid, hp] : queued_holds_)
+            for (const auto& [qid, hp] : holds_.waiting())
                 if (hp == &h) j["position"] = queue_position(qid);
             j.update(nlohmann::json(eta_for_hold(h)));
             break;
@@ -422,15 +406,14 @@ nlohmann::json Broker::hold_json(const Hold& h) const {
 
 void Broker::observe_holds(const std::vector<DeviceSnapshot>& snap) {
     // Released jobs whose processes held memory: the booking goes once the device shows none of them.
-    const bool any_drained = std::erase_if(draining_, [&](const Draining& d) {
-                                 const bool present =
-                                     group_use(d.members, d.device, snap, "the job's").has_value();
-                                 if (present && now() < d.until) return false;
-                                 ledger_.release(d.holder);
-                                 return true;
-                             }) > 0;
+    const bool any_drained = holds_.drop_drained([&](const HoldsBook::Draining& d) {
+        const bool present = group_use(d.members, d.device, snap, "the job's").has_value();
+        if (present && now() < d.until) return false;
+        ledger_.release(d.holder);
+        return true;
+    });
     if (any_drained) pump();
-    for (auto& [id, hp] : holds_) {
+    for (const auto& [id, hp] : holds_.live()) {
         Hold& h = *hp;
         if (h.state != Hold::State::granted || !h.spec.pgid) continue;
         const auto use = group_use(devices_->group_members(*h.spec.pgid), h.device, snap, "the job's");
@@ -461,7 +444,7 @@ void Broker::observe_holds(const std::vector<DeviceSnapshot>& snap) {
 void Broker::expire_holds() {
     const auto now = this->now();
     std::vector<Hold*> gone;
-    for (auto& [id, hp] : holds_) {
+    for (const auto& [id, hp] : holds_.live()) {
         Hold& h = *hp;
         if (h.state == Hold::State::granted && h.spec.pgid && !group_alive(*h.spec.pgid)) {
             h.end_reason = fmt::format("its process group {} has exited", *h.spec.pgid);

@@ -157,28 +157,6 @@ struct Broker::Waiter {
     std::string transient;  // the ledger holder booked for it at grant
 };
 
-// A hold (broker/holds.hpp): memory booked for work loch does not launch — a `loch run` job, or a program's
-// declared hold. In the ledger under holder().
-struct Broker::Hold {
-    std::string id;  // "hold-3": the API's name for it
-    HoldSpec spec;
-    std::uint64_t bytes = 0;  // asked for, raised to the measured use
-    Source source = Source::configured;
-    std::string size_why;              // where `bytes` came from
-    std::vector<std::string> devices;  // where it may go, in preference order
-    enum class State { waiting, granted, refused, released } state = State::waiting;
-    std::string device;                                    // granted: where it is booked
-    Clock::time_point since{}, granted_at{}, heartbeat{};  // set when it is made (Broker::now())
-    std::string wait_reason;                               // waiting: why (admission's reason)
-    std::optional<MemoryFigure> measured;                  // its process group's last measured use
-    std::uint64_t peak = 0;                                // the highest measured use
-    nlohmann::json error;                                  // refused: the error it got
-    std::string end_reason;                                // released: why
-    bool heartbeat_lost_noted = false;
-    bool cancelled = false;  // released by `loch cancel`, not by its own client
-    std::string holder() const { return "job:" + spec.name + "#" + id.substr(id.find('-') + 1); }
-};
-
 template <class F>
 void Broker::each_device(const Model& m, F&& f) {
     // Its placement's others only when the placement is this run's (begin_load set both; a model never

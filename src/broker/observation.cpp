@@ -66,7 +66,7 @@ void Broker::name_other_processes(const std::vector<DeviceSnapshot>& snap) {
         if (m->engine && m->state != ModelState::stopped)
             if (const auto pid = m->engine->pid())
                 for (int p : devices_->group_members(*pid)) own.insert(p);
-    for (const auto& [id, h] : holds_)
+    for (const auto& [id, h] : holds_.live())
         if (h->spec.pgid)
             for (int p : devices_->group_members(*h->spec.pgid)) own.insert(p);
     const auto named = [&](const std::vector<std::pair<int, std::uint64_t>>& uses) {

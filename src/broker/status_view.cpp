@@ -18,32 +18,14 @@ namespace loch::broker {
 
 using namespace std::chrono_literals;
 
-// The recent events /loch/status shows (and one log line each).
-namespace {
-constexpr std::size_t kMaxEvents = 200;
-}
-
 void Broker::note(std::string_view kind, const Model& m, std::string message, nlohmann::json extra,
                   bool warn) {
-    note_event(kind, {{"model", m.name()}}, std::move(message), std::move(extra), warn);
+    events_.note(kind, {{"model", m.name()}}, std::move(message), std::move(extra), warn);
 }
 
 void Broker::note_event(std::string_view kind, nlohmann::json subject, std::string message,
                         nlohmann::json extra, bool warn) {
-    std::string who;
-    for (const char* k : {"model", "hold", "holder"})
-        if (who.empty() && subject.contains(k)) who = subject[k].get<std::string>();
-    if (warn)
-        spdlog::warn("{} '{}': {}", kind, who, message);
-    else
-        spdlog::info("{} '{}': {}", kind, who, message);
-    nlohmann::json e = extra.is_object() ? std::move(extra) : nlohmann::json::object();
-    e["at"] = iso8601_utc(std::chrono::system_clock::now());
-    e["kind"] = kind;
-    for (auto& [k, v] : subject.items()) e[k] = v;
-    e["message"] = std::move(message);
-    events_.push_back(std::move(e));
-    while (events_.size() > kMaxEvents) events_.pop_front();
+    events_.note(kind, subject, std::move(message), std::move(extra), warn);
 }
 
 nlohmann::json Broker::model_status(const Model& m) const {
@@ -181,8 +163,8 @@ asio::awaitable<nlohmann::json> Broker::status() {
             std::size_t position = 0;
             for (auto id : queue_.order(now)) {
                 ++position;
-                if (auto h = queued_holds_.find(id); h != queued_holds_.end()) {
-                    const Hold& hold = *h->second;
+                if (const Hold* h = holds_.queued(id)) {
+                    const Hold& hold = *h;
                     nlohmann::json entry = {
                         {"hold", hold.id},
                         {"job", hold.spec.name},
@@ -223,7 +205,7 @@ asio::awaitable<nlohmann::json> Broker::status() {
                 {"saved_slots", saved_slots_.status()},
                 {"page_cache", page_cache_view()},
                 {"cpu_threads", cpu_threads_view()},
-                {"events", nlohmann::json(std::vector<nlohmann::json>(events_.begin(), events_.end()))},
+                {"events", events_.recent()},
                 {"loading_devices",
                  std::vector<std::string>(loading_devices_.begin(), loading_devices_.end())},
                 {"shutting_down", shutting_down_}};

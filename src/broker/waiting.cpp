@@ -91,15 +91,14 @@ std::vector<HolderEnd> Broker::holder_ends(const std::string& device) const {
                     {holder, bytes, mean,
                      mean ? fmt::format("a request, {:.1f} s each", *mean) : "a request, none timed yet"});
     }
-    for (const auto& [id, h] : holds_) {
+    for (const auto& [id, h] : holds_.live()) {
         if (h->state != Hold::State::granted || h->device != device) continue;
         const auto held = std::chrono::duration<double>(now - h->granted_at).count();
         HolderEnd e{h->holder(), ledger_.reservation(device, h->holder()).value_or(MemoryFigure{}).bytes,
                     std::nullopt, ""};
-        if (auto last = job_run_s_.find(h->spec.name); last != job_run_s_.end()) {
-            e.ends_in_s = std::max(0.0, last->second - held);
-            e.why =
-                fmt::format("job '{}': {:.0f} s last run, {:.0f} s so far", h->spec.name, last->second, held);
+        if (const auto last = holds_.last_run_s(h->spec.name)) {
+            e.ends_in_s = std::max(0.0, *last - held);
+            e.why = fmt::format("job '{}': {:.0f} s last run, {:.0f} s so far", h->spec.name, *last, held);
         } else {
             e.why = fmt::format("job '{}': no earlier run timed, {:.0f} s so far", h->spec.name, held);
         }

@@ -60,7 +60,7 @@ std::optional<std::string> Broker::interactive_wants(const Model& m) const {
         if (!w->granted && !w->error && priority_of(*w->model, w->needs) == config::Priority::interactive)
             if (const auto d = of(*w->model); !d.empty())
                 return fmt::format("an interactive request for '{}' waits for {}", w->model->name(), d);
-    for (const auto& [id, h] : holds_)
+    for (const auto& [id, h] : holds_.live())
         if (h->state == Hold::State::waiting && h->spec.priority == config::Priority::interactive)
             if (const auto d = shared(h->devices); !d.empty())
                 return fmt::format("job '{}' waits for {}", h->spec.name, d);

@@ -43,8 +43,8 @@ LochReply exchange_loch(const ServerAddress& to, const std::string& method, cons
     call.body = body;
     call.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
     if (!to.api_key.empty()) call.headers.emplace_back("Authorization", "Bearer " + to.api_key);
-    auto reply = asio::co_spawn(io, core::http_exchange(io.get_executor(), {to.host, to.port}, std::move(call)),
-                                asio::use_future);
+    auto reply = asio::co_spawn(
+        io, core::http_exchange(io.get_executor(), {to.host, to.port}, std::move(call)), asio::use_future);
     io.run();
     const auto r = reply.get();
     LochReply out;
@@ -91,8 +91,9 @@ void follow_loch(const ServerAddress& to, const std::string& target,
             on_data(!j.is_discarded() && j.is_string() ? j.get<std::string>() : event.substr(6));
         }
     };
-    auto reply = asio::co_spawn(io, core::http_stream(io.get_executor(), {to.host, to.port}, std::move(call), events),
-                                asio::use_future);
+    auto reply =
+        asio::co_spawn(io, core::http_stream(io.get_executor(), {to.host, to.port}, std::move(call), events),
+                       asio::use_future);
     io.run();
     const auto r = reply.get();
     if (r.status == 0)

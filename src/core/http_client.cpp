@@ -31,7 +31,8 @@ std::string lower(std::string s) {
 
 // Connects and sends `call`; false (with reply.error, or status 200 for connect_only) when nothing more is to
 // be read.
-asio::awaitable<bool> send(beast::tcp_stream& stream, const HttpTarget& to, HttpCall& call, HttpReply& reply) {
+asio::awaitable<bool> send(beast::tcp_stream& stream, const HttpTarget& to, HttpCall& call,
+                           HttpReply& reply) {
     const auto tok = asio::as_tuple(asio::use_awaitable);
     boost::system::error_code ec;
     const auto addr = asio::ip::make_address(to.host, ec);
@@ -117,7 +118,7 @@ asio::awaitable<HttpReply> http_stream(asio::any_io_executor ex, HttpTarget to, 
     if (reply.status >= 400) {
         bhttp::response_parser<bhttp::string_body> rest(std::move(parser));
         rest.body_limit(call.body_limit);
-        auto [rec, rn] = co_await bhttp::async_read(stream, buf, rest, tok);
+        co_await bhttp::async_read(stream, buf, rest, tok);  // what came of it, if it broke off
         reply.body = std::move(rest.get().body());
         co_return reply;
     }

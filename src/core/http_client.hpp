@@ -48,7 +48,8 @@ struct HttpReply {
     }
 };
 
-boost::asio::awaitable<HttpReply> http_exchange(boost::asio::any_io_executor ex, HttpTarget to, HttpCall call);
+boost::asio::awaitable<HttpReply> http_exchange(boost::asio::any_io_executor ex, HttpTarget to,
+                                                HttpCall call);
 
 // The same, for an answer that goes on (an event stream): a successful answer's body (status < 400) is handed
 // to `on_data` piece by piece as it arrives, until the server ends it (`body` stays empty); an error answer

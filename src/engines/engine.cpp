@@ -43,7 +43,8 @@ asio::awaitable<unsigned> http_get_status(std::string host, std::uint16_t port, 
     call.target = path;
     call.timeout = timeout;
     call.body_limit = 1 << 20;
-    call.connect_only = path.empty();  // no health path: a server that accepts the connection counts as answering
+    call.connect_only =
+        path.empty();  // no health path: a server that accepts the connection counts as answering
     const auto r = co_await core::http_exchange(co_await asio::this_coro::executor, {std::move(host), port},
                                                 std::move(call));
     co_return static_cast<unsigned>(r.status);

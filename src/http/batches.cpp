@@ -157,8 +157,10 @@ asio::awaitable<batch::ItemAnswer> Server::send_batch_item(std::string url, std:
     call.target = url;
     call.body = std::move(body);
     call.headers = {{"X-Loch-Priority", "batch"}, {"X-Request-Id", request_id}};
-    if (!options_.api_keys.empty()) call.headers.emplace_back("Authorization", "Bearer " + options_.api_keys.front());
-    call.timeout = std::chrono::hours(24);  // a backstop only: loch's own limits (max_wait, the watchdogs) end an item long before
+    if (!options_.api_keys.empty())
+        call.headers.emplace_back("Authorization", "Bearer " + options_.api_keys.front());
+    call.timeout = std::chrono::hours(
+        24);  // a backstop only: loch's own limits (max_wait, the watchdogs) end an item long before
     call.body_limit = std::uint64_t{1} << 30;  // images as base64 are large
     const auto res = co_await core::http_exchange(ex_, {addr.to_string(), port_}, std::move(call));
     if (res.status == 0) co_return answer;
@@ -168,7 +170,8 @@ asio::awaitable<batch::ItemAnswer> Server::send_batch_item(std::string url, std:
         co_return streamed_item_answer(url, answer.body);
     if (answer.status >= 300) {
         answer.error_type = error_type_of(json::parse(answer.body, nullptr, false));
-        if (const auto ra = res.field("retry-after"); !ra.empty()) answer.retry_after_s = std::atoi(ra.c_str());
+        if (const auto ra = res.field("retry-after"); !ra.empty())
+            answer.retry_after_s = std::atoi(ra.c_str());
     }
     co_return answer;
 }

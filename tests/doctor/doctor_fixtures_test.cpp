@@ -9,6 +9,7 @@
 #include "devices/probe.hpp"
 #include "devices/sysroot_fixture.hpp"
 #include "doctor/doctor.hpp"
+#include "finding_lookup.hpp"
 
 namespace loch::doctor {
 namespace {
@@ -33,12 +34,6 @@ std::vector<std::string> ids(const std::vector<Finding>& fs) {
     for (const auto& f : fs) v.push_back(f.id);
     std::sort(v.begin(), v.end());
     return v;
-}
-
-const Finding* find(const std::vector<Finding>& fs, std::string_view id) {
-    for (const auto& f : fs)
-        if (f.id == id) return &f;
-    return nullptr;
 }
 
 bool mentions(const Finding& f, std::string_view text) {

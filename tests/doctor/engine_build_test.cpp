@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "doctor/doctor.hpp"
+#include "finding_lookup.hpp"
 
 namespace loch::doctor {
 namespace {
@@ -19,12 +20,6 @@ devices::DeviceReport with_gpu(devices::Vendor vendor, std::string id, bool soft
     cpu.id = "cpu";
     r.devices.push_back(cpu);
     return r;
-}
-
-const Finding* find(const std::vector<Finding>& fs, std::string_view id) {
-    for (const auto& f : fs)
-        if (f.id == id) return &f;
-    return nullptr;
 }
 
 TEST(EngineBuildMissing, AnNvidiaGpuWithOnlyCpuBuildsIsAnErrorWithTheFix) {

@@ -3,11 +3,11 @@
 
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "gguf/model.hpp"
+#include "support/temp_dir.hpp"
 
 namespace loch::gguf::test {
 
@@ -39,23 +39,7 @@ inline void append_str(std::vector<std::byte>& b, std::string_view s) {
     b.insert(b.end(), p, p + s.size());
 }
 
-// A fresh directory under the system temp dir, removed at scope exit.
-class TempDir {
-  public:
-    TempDir() {
-        std::random_device rd;
-        path_ = std::filesystem::temp_directory_path() /
-                ("loch-gguf-test-" + std::to_string(rd()) + std::to_string(rd()));
-        std::filesystem::create_directories(path_);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    const std::filesystem::path& path() const { return path_; }
-
-  private:
-    std::filesystem::path path_;
-};
+// A fresh directory, removed at scope exit (one class for every suite: support/temp_dir.hpp).
+using loch::test::TempDir;
 
 }  // namespace loch::gguf::test

@@ -6,24 +6,15 @@
 #include "http/image_size.hpp"
 #include "http/multipart.hpp"
 #include "http/openai_request.hpp"
+#include "support/image_bytes.hpp"
 
 using namespace loch::http;
 
 namespace {
 
-std::string png(std::uint32_t w, std::uint32_t h) {
-    std::string s("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR", 16);
-    for (auto v : {w, h})
-        for (int i = 3; i >= 0; --i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-    return s + std::string("\x08\x02\0\0\0", 5);
-}
-std::string jpeg(std::uint16_t w, std::uint16_t h) {
-    std::string s("\xFF\xD8\xFF\xE0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00", 20);
-    s += std::string("\xFF\xC0\x00\x11\x08", 5);
-    s.push_back(char(h >> 8)), s.push_back(char(h & 0xFF)), s.push_back(char(w >> 8)),
-        s.push_back(char(w & 0xFF));
-    return s + std::string("\x03\x01\x22\x00", 4);
-}
+using loch::test::jpeg;
+using loch::test::png;
+
 std::string form(const std::vector<std::pair<std::string, std::string>>& fields, const std::string& image) {
     std::string b;
     for (const auto& [k, v] : fields)
