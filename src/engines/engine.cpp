@@ -19,6 +19,13 @@ namespace loch::engines {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
+namespace {
+// T: stopped by a signal (SIGSTOP, SIGTSTP); t: stopped by a tracer.
+bool is_stopped(std::optional<char> state) {
+    return state && (*state == 'T' || *state == 't');
+}
+}  // namespace
+
 std::string_view to_string(EngineState s) {
     switch (s) {
         case EngineState::created:
@@ -196,6 +203,7 @@ asio::awaitable<StartResult> Engine::start() {
     // small box.
     auto interval = 2ms;
     auto last_write = t0;
+    std::optional<std::chrono::steady_clock::time_point> stopped_since;
     while (true) {
         if (proc_->exited() || stop_requested_) break;
         const auto now = std::chrono::steady_clock::now();
@@ -204,6 +212,20 @@ asio::awaitable<StartResult> Engine::start() {
             startup_timed_out_ = true;
             proc_->signal_group(SIGKILL);
             break;
+        }
+        // A load may take an hour (startup_timeout), but a process stopped by a signal (SIGSTOP, a debugger)
+        // is not loading: after the hang limit it is killed as hung instead of holding its memory and every
+        // request for its model until the startup timeout.
+        if (is_stopped(proc_state(proc_->pid()))) {
+            if (!stopped_since) stopped_since = now;
+            if (spec_.hang_after.count() > 0 && now - *stopped_since >= spec_.hang_after) {
+                kill_hung(fmt::format(
+                    "stopped by a signal (process state T) while loading, for {} s",
+                    std::chrono::duration_cast<std::chrono::seconds>(now - *stopped_since).count()));
+                break;
+            }
+        } else {
+            stopped_since.reset();
         }
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
         const unsigned status = co_await http_get_status(spec_.host, spec_.port, spec_.health_path,
@@ -286,7 +308,9 @@ asio::awaitable<void> Engine::watch_health(std::weak_ptr<Engine> weak) {
         hang_after = self->spec_.hang_after;
         ex = self->ex_;
     }
-    const auto period = std::clamp<std::chrono::milliseconds>(hang_after / 4, 250ms, 5000ms);
+    // An idle loch costs next to nothing (issue 55): a check every 30 s at most; a hang is still found within
+    // hang_after plus one period.
+    const auto period = std::clamp<std::chrono::milliseconds>(hang_after / 4, 250ms, 30000ms);
     asio::steady_timer timer(ex);
     auto last_answer = std::chrono::steady_clock::now();
     for (;;) {

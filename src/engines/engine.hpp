@@ -2,10 +2,11 @@
 // the broker holds per running model.
 //
 // Life of an Engine: create() → start() [spawn → poll GET <health_path> until 200 | process exit |
-// startup timeout; an empty health path: until the port accepts] → ready, serving on host():port(), its
-// health watched (no answer for spec.hang_after → killed as `hung`) → stop() [SIGTERM to the process group,
-// SIGKILL after stop_grace] or the process ends by itself (on_exit / wait_exit report why). An Engine runs
-// once; a restart is a new Engine (the broker applies CrashTracker's backoff/quarantine between them).
+// startup timeout | stopped by a signal for spec.hang_after (killed as `hung`); an empty health path: until
+// the port accepts] → ready, serving on host():port(), its health watched (no answer for spec.hang_after →
+// killed as `hung`) → stop() [SIGTERM to the process group, SIGKILL after stop_grace] or the process ends by
+// itself (on_exit / wait_exit report why). An Engine runs once; a restart is a new Engine (the broker
+// applies CrashTracker's backoff/quarantine between them).
 //
 // All methods run on the executor given to create() (one io_context, no thread per engine). Destroying an
 // Engine whose process still runs SIGKILLs the process group and reaps it synchronously.

@@ -27,7 +27,8 @@ enum class ExitKind {
     out_of_memory,    // the log says an allocation failed (any status), or SIGKILL from outside (OOM killer)
     port_in_use,      // the engine could not bind its port (loch may retry with another)
     startup_timeout,  // not healthy within the model's startup_timeout; loch killed it
-    hung,             // was ready, then stopped answering its health check; loch killed it
+    hung,             // stopped answering its health check once ready, or stopped by a signal while loading;
+                      // loch killed it
     spawn_failed,     // could not be started at all (binary missing, not executable, exec error)
     stopped,          // loch stopped it (eviction, shutdown): not a failure
 };

@@ -138,6 +138,9 @@ std::vector<pid_t> kill_tagged(const std::string& tag, const std::filesystem::pa
 
 // Start time of a process in clock ticks since boot (/proc/PID/stat field 22); nullopt if no such PID.
 std::optional<std::uint64_t> proc_start_ticks(pid_t pid, const std::filesystem::path& proc_root = "/proc");
+// A process's state letter (/proc/PID/stat field 3: R running, S sleeping, T stopped by a signal, t traced,
+// Z zombie, …); nullopt if no such PID.
+std::optional<char> proc_state(pid_t pid, const std::filesystem::path& proc_root = "/proc");
 // The argv of a running process (/proc/PID/cmdline); nullopt if no such PID or unreadable.
 std::optional<std::vector<std::string>> proc_cmdline(pid_t pid,
                                                      const std::filesystem::path& proc_root = "/proc");

@@ -118,6 +118,15 @@ std::optional<std::uint64_t> proc_start_ticks(pid_t pid, const std::filesystem::
     }
 }
 
+std::optional<char> proc_state(pid_t pid, const std::filesystem::path& proc_root) {
+    std::ifstream in(proc_root / std::to_string(pid) / "stat");
+    std::string text;
+    if (!std::getline(in, text)) return std::nullopt;
+    const auto close = text.rfind(')');  // the state follows the last ')' (comm may hold one) and a space
+    if (close == std::string::npos || close + 2 >= text.size()) return std::nullopt;
+    return text[close + 2];
+}
+
 std::optional<std::vector<std::string>> proc_cmdline(pid_t pid, const std::filesystem::path& proc_root) {
     std::ifstream in(proc_root / std::to_string(pid) / "cmdline", std::ios::binary);
     if (!in) return std::nullopt;

@@ -50,8 +50,9 @@ struct EngineSpec {
     std::chrono::seconds stop_grace{10};
     std::filesystem::path log_file;  // <log_dir>/<model name, filesystem-safe>.log
     std::size_t ring_lines = 500;
-    // Once ready: GET health_path every hang_after/4 (250 ms..5 s); no HTTP answer for hang_after → the
-    // engine is hung and is killed (ExitKind::hung). Zero turns the watch off.
+    // Once ready: GET health_path every hang_after/4 (250 ms..30 s); no HTTP answer for hang_after → the
+    // engine is hung and is killed (ExitKind::hung). While loading: stopped by a signal for hang_after → the
+    // same. Zero turns both off.
     std::chrono::milliseconds hang_after{std::chrono::seconds(120)};
     // loch's secret for this run: the kind hands it to the engine in its environment (not argv: argv is
     // world-readable in /proc); loch sends `Authorization: Bearer <key>`. Never shown in /loch/status.

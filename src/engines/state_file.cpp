@@ -43,11 +43,8 @@ EngineRecord from_json_record(const json& j) {
 bool gone(const EngineRecord& r) {
     const auto t = proc_start_ticks(r.pid);
     if (!t || *t != r.start_ticks) return true;
-    std::ifstream in("/proc/" + std::to_string(r.pid) + "/stat");
-    std::string text;
-    std::getline(in, text);
-    const auto close = text.rfind(')');
-    return close == std::string::npos || close + 2 >= text.size() || text[close + 2] == 'Z';
+    const auto state = proc_state(r.pid);
+    return !state || *state == 'Z';
 }
 
 // Same process as recorded: same start time (the strong check) and same argv.

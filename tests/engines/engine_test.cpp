@@ -187,6 +187,24 @@ TEST_F(EngineTest, StartupTimeoutKillsTheGroup) {
     EXPECT_FALSE(alive(*e->pid()));
 }
 
+// A process stopped by a signal while loading is not loading: it is killed as hung after the hang limit,
+// not left holding its memory and its model's requests until the startup timeout (an hour by default).
+TEST_F(EngineTest, AnEngineStoppedWhileLoadingIsKilledAsHungAfterTheHangLimit) {
+    auto s = spec_for({"/bin/sh", "-c", "kill -STOP $$; sleep 1000"}, 1, dir);
+    s.startup_timeout = 60s;
+    s.hang_after = 500ms;
+    auto e = Engine::create(ioc.get_executor(), s);
+    const StartResult r = run(ioc, e->start());
+    ASSERT_FALSE(r.ready);
+    ASSERT_TRUE(r.failure.has_value());
+    EXPECT_EQ(r.failure->kind, ExitKind::hung);
+    EXPECT_THAT(r.failure->summary, HasSubstr("stopped by a signal"));
+    EXPECT_GE(r.took, 500ms);
+    EXPECT_LT(r.took, 10s);  // not the startup timeout
+    EXPECT_FALSE(alive(*e->pid()));
+    EXPECT_EQ(e->state(), EngineState::failed);
+}
+
 TEST_F(EngineTest, CrashAfterReadyIsReportedWithSignalName) {
     FakeHealth health(ioc, {200});
     auto e = Engine::create(ioc.get_executor(), spec_for({"/bin/sleep", "1000"}, health.port(), dir));

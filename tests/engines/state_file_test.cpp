@@ -133,5 +133,14 @@ TEST(ProcInfo, StartTicksAndCmdlineOfThisProcess) {
     EXPECT_THAT(cmd->at(0), HasSubstr("test_engines"));
 }
 
+TEST(ProcInfo, TheStateLetterFollowsTheLastParenthesisOfTheCommand) {
+    EXPECT_EQ(proc_state(::getpid()), 'R');
+    EXPECT_FALSE(proc_state(999999999).has_value());
+    test::TempDir root{"loch-proc"};
+    std::filesystem::create_directories(root / "42");
+    std::ofstream(root / "42" / "stat") << "42 (a) S (b) T 1 42 42 0 -1 4194560\n";
+    EXPECT_EQ(proc_state(42, root.path()), 'T');
+}
+
 }  // namespace
 }  // namespace loch::engines
