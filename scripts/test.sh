@@ -34,10 +34,11 @@ echo "    ${#sources[@]} files formatted"
 stage "Fuzzers"
 bash "$ROOT/scripts/fuzz.sh"
 
-stage "Idle cost guard (bench/idle.sh: 30 s of silence; fails above 0.05 % of a core or 4 wakeups/s)"
-# Measured 0.018 % and 1.6 wakeups/s at 60 s (docs/performance.md); a 50 ms timer added anywhere on loch's
-# loop makes ~22 wakeups/s and fails it.
-SETTLE=12 SECONDS_IDLE=30 MAX_CPU_PCT=0.05 MAX_WAKEUPS=4 BIN="$BUILD/bin" bash "$ROOT/bench/idle.sh"
+stage "Idle cost guard (bench/idle.sh: 30 s of silence; fails above 1.5 wakeups/s or 0.5 % of a core)"
+# Wakeups are the precise bound: 0.7/s measured (docs/performance.md), and a 50 ms timer added anywhere on
+# loch's loop makes ~22/s. CPU time is not: on a shared 2-core VM the same binary measured 12–98 ms per 30 s
+# of idle from one run to the next, so its bound only catches what spins (a busy loop is 100 %).
+SETTLE=12 SECONDS_IDLE=30 MAX_CPU_PCT=0.5 MAX_WAKEUPS=1.5 BIN="$BUILD/bin" bash "$ROOT/bench/idle.sh"
 
 stage "Deployment: systemd unit, Helm chart, container image and its memory limit (scripts/test-deploy.sh)"
 bash "$ROOT/scripts/test-deploy.sh"
