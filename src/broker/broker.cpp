@@ -37,9 +37,10 @@ Broker::Broker(asio::any_io_executor ex, const config::Config& cfg, std::unique_
       policy_(options.policy ? options.policy : loch_policy()),
       queue_(cfg.queue.interactive, cfg.queue.batch, options.aging),
       remembered_(cfg.state_dir.empty() ? std::filesystem::path() : cfg.state_dir / "footprints.json"),
-      saved_slots_(cfg.state_dir.empty() ? std::filesystem::path() : cfg.state_dir / "slots", cfg.slot_save),
       file_cache_(options.blocking_work),
       cpu_cores_(options.cpu_cores ? options.cpu_cores : cpus_loch_may_use()),
+      conversations_(ex, cfg.state_dir.empty() ? std::filesystem::path() : cfg.state_dir / "slots",
+                     cfg.slot_save, clock_, events_),
       alive_(std::make_shared<bool>(true)) {
     for (const auto& m : cfg_->models) {
         models_[m.name] = std::make_unique<Model>(m, cfg_->restart);
@@ -127,16 +128,17 @@ std::optional<Lease> Broker::try_acquire(const std::string& name, const RequestN
     return make_lease(*m, priority_of(*m, needs), "ready", {}, std::move(holder));
 }
 
-nlohmann::json Broker::progress(const std::string& name) {
-    Model* m = find(name);
+nlohmann::json BrokerView::progress(const std::string& name) {
+    const Broker& b = broker_;
+    const Broker::Model* m = broker_.find(name);
     if (!m) return {{"model", name}};
     nlohmann::json j = {{"model", m->name()}, {"state", to_string(m->state)}, {"reason", m->wait_reason}};
     // A waiting client does not know its place: the ETA as if it were the last of its model's waiters.
     std::size_t ahead = 0;
-    for (const auto& [id, w] : waiters_) ahead += w->model == m ? 1 : 0;
-    j.update(nlohmann::json(eta_for_request(*m, ahead > 0 ? ahead - 1 : 0)));
+    for (const auto& [id, w] : b.waiters_) ahead += w->model == m ? 1 : 0;
+    j.update(nlohmann::json(b.eta_for_request(*m, ahead > 0 ? ahead - 1 : 0)));
     if (m->state == ModelState::loading) {
-        j["loading"] = {{"elapsed_s", std::chrono::duration<double>(now() - m->load_started).count()}};
+        j["loading"] = {{"elapsed_s", std::chrono::duration<double>(b.now() - m->load_started).count()}};
         if (m->load_s) j["loading"]["expected_s"] = *m->load_s;
     }
     return j;

@@ -28,19 +28,22 @@
 #include <nlohmann/json.hpp>
 
 #include "broker/admission.hpp"
+#include "broker/broker_view.hpp"
+#include "broker/conversations.hpp"
 #include "broker/device_source.hpp"
 #include "broker/error.hpp"
 #include "broker/eta.hpp"
 #include "broker/events.hpp"
 #include "broker/file_cache.hpp"
 #include "broker/footprint.hpp"
+#include "broker/hold_desk.hpp"
 #include "broker/holds.hpp"
 #include "broker/holds_book.hpp"
+#include "broker/lease.hpp"
 #include "broker/ledger.hpp"
 #include "broker/outlook.hpp"
 #include "broker/policy.hpp"
 #include "broker/remembered.hpp"
-#include "broker/saved_slots.hpp"
 #include "broker/wait_queue.hpp"
 #include "config/config.hpp"
 #include "core/clock.hpp"
@@ -58,54 +61,6 @@ class Broker;
 
 // The size of the allocation an out-of-memory line names ("allocating 163840.00 MiB … failed"), if any.
 std::optional<std::uint64_t> failed_allocation_bytes(const std::string& line);
-
-// One request's hold on one slot of a ready engine. Releasing (destructor) frees the slot and lets the
-// next waiter in.
-class Lease {
-  public:
-    Lease() = default;
-    Lease(Lease&& o) noexcept { *this = std::move(o); }
-    Lease& operator=(Lease&& o) noexcept;
-    ~Lease() { release_later(); }
-
-    const std::string& model() const { return model_; }
-    const std::string& host() const { return address_.host; }
-    std::uint16_t port() const { return address_.port; }
-    const EngineAddress& address() const { return address_; }                  // with the engine's secret
-    std::optional<std::uint64_t> slot_ctx() const { return facts_.slot_ctx; }  // tokens per slot
-    const engines::ReadyFacts& facts() const { return facts_; }  // what the engine said after ready
-    const engines::Kind& kind() const { return *kind_; }         // valid() only
-    const config::ModelConfig* config() const { return model_cfg_; }
-    std::optional<std::chrono::seconds> watchdog() const { return watchdog_; }
-    // For the request log: how long it queued, and what admission decided ("ready" when granted at once).
-    std::chrono::steady_clock::duration queue_wait() const { return queue_wait_; }
-    const std::string& decision() const { return decision_; }
-    const std::string& priority() const { return priority_; }
-    const std::shared_ptr<engines::EngineRun>& engine() const { return engine_; }
-    bool valid() const { return broker_ != nullptr; }
-    // Hands the slot back now: for a relay once its engine has answered whole (not from a destructor; the
-    // broker may start what waited for the slot). A lease dropped without it is released on the broker's
-    // next pass instead (release_later), so the broker never runs inside a destructor.
-    void release();
-    void release_later();
-
-  private:
-    friend class Broker;
-    Broker* broker_ = nullptr;
-    std::weak_ptr<bool> alive_;
-    std::chrono::steady_clock::time_point granted_at_;
-    std::string model_;
-    EngineAddress address_;
-    engines::ReadyFacts facts_;
-    const engines::Kind* kind_ = nullptr;
-    const config::ModelConfig* model_cfg_ = nullptr;
-    std::optional<std::chrono::seconds> watchdog_;
-    std::shared_ptr<engines::EngineRun> engine_;
-    std::chrono::steady_clock::duration queue_wait_{};
-    std::string decision_, priority_;
-    bool interactive_ = true;
-    std::string transient_;  // the ledger holder of the request's own memory, if it has any
-};
 
 // What one request asks of its model, checked before anything is started for it.
 struct RequestNeeds {
@@ -157,114 +112,70 @@ class Broker {
 
     void start();  // first device probe and the tick loop
 
-    // Batch work yields to people: true while an interactive request runs or waits on a device the model
-    // runs on (or would start on). Then no batch-priority request for it is granted (it waits, and an engine
-    // idle between batch items is evicted like any idle one), and the Batch API's runner preempts the
-    // items it has running there where the engine can stop them (docs/batches.md).
-    bool yields_to_interactive(const std::string& model) const;
-    // Called (posted, on the loop) when an interactive request queues or is granted while batch requests
-    // hold slots: the runner preempts at once rather than at its next pass.
-    void on_interactive_arrival(std::function<void()> f) { interactive_arrival_ = std::move(f); }
-    // Called on the loop right before an engine is told to stop (SIGTERM): the proxy closes its idle
-    // keep-alive connections to it, which would hold llama-server's exit by ~0.1 s.
-    void on_engine_stopping(std::function<void(const engines::EngineAddress&)> f) {
-        engine_stopping_ = std::move(f);
-    }
+    // What the HTTP layer hears of: `interactive_arrival` (posted, on the loop) when an interactive request
+    // queues or is granted while batch requests hold slots — the runner preempts at once rather than at its
+    // next pass; `engine_stopping` on the loop right before an engine is told to stop (SIGTERM) — the proxy
+    // closes its idle keep-alive connections to it, which would hold llama-server's exit by ~0.1 s.
+    struct Listeners {
+        std::function<void()> interactive_arrival;
+        std::function<void(const engines::EngineAddress&)> engine_stopping;
+    };
+    Listeners& listeners() { return listeners_; }  // each client sets its own
 
     // Throws broker::Error: model_not_found, context_length_exceeded (max_tokens can never fit the slot
     // context: refused before any engine starts), insufficient_memory, queue_full, queue_timeout,
     // quarantined, engine_failed, shutting_down.
     boost::asio::awaitable<Lease> acquire(std::string model, RequestNeeds needs = {});
-
     // The ready-now path without a coroutine frame: a Lease when the model is ready with a free slot, else
     // nullopt (acquire() then queues it). Throws what acquire() throws for the request itself.
     std::optional<Lease> try_acquire(const std::string& model, const RequestNeeds& needs);
-    // For a client shown progress while it waits: {model, state, reason, loading {elapsed_s, expected_s}}.
-    nlohmann::json progress(const std::string& model);
-    // The model's kind refuses a request from its config alone (engines/kind.hpp), before anything starts.
-    std::optional<engines::Refusal> check_before_start(const std::string& model,
-                                                       const engines::RequestView& r);
-    // What `request` needs of its own beside the engine (asks the model's kind); nullopt for most requests
-    // and for unknown models.
-    std::optional<engines::RequestCost> request_cost(const std::string& model,
-                                                     const engines::RequestView& request);
+    // Cancel (`DELETE /loch/requests/{id}`, `loch cancel`): ends every queued request whose
+    // RequestNeeds::request_id is `request_id` with `why` (their acquire throws it) and says how many it
+    // ended; a request already granted is the relay's to end.
+    std::size_t cancel_waiting(const std::string& request_id, const Error& why);
 
-    boost::asio::awaitable<nlohmann::json> models();
-    // Everything /loch/status, the dashboard, `loch ps` and /metrics show: devices (the ledger), engines,
-    // the queue with each waiter's reason, recent events (admissions, evictions, loads, exits).
-    boost::asio::awaitable<nlohmann::json> status();
-    // The configured models whose engine kind answers `route` ("/sdapi/v1/txt2img": the image models).
-    std::vector<const config::ModelConfig*> models_serving(std::string_view route) const;
     // `loch load`: start the model (as a request would) and wait until it is ready; its status.
     boost::asio::awaitable<nlohmann::json> preload(std::string model);
     // `loch unload`: stop it now, or when its running requests end; its status.
     boost::asio::awaitable<nlohmann::json> unload(std::string model);
-    // How `model` would be served here now, for a load balancer (HAProxy's agent): resident, fits now,
-    // fits after evicting, only later, never; at once, without waiting for anything.
-    Outlook outlook(const std::string& model);
-    // Dry run of admission for `model` now: would it be admitted, what would be evicted, or why refused.
-    boost::asio::awaitable<nlohmann::json> plan(std::string model);
-    boost::asio::awaitable<std::optional<std::vector<std::string>>> log_tail(std::string model,
-                                                                             std::size_t n);
-    // After an upstream failure: how the engine ended, if it did within `wait` (polls; never hangs).
-    boost::asio::awaitable<std::optional<engines::ExitReport>> exit_report(
-        std::shared_ptr<engines::EngineRun> e, std::chrono::milliseconds wait);
-    // Whether restore_conversation has anything to try for this request (without a coroutine or the engine:
-    // a saved slot of this launch contains the request's first text). restore_conversation does not ask
-    // again: call it only after may_restore said yes (the substring test costs a scan of saved texts).
-    bool has_saved_slots(const Lease& lease);
-    bool may_restore(const Lease& lease, const engines::RequestView& r);
-    // Conversations that survive an eviction (broker/saved_slots.hpp): when the lease's engine was started
-    // with slot files and a saved slot matches the request's prompt, restores it into an idle slot and pins
-    // `body` to that slot. {"file", "tokens", "ms", "slot"} of what was restored, or nullopt (nothing to do,
-    // no match, or the engine could not: the request then goes on as it came).
-    boost::asio::awaitable<std::optional<nlohmann::json>> restore_conversation(const Lease& lease,
-                                                                               const engines::RequestView& r,
-                                                                               std::string& body);
-    // The first answer after a restore says whether it took: the engine's own count of prompt tokens it
-    // reused from the slot (`cached`: usage.prompt_tokens_details.cached_tokens / timings.cache_n). llama.cpp
-    // can report a restore as done and then re-read the whole prompt (llama.cpp issues 26676, 28276): a
-    // restore whose answer reused less than half of what was restored is `slot_restore_failed` (with the
-    // figures, counted in /metrics), never `slot_restored`. Returns whether it took; nullopt = the answer
-    // did not say (noted as restored, unverified).
-    std::optional<bool> confirm_restore(const std::string& model, const nlohmann::json& restored,
-                                        std::optional<std::uint64_t> cached,
-                                        std::optional<std::uint64_t> prompt_tokens);
-    // Stops every engine and fails every waiter; the broker accepts nothing afterwards.
-    boost::asio::awaitable<void> shutdown();
-    // SIGKILL to every engine's process group, now (a second signal while shutdown() runs: the person wants
-    // loch gone at once). Returns how many were signalled. Nothing is saved or waited for.
-    std::size_t kill_engines_now();
-
-    const config::Config& config() const { return *cfg_; }
-
-    // Holds (broker/holds.hpp). create_hold books it now or queues it (its view says which); throws Error
-    // for bad input (invalid_request), a size that can never fit (insufficient_memory, with the numbers and
-    // who holds the device) and a full queue. The others answer nullopt / false for an unknown id; a read or
-    // an update is also the hold's heartbeat. `pgid` ties a job's process group to it (loch run, after the
-    // spawn).
-    boost::asio::awaitable<nlohmann::json> create_hold(HoldSpec spec);
-    std::optional<nlohmann::json> hold(const std::string& id, bool heartbeat = true);
-    std::optional<nlohmann::json> update_hold(const std::string& id, std::optional<int> pgid);
-    std::optional<nlohmann::json> release_hold(const std::string& id, const std::string& why);
-    nlohmann::json holds() const;
-
-    // Cancel (`DELETE /loch/requests/{id}`, `loch cancel`). cancel_waiting ends every queued request whose
-    // RequestNeeds::request_id is `request_id` with `why` (their acquire throws it) and says how many it
-    // ended; a request already granted is the relay's to end. cancel_hold releases a hold marked
-    // `cancelled` (a `loch run` job stops its command when it sees that); nullopt for an unknown id.
-    std::size_t cancel_waiting(const std::string& request_id, const Error& why);
-    std::optional<nlohmann::json> cancel_hold(const std::string& id);
-
     // SIGHUP: serve `next` from now on. New models are added; removed ones are stopped (once idle) and no
     // longer found; a model whose launch changed (engine, file, args, memory, concurrency) restarts with the
     // new one once its running requests end, one that did not keeps running under its new settings
     // (priority, keep_alive, aliases, devices …). Device reserve and budget apply at once. Returns what
     // changed: {added, removed, restarting, updated, unchanged}.
     boost::asio::awaitable<nlohmann::json> reload(config::Config next);
+    // Stops every engine and fails every waiter; the broker accepts nothing afterwards.
+    boost::asio::awaitable<void> shutdown();
+    // SIGKILL to every engine's process group, now (a second signal while shutdown() runs: the person wants
+    // loch gone at once). Returns how many were signalled. Nothing is saved or waited for.
+    std::size_t kill_engines_now();
+
+    // Its facets, for the clients that need only one:
+    // what it knows (views and a request's questions, broker/broker_view.hpp),
+    BrokerView& view() { return view_; }
+    // memory for work it does not launch (broker/hold_desk.hpp),
+    HoldDesk& holds() { return hold_desk_; }
+    // and conversations that survive an eviction (broker/conversations.hpp): the proxy restores a saved
+    // slot for a request that continues one, and confirms it with the first answer.
+    Conversations& conversations() { return conversations_; }
 
   private:
     friend class Lease;
+    friend class BrokerView;
+    friend class HoldDesk;
+
+    // What the facets forward (facets.cpp; each is documented on its facet). The facets' other calls are
+    // their own (they read the broker's members as its friends).
+    boost::asio::awaitable<nlohmann::json> models();
+    boost::asio::awaitable<nlohmann::json> status();
+    boost::asio::awaitable<nlohmann::json> plan(std::string model);
+    boost::asio::awaitable<nlohmann::json> create_hold(HoldSpec spec);
+    std::optional<nlohmann::json> hold(const std::string& id, bool heartbeat = true);
+    std::optional<nlohmann::json> update_hold(const std::string& id, std::optional<int> pgid);
+    std::optional<nlohmann::json> release_hold(const std::string& id, const std::string& why);
+    std::optional<nlohmann::json> cancel_hold(const std::string& id);
+    nlohmann::json holds_json() const;
+
     struct Model;
     struct Waiter;
     enum class Serve { granted, wait };
@@ -295,8 +206,7 @@ class Broker {
     // interactive request on cpu").
     std::optional<std::string> interactive_wants(const Model& m) const;
     void note_interactive_arrival();  // tells on_interactive_arrival's callback when batch work runs
-    std::function<void()> interactive_arrival_;
-    std::function<void(const engines::EngineAddress&)> engine_stopping_;
+    Listeners listeners_;
     std::uint32_t batch_active_ = 0;  // batch requests holding slots, over all models
     void pump();
     void fail_waiters(const Model& m, const Error& e);
@@ -363,10 +273,6 @@ class Broker {
     template <class F>
     static void each_device(const Model& m, F&& f);
     boost::asio::awaitable<void> load(Model& m, std::shared_ptr<engines::EngineRun> engine);
-    std::optional<std::vector<std::string>> with_slot_files(Model& m, const engines::Placement& where,
-                                                            engines::EngineSpec& spec);
-    boost::asio::awaitable<void> prepare_slot_files(Model& m, std::shared_ptr<engines::EngineRun> engine,
-                                                    std::vector<std::string> argv);
     // The page cache (read_ahead.cpp; broker/file_cache.hpp): the files a launch names, read ahead for a
     // start that waits, and their residency measured on the tick.
     std::vector<std::filesystem::path> files_of(const Model& m, const std::string& device) const;
@@ -376,7 +282,6 @@ class Broker {
     // keep_conversations: the engine first saves its slots (broker/saved_slots.hpp) — an eviction, an idle
     // or requested stop; not a shutdown, a reload or a move, nor after a failure.
     void begin_stop(Model& m, std::string why, bool keep_conversations = false);
-    boost::asio::awaitable<void> save_slots(Model& m, std::shared_ptr<engines::EngineRun> engine);
     // Evicted: asleep where its kind can sleep (its device memory mostly freed, its weights maybe in host
     // RAM:
     // `<model>#asleep` in the CPU's ledger), else stopped.
@@ -457,12 +362,14 @@ class Broker {
     std::map<std::string, engines::Placement> placements_;  // device → as the last probe numbered it
     std::map<std::string, std::string> drivers_;            // device → its driver's version, where probed
     RememberedFootprints remembered_;                       // <state_dir>/footprints.json
-    SavedSlots saved_slots_;                                // <state_dir>/slots: conversations kept on disk
     FileCache file_cache_;                                  // models' files: read-ahead, residency
     std::uint32_t cpu_cores_ = 1;                           // options_.cpu_cores, or the CPUs loch may use
     std::chrono::steady_clock::time_point files_measured_at_{};
     bool measuring_files_ = false;
-    RecentEvents events_;  // what happened: log lines and the recent ones status shows
+    RecentEvents events_;          // what happened: log lines and the recent ones status shows
+    Conversations conversations_;  // saved slots and restores (after events_ and clock_: it notes and times)
+    BrokerView view_{*this};
+    HoldDesk hold_desk_{*this};
     std::chrono::system_clock::time_point started_at_ = std::chrono::system_clock::now();
     std::uint64_t next_waiter_ = 1;
     std::uint64_t next_transient_ = 1;

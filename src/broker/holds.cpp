@@ -168,7 +168,7 @@ std::optional<nlohmann::json> Broker::cancel_hold(const std::string& id) {
     return hold(id, false);
 }
 
-nlohmann::json Broker::holds() const {
+nlohmann::json Broker::holds_json() const {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& [id, h] : holds_.live()) out.push_back(hold_json(*h));
     return out;

@@ -54,32 +54,6 @@ void Broker::begin_load(Model& m, const std::string& device) {
     begin_load(m, placement_of(device), parts);
 }
 
-// Conversations that survive an eviction: the engine is launched with its folder of saved slots, named by
-// the launch itself (broker/saved_slots.hpp), where its kind can save slots and saving is on. The launch's
-// argv (at a fixed port) comes back for prepare_slot_files.
-std::optional<std::vector<std::string>> Broker::with_slot_files(Model& m, const engines::Placement& where,
-                                                                engines::EngineSpec& spec) {
-    m.slot_key.clear();
-    m.restored.clear();
-    if (!saved_slots_.config().enabled || !m.kind->keeps_slot_files(*m.cfg)) return std::nullopt;
-    auto argv = engines::make_engine_spec(*cfg_, *m.cfg, where, 1).argv;
-    const auto folder = saved_slots_.folder(argv);
-    if (!folder) return std::nullopt;
-    m.kind->launch_with_slot_files(*folder, spec);
-    return argv;
-}
-
-// The folder is made and its files checked against the launch's model file and engine build on the
-// store's worker while the engine loads; until then (a few hundred microseconds against a load of tens of
-// milliseconds at least) the engine neither saves nor restores.
-asio::awaitable<void> Broker::prepare_slot_files(Model& m, std::shared_ptr<engines::EngineRun> engine,
-                                                 std::vector<std::string> argv) {
-    auto alive = alive_;
-    const auto key = slot_folder(argv);
-    const bool ok = co_await saved_slots_.prepare(std::move(argv));
-    if (*alive && ok && m.engine == engine) m.slot_key = key;
-}
-
 void Broker::begin_load(Model& m, const engines::Placement& where, const std::vector<Need>& parts) {
     std::uint64_t total = 0;
     for (const auto& n : parts) {
@@ -99,7 +73,7 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
     std::optional<std::vector<std::string>> slot_launch;
     try {
         auto spec = engines::make_engine_spec(*cfg_, *m.cfg, where);
-        slot_launch = with_slot_files(m, where, spec);
+        slot_launch = conversations_.with_slot_files(m.name(), *m.kind, *cfg_, *m.cfg, where, spec);
         for (const auto& on : where.all())  // refused before anything starts (engines/spec.hpp says why)
             if (auto why = engines::unsafe_environment(
                     on, spec, engines::inherited_env_value("GGML_CUDA_ENABLE_UNIFIED_MEMORY")))
@@ -146,7 +120,8 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
         return kill_evidence(m);
     });
     if (slot_launch)
-        asio::co_spawn(ex_, prepare_slot_files(m, engine, std::move(*slot_launch)), asio::detached);
+        asio::co_spawn(ex_, conversations_.prepare(m.name(), engine, std::move(*slot_launch)),
+                       asio::detached);
     asio::co_spawn(ex_, load(m, engine), asio::detached);
 }
 
@@ -263,7 +238,7 @@ void Broker::begin_stop(Model& m, std::string why, bool keep_conversations) {
     if (!m.engine || m.state == ModelState::stopping || m.state == ModelState::stopped) return;
     // Only a ready, idle engine that was launched with slot files has slots worth saving.
     const bool save =
-        keep_conversations && m.state == ModelState::ready && m.active == 0 && !m.slot_key.empty();
+        keep_conversations && m.state == ModelState::ready && m.active == 0 && conversations_.saves(m.name());
     m.unload_when_idle = false;
     m.idle_stop_reason.clear();
     note("stop", m, why);
@@ -274,123 +249,25 @@ void Broker::begin_stop(Model& m, std::string why, bool keep_conversations) {
     auto alive = alive_;
     // The proxy's idle connections to it go first: they would hold the engine's exit.
     const auto stop = [this, alive, engine]() -> asio::awaitable<void> {
-        if (*alive && engine_stopping_)
-            engine_stopping_({engine->host(), engine->port(), engine->spec().api_key});
+        if (*alive && listeners_.engine_stopping)
+            listeners_.engine_stopping({engine->host(), engine->port(), engine->spec().api_key});
         co_await engine->stop();
     };
     if (!save) {
         asio::co_spawn(ex_, stop, asio::detached);  // (the callable: co_spawn keeps it alive)
         return;
     }
-    // Its memory stays booked while the engine writes its slots (the state is `stopping`).
+    // Its memory stays booked while the engine writes its slots (the state is `stopping`). At loch's shutdown
+    // each save gets stop_grace (a person is waiting for loch to exit; one not done by then is abandoned, its
+    // conversation re-read next time); else 5 minutes.
+    const std::chrono::seconds limit = shutting_down_ ? cfg_->stop_grace : std::chrono::seconds(300);
     asio::co_spawn(
         ex_,
-        [this, alive, &m, engine, stop]() -> asio::awaitable<void> {
-            if (co_await saved_slots_.may_save(m.slot_key) && *alive) co_await save_slots(m, engine);
+        [this, alive, name = m.name(), kind = m.kind, engine, stop, limit]() -> asio::awaitable<void> {
+            if (*alive) co_await conversations_.save_before_stop(name, *kind, engine, limit);
             co_await stop();
         },
         asio::detached);
-}
-
-asio::awaitable<void> Broker::save_slots(Model& m, std::shared_ptr<engines::EngineRun> engine) {
-    auto alive = alive_;
-    const std::string key = m.slot_key;
-    const engines::EngineAddress to{engine->host(), engine->port(), engine->spec().api_key};
-    const auto started = now();
-    const auto prefix = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                           std::chrono::system_clock::now().time_since_epoch())
-                                           .count());
-    // At loch's shutdown each save gets stop_grace (a person is waiting for loch to exit; one not done by
-    // then is abandoned, its conversation re-read next time); else 5 minutes (the memory stays booked
-    // meanwhile).
-    const std::chrono::seconds limit = shutting_down_ ? cfg_->stop_grace : std::chrono::seconds(300);
-    auto saved = co_await m.kind->save_slots(ex_, to, prefix, saved_slots_.config().min_tokens, limit);
-    if (!*alive || saved.empty()) co_return;
-    std::uint64_t tokens = 0, bytes = 0;
-    for (const auto& s : saved) tokens += s.tokens, bytes += s.bytes;
-    const auto n = saved.size();
-    const auto dropped = co_await saved_slots_.add(key, std::move(saved));
-    if (!*alive) co_return;
-    const double ms = std::chrono::duration<double, std::milli>(now() - started).count();
-    note("slots_saved", m,
-         fmt::format("{} slot(s) saved before the stop: {} tokens, {} in {:.0f} ms{}", n, tokens,
-                     human_bytes(bytes), ms,
-                     dropped.empty()
-                         ? std::string()
-                         : fmt::format("; {} older file(s) dropped (slot_save.max_disk {})", dropped.size(),
-                                       human_bytes(saved_slots_.config().max_disk))),
-         {{"slots", n}, {"tokens", tokens}, {"bytes", bytes}, {"ms", ms}, {"dropped", dropped.size()}});
-}
-
-bool Broker::has_saved_slots(const Lease& lease) {
-    const Model* m = find(lease.model());
-    return m && !m->slot_key.empty() && m->engine == lease.engine() && saved_slots_.has(m->slot_key);
-}
-
-bool Broker::may_restore(const Lease& lease, const engines::RequestView& r) {
-    if (!has_saved_slots(lease)) return false;
-    const Model* m = find(lease.model());
-    return saved_slots_.may_match(m->slot_key, m->kind->prompt_probe(r), m->restored);
-}
-
-asio::awaitable<std::optional<nlohmann::json>> Broker::restore_conversation(const Lease& lease,
-                                                                            const engines::RequestView& r,
-                                                                            std::string& body) {
-    Model* m = find(lease.model());
-    if (!m || m->engine != lease.engine() || m->slot_key.empty()) co_return std::nullopt;
-    auto alive = alive_;
-    const auto engine = lease.engine();
-    const auto text = co_await lease.kind().prompt_text(ex_, lease.address(), r);
-    if (!*alive || !text || m->engine != engine) co_return std::nullopt;
-    const auto entry = saved_slots_.match(m->slot_key, *text, m->restored);
-    if (!entry) co_return std::nullopt;
-    m->restored.insert(entry->file);  // tried once per run, whatever comes of it
-    const auto started = now();
-    const auto got = co_await lease.kind().restore_slot(ex_, lease.address(), entry->file);
-    if (!*alive || m->engine != engine) co_return std::nullopt;
-    if (!got) {
-        note("slot_restore_failed", *m,
-             fmt::format("the engine did not restore {} ({} tokens): the request reads its prompt",
-                         entry->file, entry->tokens),
-             {{"file", entry->file}}, true);
-        co_return std::nullopt;
-    }
-    lease.kind().pin_to_slot(body, got->slot);
-    const double ms = std::chrono::duration<double, std::milli>(now() - started).count();
-    // Noted once the first answer says whether it took (confirm_restore).
-    co_return nlohmann::json{{"file", entry->file}, {"slot", got->slot}, {"tokens", got->tokens}, {"ms", ms}};
-}
-
-std::optional<bool> Broker::confirm_restore(const std::string& model, const nlohmann::json& restored,
-                                            std::optional<std::uint64_t> cached,
-                                            std::optional<std::uint64_t> prompt_tokens) {
-    Model* m = find(model);
-    if (!m) return std::nullopt;
-    const auto tokens = restored.value("tokens", std::uint64_t{0});
-    const auto file = restored.value("file", std::string());
-    const auto slot = restored.value("slot", -1);
-    const auto ms = restored.value("ms", 0.0);
-    nlohmann::json figures = {{"file", file}, {"slot", slot}, {"tokens", tokens}, {"ms", ms}};
-    if (cached) figures["cached_tokens"] = *cached;
-    if (prompt_tokens) figures["prompt_tokens"] = *prompt_tokens;
-    if (!cached || *cached * 2 >= tokens) {
-        ++m->restores_ok;
-        note("slot_restored", *m,
-             fmt::format("restored a saved conversation into slot {}: {} tokens in {:.0f} ms (saved {}); {}",
-                         slot, tokens, ms, file,
-                         cached ? fmt::format("the answer reused {} prompt token(s)", *cached)
-                                : std::string("the answer did not say how much of the prompt it reused")),
-             figures);
-        return cached ? std::optional(true) : std::nullopt;
-    }
-    ++m->restores_failed;
-    note("slot_restore_failed", *m,
-         fmt::format(
-             "the engine said it restored {} ({} tokens) into slot {}, but its answer reused {} of the "
-             "prompt's {} token(s): the restore did not take, and the prompt was read again",
-             file, tokens, slot, *cached, prompt_tokens ? std::to_string(*prompt_tokens) : "?"),
-         figures, true);
-    return false;
 }
 
 void Broker::begin_evict(Model& m, std::string why) {

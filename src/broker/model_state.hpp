@@ -69,10 +69,6 @@ struct Broker::Model {
         std::chrono::milliseconds engine_took{0};  // the engine's own: spawn → its first healthy answer
     } cold;
     nlohmann::json last_cold_start;
-    // Slot files (broker/saved_slots.hpp): this run's launch key when its engine saves slots (empty: it
-    // does not) and the saved files already restored in this run.
-    std::string slot_key;
-    std::set<std::string> restored;
     // This run took its room from batch work (its start stopped a batch engine): idle, it counts as batch
     // work itself in admission, so the batch it displaced gets the room back (docs/broker.md).
     bool borrowed_from_batch = false;
@@ -110,7 +106,6 @@ struct Broker::Model {
     // Cumulative, for /metrics: counters never go down.
     std::map<std::string, std::uint64_t> exits;  // by exit class
     std::uint64_t loads_ok = 0, loads_failed = 0, evictions = 0;
-    std::uint64_t restores_ok = 0, restores_failed = 0;  // saved conversations, by their first answer
     double load_seconds_total = 0;
     std::map<std::string, std::uint64_t> transients;          // its requests' own memory, by ledger holder
     std::map<std::string, std::uint64_t> transient_retained;  // what the engine keeps of each (RequestCost)

@@ -12,12 +12,12 @@ namespace loch::broker {
 
 namespace asio = boost::asio;
 
-Outlook Broker::outlook(const std::string& model) {
-    Model* m = find(model);
+Outlook BrokerView::outlook(const std::string& model) {
+    Broker::Model* m = broker_.find(model);
     if (!m) return {};
-    Outlook o = outlook_of(*m);
+    Outlook o = broker_.outlook_of(*m);
     if (o.fit == Outlook::Fit::planning && !m->planning)
-        asio::co_spawn(ex_, ensure_footprint(*m), asio::detached);
+        asio::co_spawn(broker_.ex_, broker_.ensure_footprint(*m), asio::detached);
     return o;
 }
 

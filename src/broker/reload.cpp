@@ -54,7 +54,7 @@ asio::awaitable<nlohmann::json> Broker::reload(config::Config next) {
             configs_.push_back(std::make_shared<const config::Config>(std::move(next)));
             const config::Config& old = *cfg_;
             cfg_ = configs_.back().get();
-            saved_slots_.configure(cfg_->slot_save);
+            conversations_.configure(cfg_->slot_save);
             nlohmann::json out = {{"added", nlohmann::json::array()},
                                   {"removed", nlohmann::json::array()},
                                   {"restarting", nlohmann::json::array()},

@@ -42,23 +42,23 @@ void Broker::check_needs(const Model& m, const RequestNeeds& needs) const {
                  {"slot_ctx_source", source}});
 }
 
-std::optional<engines::Refusal> Broker::check_before_start(const std::string& name,
-                                                           const engines::RequestView& r) {
-    Model* m = find(name);
+std::optional<engines::Refusal> BrokerView::check_before_start(const std::string& name,
+                                                               const engines::RequestView& r) {
+    Broker::Model* m = broker_.find(name);
     if (!m) return std::nullopt;
     engines::RequestView view = r;
     view.model = m->cfg;
     return m->kind->check_before_start(*m->cfg, view);
 }
 
-std::optional<engines::RequestCost> Broker::request_cost(const std::string& name,
-                                                         const engines::RequestView& r) {
-    Model* m = find(name);
+std::optional<engines::RequestCost> BrokerView::request_cost(const std::string& name,
+                                                             const engines::RequestView& r) {
+    Broker::Model* m = broker_.find(name);
     if (!m) return std::nullopt;
     // Costed for the device it runs on (the first it may use while cold): placement flags (clip_on_cpu …)
     // change what a GPU holds; on the CPU everything counts.
     engines::RequestView placed = r;
-    if (auto it = placements_.find(device_for_request(*m)); it != placements_.end())
+    if (auto it = broker_.placements_.find(broker_.device_for_request(*m)); it != broker_.placements_.end())
         placed.where = &it->second;
     return m->kind->request_cost(*m->cfg, placed);
 }

@@ -69,12 +69,13 @@ nlohmann::json Broker::model_status(const Model& m) const {
             {"message", v.message},
             {"retry_in_s", std::chrono::duration_cast<std::chrono::seconds>(v.retry_in).count()}};
     if (!m.wait_reason.empty()) j["wait_reason"] = m.wait_reason;
+    const auto restores = conversations_.restores(m.name());
     j["counters"] = {{"loads_ok", m.loads_ok},
                      {"loads_failed", m.loads_failed},
                      {"load_seconds_total", m.load_seconds_total},
                      {"evictions", m.evictions},
-                     {"slot_restores_ok", m.restores_ok},
-                     {"slot_restores_failed", m.restores_failed},
+                     {"slot_restores_ok", restores.ok},
+                     {"slot_restores_failed", restores.failed},
                      {"exits", m.exits}};
     j["idle_s"] = m.active > 0 ? 0.0 : std::chrono::duration<double>(now() - m.last_used).count();
     if (m.load_s) j["load_s"] = *m.load_s;
@@ -124,10 +125,11 @@ std::int64_t Broker::created_of(const config::ModelConfig& mc) const {
     return std::chrono::duration_cast<std::chrono::seconds>(started_at_.time_since_epoch()).count();
 }
 
-std::vector<const config::ModelConfig*> Broker::models_serving(std::string_view route) const {
+std::vector<const config::ModelConfig*> BrokerView::models_serving(std::string_view route) const {
     std::vector<const config::ModelConfig*> out;
-    for (const auto& mc : cfg_->models)
-        if (const auto it = models_.find(mc.name); it != models_.end() && it->second->kind->serves(mc, route))
+    for (const auto& mc : broker_.cfg_->models)
+        if (const auto it = broker_.models_.find(mc.name);
+            it != broker_.models_.end() && it->second->kind->serves(mc, route))
             out.push_back(&mc);
     return out;
 }
@@ -201,8 +203,8 @@ asio::awaitable<nlohmann::json> Broker::status() {
                   {"aging_s", std::chrono::duration_cast<std::chrono::seconds>(queue_.aging()).count()},
                   {"waiting", waiting}}},
                 {"gpu_locks", locks},
-                {"holds", holds()},
-                {"saved_slots", saved_slots_.status()},
+                {"holds", holds_json()},
+                {"saved_slots", conversations_.status()},
                 {"page_cache", page_cache_view()},
                 {"cpu_threads", cpu_threads_view()},
                 {"events", events_.recent()},
@@ -241,11 +243,13 @@ asio::awaitable<nlohmann::json> Broker::plan(std::string model) {
         asio::use_awaitable);
 }
 
-asio::awaitable<std::optional<std::vector<std::string>>> Broker::log_tail(std::string model, std::size_t n) {
+asio::awaitable<std::optional<std::vector<std::string>>> BrokerView::log_tail(std::string model,
+                                                                              std::size_t n) {
+    Broker& b = broker_;
     co_return co_await asio::co_spawn(
-        ex_,
-        [this, model, n]() -> asio::awaitable<std::optional<std::vector<std::string>>> {
-            Model* m = find(model);
+        b.ex_,
+        [&b, model, n]() -> asio::awaitable<std::optional<std::vector<std::string>>> {
+            Broker::Model* m = b.find(model);
             if (!m) co_return std::nullopt;
             if (m->engine) co_return m->engine->log_tail(n);
             if (m->last_engine) co_return m->last_engine->log_tail(n);
@@ -254,15 +258,16 @@ asio::awaitable<std::optional<std::vector<std::string>>> Broker::log_tail(std::s
         asio::use_awaitable);
 }
 
-asio::awaitable<std::optional<engines::ExitReport>> Broker::exit_report(std::shared_ptr<engines::EngineRun> e,
-                                                                        std::chrono::milliseconds wait) {
+asio::awaitable<std::optional<engines::ExitReport>> BrokerView::exit_report(
+    std::shared_ptr<engines::EngineRun> e, std::chrono::milliseconds wait) {
     if (!e) co_return std::nullopt;
+    Broker& b = broker_;
     co_return co_await asio::co_spawn(
-        ex_,
-        [this, e, wait]() -> asio::awaitable<std::optional<engines::ExitReport>> {
-            core::Timer t(ex_, clock_);
-            const auto until = now() + wait;
-            while (!e->exit_report() && now() < until) {
+        b.ex_,
+        [&b, e, wait]() -> asio::awaitable<std::optional<engines::ExitReport>> {
+            core::Timer t(b.ex_, b.clock_);
+            const auto until = b.now() + wait;
+            while (!e->exit_report() && b.now() < until) {
                 t.expires_after(25ms);
                 co_await t.wait();
             }

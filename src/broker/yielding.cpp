@@ -68,16 +68,16 @@ std::optional<std::string> Broker::interactive_wants(const Model& m) const {
 }
 
 void Broker::note_interactive_arrival() {
-    if (batch_active_ == 0 || !interactive_arrival_) return;
-    asio::post(ex_, [f = interactive_arrival_, alive = std::weak_ptr<bool>(alive_)] {
+    if (batch_active_ == 0 || !listeners_.interactive_arrival) return;
+    asio::post(ex_, [f = listeners_.interactive_arrival, alive = std::weak_ptr<bool>(alive_)] {
         if (auto a = alive.lock(); a && *a) f();
     });
 }
 
-bool Broker::yields_to_interactive(const std::string& model) const {
-    for (const auto& [name, m] : models_)
+bool BrokerView::yields_to_interactive(const std::string& model) const {
+    for (const auto& [name, m] : broker_.models_)
         if (name == model || std::ranges::find(m->cfg->aliases, model) != m->cfg->aliases.end())
-            return interactive_wants(*m).has_value();
+            return broker_.interactive_wants(*m).has_value();
     return false;
 }
 

@@ -164,7 +164,7 @@ class BrokerTest : public ::testing::Test {
     }
     // /loch/status's engine entry of `name` now; null (and a test failure) when it is not listed.
     nlohmann::json engine_status(const std::string& name) {
-        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        auto st = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
         if (!settle(st)) return nullptr;
         const nlohmann::json status = st.get();
         for (const auto& e : status["engines"])

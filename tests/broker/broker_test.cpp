@@ -57,7 +57,7 @@ TEST_F(BrokerTest, ACancelledWaiterLeavesTheQueueWithItsErrorAndTheOneBehindItMo
     auto third = queued("req-3");
     run_for(100ms);
     const auto waiting = [&] {
-        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        auto st = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
         EXPECT_TRUE(settle(st));
         return st.get()["queue"]["waiting"];
     };
@@ -399,7 +399,7 @@ TEST_F(BrokerTest, AnEngineThatGrowsPastItsReservationIsBookedAsMeasuredAndIdleH
     run_for(150ms);  // a few ticks of the probe
     EXPECT_TRUE(fake->of("idle")[0]->ended()) << "the idle holder makes room on the overcommitted device";
     EXPECT_FALSE(fake->of("grower")[0]->ended()) << "the engine that grew keeps its running request";
-    auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+    auto st = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
     ASSERT_TRUE(settle(st));
     const auto status = st.get();
     bool grew = false, over = false;
@@ -437,7 +437,7 @@ TEST_F(BrokerTest, WhatAnEngineKeepsAfterARequestStaysBookedAtTheLargestSoFar) {
     add_model("img", 4 * kGiB);
     start(fast());
     const auto reservation = [&] {
-        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        auto st = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
         EXPECT_TRUE(settle(st));
         const auto status =
             st.get();  // (not st.get()["engines"] in the loop head: the temporary would dangle)
@@ -706,7 +706,7 @@ class BrokerSplitTest : public BrokerTest {
         start_on(snap, fast());
     }
     nlohmann::json status() {
-        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        auto st = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
         EXPECT_TRUE(settle(st));
         return st.get();
     }
@@ -830,11 +830,11 @@ TEST_F(BrokerTest, TheProxyIsToldBeforeAnEngineIsStoppedWithItsAddress) {
     add_model("b", 6 * kGiB);
     start(fast());
     std::vector<std::pair<std::uint16_t, int>> told;  // port, the engine's stop calls by then
-    broker->on_engine_stopping([&](const engines::EngineAddress& at) {
+    broker->listeners().engine_stopping = [&](const engines::EngineAddress& at) {
         const auto& a = fake->of("a");
         told.emplace_back(at.port, a.empty() ? -1 : a[0]->stop_calls);
         EXPECT_EQ(at.api_key, a.empty() ? "" : a[0]->spec().api_key);
-    });
+    };
     running("a").release();
     running("b").release();  // evicts a
     ASSERT_EQ(fake->of("a").size(), 1u);
@@ -842,7 +842,7 @@ TEST_F(BrokerTest, TheProxyIsToldBeforeAnEngineIsStoppedWithItsAddress) {
     EXPECT_EQ(told[0].first, fake->of("a")[0]->port());
     EXPECT_EQ(told[0].second, 0) << "told before the stop";
     EXPECT_EQ(fake->of("a")[0]->stop_calls, 1);
-    broker->on_engine_stopping(nullptr);  // `told` goes with this scope; the shutdown stops b
+    broker->listeners().engine_stopping = nullptr;  // `told` goes with this scope; the shutdown stops b
 }
 
 }  // namespace loch::broker::test_fixture

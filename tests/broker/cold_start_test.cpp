@@ -21,7 +21,7 @@ TEST_F(BrokerTest, AColdStartRecordsItsTimelineAndTheEnginesOwnPart) {
     auto lease = acquire("m");
     ASSERT_TRUE(settle(lease));
     ASSERT_TRUE(lease.get().valid());
-    auto status = asio::co_spawn(ioc, broker->status(), asio::use_future);
+    auto status = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
     ASSERT_TRUE(settle(status));
     const auto st = status.get();
     nlohmann::json cold;
@@ -53,7 +53,7 @@ TEST_F(BrokerTest, AFailedStartDoesNotLeaveItsArrivalInTheNextColdStartsTimeline
     auto lease = acquire("m");
     ASSERT_TRUE(settle(lease));
     ASSERT_TRUE(lease.get().valid());
-    auto status = asio::co_spawn(ioc, broker->status(), asio::use_future);
+    auto status = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
     ASSERT_TRUE(settle(status));
     const auto st = status.get();
     for (const auto& e : st["engines"])

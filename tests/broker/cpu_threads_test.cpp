@@ -93,7 +93,7 @@ class CpuThreadsTest : public BrokerTest {
         w.get().release();
     }
     std::string waiting_reason() {
-        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        auto st = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
         settle(st);
         const auto j = st.get();
         const auto& w = j["queue"]["waiting"];

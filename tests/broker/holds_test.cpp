@@ -19,15 +19,15 @@ using test_fixture::kGpu;
 class HoldsTest : public BrokerTest {
   protected:
     nlohmann::json create(nlohmann::json body) {
-        auto f = asio::co_spawn(ioc, broker->create_hold(hold_spec_from_json(body)), asio::use_future);
+        auto f = asio::co_spawn(ioc, broker->holds().create(hold_spec_from_json(body)), asio::use_future);
         EXPECT_TRUE(settle(f));
         return f.get();
     }
     std::future<nlohmann::json> create_async(nlohmann::json body) {
-        return asio::co_spawn(ioc, broker->create_hold(hold_spec_from_json(body)), asio::use_future);
+        return asio::co_spawn(ioc, broker->holds().create(hold_spec_from_json(body)), asio::use_future);
     }
     nlohmann::json status() {
-        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        auto st = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
         EXPECT_TRUE(settle(st));
         return st.get();
     }
@@ -36,7 +36,7 @@ class HoldsTest : public BrokerTest {
         nlohmann::json h;
         run_until(
             [&] {
-                h = broker->hold(id).value_or(nlohmann::json());
+                h = broker->holds().get(id).value_or(nlohmann::json());
                 return h.value("state", "") == state;
             },
             5s);
@@ -119,7 +119,7 @@ TEST_F(HoldsTest, AnEngineWaitsForAJobNamedInItsReasonAndStartsWhenTheJobEnds) {
     const std::string reason = st["queue"]["waiting"][0]["reason"];
     EXPECT_NE(reason.find("job:train"), std::string::npos) << reason;
     EXPECT_NE(reason.find("python train.py"), std::string::npos) << reason;
-    ASSERT_TRUE(broker->release_hold(h["id"], "test"));
+    ASSERT_TRUE(broker->holds().release(h["id"], "test"));
     ASSERT_TRUE(settle(l));
     EXPECT_TRUE(l.get().valid());
 }
@@ -136,7 +136,7 @@ TEST_F(HoldsTest, AJobThatCanNeverFitIsRefusedAtOnceWithTheNumbersAndWhoHoldsThe
     EXPECT_EQ(e->details()["need_bytes"], 12 * kGiB);
     EXPECT_EQ(e->details()["capacity_bytes"], 10 * kGiB);
     EXPECT_NE(std::string(e->what()).find("job:train"), std::string::npos) << e->what();
-    EXPECT_TRUE(broker->holds().size() == 1) << "the refused one is not kept as a holder";
+    EXPECT_TRUE(broker->holds().list().size() == 1) << "the refused one is not kept as a holder";
 }
 
 TEST_F(HoldsTest, ASecondJobWaitsInTheQueueWithItsPositionAndIsGrantedWhenTheFirstIsReleased) {
@@ -146,7 +146,7 @@ TEST_F(HoldsTest, ASecondJobWaitsInTheQueueWithItsPositionAndIsGrantedWhenTheFir
     ASSERT_EQ(second["state"], "waiting") << second.dump(2);
     EXPECT_EQ(second["position"], 1);
     EXPECT_TRUE(second["eta_s"].is_null()) << "no measured durations: the ETA is said to be unknown";
-    broker->release_hold(first["id"], "done");
+    broker->holds().release(first["id"], "done");
     EXPECT_EQ(until_state(second["id"], "granted")["state"], "granted");
 }
 
@@ -156,18 +156,18 @@ TEST_F(HoldsTest, ACancelledHoldIsReleasedMarkedCancelledAndItsMemoryGoesToTheNe
     const auto second = create({{"name", "b"}, {"memory", "6GiB"}});
     const auto third = create({{"name", "c"}, {"memory", "6GiB"}});
     ASSERT_EQ(third["state"], "waiting");
-    const auto waiting = broker->cancel_hold(second["id"]);  // a waiting job
+    const auto waiting = broker->holds().cancel(second["id"]);  // a waiting job
     ASSERT_TRUE(waiting);
     EXPECT_EQ((*waiting)["state"], "released");
     EXPECT_EQ((*waiting)["cancelled"], true);
-    EXPECT_EQ(broker->hold(third["id"])->at("position"), 1);
-    const auto running = broker->cancel_hold(first["id"]);  // a granted one
+    EXPECT_EQ(broker->holds().get(third["id"])->at("position"), 1);
+    const auto running = broker->holds().cancel(first["id"]);  // a granted one
     ASSERT_TRUE(running);
     EXPECT_EQ((*running)["cancelled"], true);
     EXPECT_NE((*running)["reason"].get<std::string>().find("cancel"), std::string::npos) << running->dump();
     EXPECT_EQ(until_state(third["id"], "granted")["state"], "granted");
-    EXPECT_FALSE(broker->cancel_hold("hold-999"));
-    EXPECT_FALSE(broker->hold(third["id"])->contains("cancelled"));
+    EXPECT_FALSE(broker->holds().cancel("hold-999"));
+    EXPECT_FALSE(broker->holds().get(third["id"])->contains("cancelled"));
 }
 
 TEST_F(HoldsTest, AHoldWithoutHeartbeatIsReleasedAndOneWithHeartbeatsStays) {
@@ -175,11 +175,11 @@ TEST_F(HoldsTest, AHoldWithoutHeartbeatIsReleasedAndOneWithHeartbeatsStays) {
     const auto kept = create({{"name", "kept"}, {"memory", "2GiB"}, {"ttl_s", 1}});
     const auto lost = create({{"name", "lost"}, {"memory", "2GiB"}, {"ttl_s", 1}});
     for (int i = 0; i < 8; ++i) {
-        broker->update_hold(kept["id"], std::nullopt);
+        broker->holds().update(kept["id"], std::nullopt);
         run_for(200ms);
     }
-    EXPECT_EQ(broker->hold(kept["id"])->at("state"), "granted");
-    const auto gone = broker->hold(lost["id"], false);
+    EXPECT_EQ(broker->holds().get(kept["id"])->at("state"), "granted");
+    const auto gone = broker->holds().get(lost["id"], false);
     ASSERT_TRUE(gone);
     EXPECT_EQ((*gone)["state"], "released");
     EXPECT_NE((*gone)["reason"].get<std::string>().find("no heartbeat"), std::string::npos) << gone->dump();
@@ -192,7 +192,7 @@ TEST_F(HoldsTest, AJobsProcessGroupIsMeasuredItsGrowthReportedAndItsPeakSizesThe
     const auto h = create({{"name", "grower"}, {"memory", "4GiB"}, {"pgid", job.pid}});
     ASSERT_EQ(h["state"], "granted");
     run_for(150ms);
-    const auto now = broker->hold(h["id"]).value();
+    const auto now = broker->holds().get(h["id"]).value();
     EXPECT_EQ(now["bytes"], 7 * kGiB) << now.dump(2);
     bool grew = false;
     const auto st = status();
@@ -205,7 +205,7 @@ TEST_F(HoldsTest, AJobsProcessGroupIsMeasuredItsGrowthReportedAndItsPeakSizesThe
     // The group ends: the hold goes with it, and the next run of that name needs no size.
     job.stop();
     run_for(150ms);
-    EXPECT_EQ(broker->hold(h["id"], false)->at("state"), "released");
+    EXPECT_EQ(broker->holds().get(h["id"], false)->at("state"), "released");
     const auto next = create({{"name", "grower"}});
     EXPECT_EQ(next["bytes"], 7 * kGiB) << next.dump(2);
     EXPECT_EQ(next["source"], "measured-earlier");
@@ -216,7 +216,8 @@ TEST_F(HoldsTest, AHoldWithLostHeartbeatStaysWhileItsProcessGroupRuns) {
     start(fast());
     const auto h = create({{"name", "j"}, {"memory", "1GiB"}, {"ttl_s", 1}, {"pgid", job.pid}});
     run_for(1500ms);
-    EXPECT_EQ(broker->hold(h["id"], false)->at("state"), "granted") << "its memory is in use: never dropped";
+    EXPECT_EQ(broker->holds().get(h["id"], false)->at("state"), "granted")
+        << "its memory is in use: never dropped";
 }
 
 TEST_F(HoldsTest, ARunningJobReRegistersAtOnceEvenOverTheDevice) {
@@ -251,7 +252,7 @@ TEST_F(HoldsTest, BadInputIsRefusedBeforeAnythingIsBooked) {
     EXPECT_TRUE(invalid({{"name", "never-ran"}})) << "no size and nothing remembered";
     EXPECT_TRUE(invalid({{"memory", "1GiB"}, {"like", "chat"}}));
     EXPECT_TRUE(invalid({{"like", "no-such-model"}}));
-    EXPECT_TRUE(broker->holds().empty());
+    EXPECT_TRUE(broker->holds().list().empty());
 }
 
 }  // namespace
@@ -305,7 +306,7 @@ TEST_F(HoldsTest, AWaitingJobsEtaComesFromTheHolderJobsEarlierRunAndIsUnknownWit
     // A first run of "train", timed: about 0.3 s.
     const auto first = create({{"name", "train"}, {"memory", "6GiB"}});
     run_for(300ms);
-    broker->release_hold(first["id"], "done");
+    broker->holds().release(first["id"], "done");
     // Its second run holds the device; another job waits for it: ETA = what is left of the 0.3 s.
     const auto again = create({{"name", "train"}, {"memory", "6GiB"}});
     ASSERT_EQ(again["state"], "granted");
@@ -317,9 +318,9 @@ TEST_F(HoldsTest, AWaitingJobsEtaComesFromTheHolderJobsEarlierRunAndIsUnknownWit
     // A holder never timed: unknown, and it says why.
     const auto other = create({{"name", "other"}, {"memory", "3GiB"}});
     const auto blocked = create({{"name", "late"}, {"memory", "8GiB"}});
-    broker->release_hold(again["id"], "done");
+    broker->holds().release(again["id"], "done");
     run_for(100ms);
-    const auto now = broker->hold(blocked["id"]).value();
+    const auto now = broker->holds().get(blocked["id"]).value();
     ASSERT_EQ(now["state"], "waiting") << now.dump(2);
     EXPECT_TRUE(now["eta_s"].is_null()) << now.dump(2);
     EXPECT_NE(now["eta"].get<std::string>().find("no earlier run"), std::string::npos) << now.dump(2);
@@ -363,7 +364,7 @@ TEST_F(HoldsTest, AReleasedJobStaysBookedWhileTheDeviceStillShowsItsProcess) {
     const auto h =
         create({{"name", "j"}, {"memory", 6 * kGiB}, {"device", kGpu}, {"running", true}, {"pgid", job.pid}});
     ASSERT_EQ(h["state"], "granted");
-    broker->release_hold(h["id"], "done");
+    broker->holds().release(h["id"], "done");
     run_for(100ms);
     auto st = status();
     EXPECT_EQ(st["devices"][0]["own_bytes"], 6 * kGiB) << "still booked: not other programs' memory";

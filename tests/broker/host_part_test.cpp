@@ -40,7 +40,7 @@ class HostPartTest : public BrokerTest {
         start_on({fake_gpu(40 * kGiB), fake_cpu(ram)}, fast());
     }
     std::map<std::string, std::uint64_t> reserved(const std::string& holder) {
-        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        auto st = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
         EXPECT_TRUE(settle(st));
         const auto status = st.get();
         std::map<std::string, std::uint64_t> out;
@@ -60,7 +60,7 @@ TEST_F(HostPartTest, AGpuEnginesRamIsBookedOnTheHostAndACpuModelThatNeedsItEvict
         EXPECT_EQ(reserved("flux"),
                   (std::map<std::string, std::uint64_t>{{kGpu, 4 * kGiB}, {"cpu", 24 * kGiB}}));
         {
-            auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+            auto st = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
             ASSERT_TRUE(settle(st));
             const auto status = st.get();
             for (const auto& e : status["engines"])
@@ -109,7 +109,7 @@ TEST_F(HostPartTest, ARequestsPhasesOnTheCpuAreBookedInRamAndReleasedWhenItEnds)
     Lease decoding = first.get();
     std::uint64_t on_host = 0;
     {
-        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        auto st = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
         ASSERT_TRUE(settle(st));
         const auto status = st.get();
         for (const auto& d : status["devices"])

@@ -53,7 +53,7 @@ class KillTest : public BrokerTest {
     std::uint64_t reservation_now() {
         auto lease = acquire("tts");
         EXPECT_TRUE(settle(lease));
-        auto status = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        auto status = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
         EXPECT_TRUE(settle(status));
         const auto j = status.get();
         for (const auto& e : j["engines"])

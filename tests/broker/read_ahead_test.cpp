@@ -54,7 +54,7 @@ class ReadAheadTest : public BrokerTest {
         start_on({test_fixture::fake_gpu(10 * kGiB), test_fixture::fake_cpu(host_bytes)}, fast());
     }
     nlohmann::json status() {
-        auto st = asio::co_spawn(ioc, broker->status(), asio::use_future);
+        auto st = asio::co_spawn(ioc, broker->view().status(), asio::use_future);
         settle(st);
         return st.get();
     }

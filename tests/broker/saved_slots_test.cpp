@@ -10,6 +10,7 @@
 #include <boost/asio/use_future.hpp>
 
 #include "broker/saved_slots.hpp"
+#include "support/run_to_end.hpp"
 #include "support/temp_dir.hpp"
 
 namespace loch::broker {
@@ -64,13 +65,7 @@ TEST(SavedSlotsLimit, ALaterSaveOfTheSameConversationReplacesTheEarlierOneButOnl
     EXPECT_EQ(drop[0].file, "old");
 }
 
-template <class T>
-T run(boost::asio::io_context& io, boost::asio::awaitable<T> a) {
-    auto f = boost::asio::co_spawn(io, std::move(a), boost::asio::use_future);
-    io.run();
-    io.restart();
-    return f.get();
-}
+using test::run_to_end;
 
 TEST(SlotKeys, AChangedSettingIsAnotherFolderAndAChangedModelFileEmptiesTheFolder) {
     test::TempDir dir("loch-slot-key");
@@ -87,11 +82,11 @@ TEST(SlotKeys, AChangedSettingIsAnotherFolderAndAChangedModelFileEmptiesTheFolde
 
     SavedSlots store(dir.path() / "slots", config::SlotSaveConfig{});
     boost::asio::io_context io;
-    ASSERT_TRUE(run(io, store.prepare(argv)));
+    ASSERT_TRUE(run_to_end(io, store.prepare(argv)));
     const auto folder = *store.folder(argv);
     std::ofstream(folder / "1-0.bin") << std::string(1000, 'x');
-    run(io, store.add(slot_folder(argv), {{"1-0.bin", kLong, 10, 1000, 1.0}}));
-    ASSERT_TRUE(run(io, store.prepare(argv)));  // the same launch again: kept
+    run_to_end(io, store.add(slot_folder(argv), {{"1-0.bin", kLong, 10, 1000, 1.0}}));
+    ASSERT_TRUE(run_to_end(io, store.prepare(argv)));  // the same launch again: kept
     EXPECT_TRUE(store.has(slot_folder(argv)));
     EXPECT_TRUE(fs::exists(folder / "1-0.bin"));
     // The same path, another file (its size and mtime differ): what the old one saved goes.
@@ -99,7 +94,7 @@ TEST(SlotKeys, AChangedSettingIsAnotherFolderAndAChangedModelFileEmptiesTheFolde
     std::ofstream(model) << "other weights";
     fs::last_write_time(model, before + std::chrono::seconds(2));
     EXPECT_NE(launch_identity(argv), id);
-    ASSERT_TRUE(run(io, store.prepare(argv)));
+    ASSERT_TRUE(run_to_end(io, store.prepare(argv)));
     EXPECT_FALSE(store.has(slot_folder(argv)));
     EXPECT_FALSE(store.may_match(slot_folder(argv), "aaaa", {}));
     EXPECT_FALSE(fs::exists(folder / "1-0.bin"));
@@ -115,11 +110,11 @@ TEST(SavedSlotsStore, WhatWasSavedIsFoundAgainAfterARestartAndAnOrphanedFileIsRe
     {
         SavedSlots store(root, cfg);
         boost::asio::io_context io;
-        ASSERT_TRUE(run(io, store.prepare(argv)));
+        ASSERT_TRUE(run_to_end(io, store.prepare(argv)));
         const auto folder = *store.folder(argv);
         std::ofstream(folder / "1-0.bin") << std::string(1000, 'x');  // what the engine wrote
         std::ofstream(folder / "2-0.bin") << "never recorded";        // loch stopped before it recorded it
-        const auto dropped = run(io, store.add(key, {{"1-0.bin", kLong, 10, 1000, 1.0}}));
+        const auto dropped = run_to_end(io, store.add(key, {{"1-0.bin", kLong, 10, 1000, 1.0}}));
         EXPECT_TRUE(dropped.empty());
         EXPECT_TRUE(store.has(key));
         EXPECT_TRUE(store.may_match(key, "aaaa", {}));
@@ -149,13 +144,13 @@ TEST(SavedSlotsStore, OverTheDiskLimitTheOldestFilesAreDeleted) {
     const std::vector<std::string> argv = {"/bin/true"};
     const auto key = slot_folder(argv);
     boost::asio::io_context io;
-    ASSERT_TRUE(run(io, store.prepare(argv)));
+    ASSERT_TRUE(run_to_end(io, store.prepare(argv)));
     const auto folder = store.folder(argv);
     std::ofstream(*folder / "1-0.bin") << std::string(1000, 'x');
-    run(io, store.add(key, {{"1-0.bin", "a" + kLong, 10, 1000, 1.0}}));
+    run_to_end(io, store.add(key, {{"1-0.bin", "a" + kLong, 10, 1000, 1.0}}));
     // A later save (within the same millisecond, saves keep their order)
     std::ofstream(*folder / "2-0.bin") << std::string(1000, 'y');
-    const auto dropped = run(io, store.add(key, {{"2-0.bin", "b" + kLong, 10, 1000, 1.0}}));
+    const auto dropped = run_to_end(io, store.add(key, {{"2-0.bin", "b" + kLong, 10, 1000, 1.0}}));
     ASSERT_EQ(dropped.size(), 1u);
     EXPECT_EQ(dropped[0].file, "1-0.bin");
     EXPECT_FALSE(fs::exists(*folder / "1-0.bin"));
@@ -172,17 +167,17 @@ TEST(SavedSlotsStore, OffOrWithoutAStateFolderNothingIsSaved) {
     const std::vector<std::string> argv = {"/bin/true"};
     SavedSlots off_store(dir.path() / "slots", off);
     EXPECT_FALSE(off_store.folder(argv));
-    EXPECT_FALSE(run(io, off_store.prepare(argv)));
-    EXPECT_FALSE(run(io, off_store.may_save("x")));
+    EXPECT_FALSE(run_to_end(io, off_store.prepare(argv)));
+    EXPECT_FALSE(run_to_end(io, off_store.may_save("x")));
     EXPECT_FALSE(SavedSlots({}, config::SlotSaveConfig{}).folder(argv));  // no state_dir
     // A folder whose launch.txt names another launch (a hash collision) is never shared.
     SavedSlots store(dir.path() / "slots", config::SlotSaveConfig{});
-    ASSERT_TRUE(run(io, store.prepare(argv)));
+    ASSERT_TRUE(run_to_end(io, store.prepare(argv)));
     const auto launch = *store.folder(argv) / "launch.txt";
     auto j = nlohmann::json::parse(std::ifstream(launch));
     j["argv"] = "another launch";
     std::ofstream(launch) << j.dump();
-    EXPECT_FALSE(run(io, store.prepare(argv)));
+    EXPECT_FALSE(run_to_end(io, store.prepare(argv)));
 }
 
 }  // namespace

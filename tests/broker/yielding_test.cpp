@@ -25,7 +25,7 @@ TEST_F(BrokerTest, ABatchItemWaitsWhileAnInteractiveRequestRunsOnItsModelAndStar
     auto i = acquire("chat");
     ASSERT_TRUE(settle(i));
     Lease person = i.get();
-    EXPECT_TRUE(broker->yields_to_interactive("chat"));
+    EXPECT_TRUE(broker->view().yields_to_interactive("chat"));
     auto b = acquire("chat", batch_item());
     run_for(150ms);
     EXPECT_NE(b.wait_for(0s), std::future_status::ready) << "a batch item took the free slot beside a person";
@@ -33,7 +33,7 @@ TEST_F(BrokerTest, ABatchItemWaitsWhileAnInteractiveRequestRunsOnItsModelAndStar
     ASSERT_TRUE(settle(b));
     Lease item = b.get();
     EXPECT_EQ(item.priority(), "batch");
-    EXPECT_FALSE(broker->yields_to_interactive("chat"));
+    EXPECT_FALSE(broker->view().yields_to_interactive("chat"));
     // A batch item running does not make a new interactive request wait: it gets the other slot at once.
     auto i2 = acquire("chat");
     ASSERT_TRUE(settle(i2, 100ms));
@@ -50,7 +50,7 @@ TEST_F(BrokerTest, AnEngineIdleBetweenBatchItemsIsEvictedForAnInteractiveRequest
     auto person = acquire("chat");
     run_for(100ms);
     EXPECT_NE(person.wait_for(0s), std::future_status::ready);
-    EXPECT_TRUE(broker->yields_to_interactive("captioner"));
+    EXPECT_TRUE(broker->view().yields_to_interactive("captioner"));
     // The next item comes while the person waits: it does not start, and does not keep the engine wanted.
     auto b2 = acquire("captioner", batch_item());
     run_for(100ms);
