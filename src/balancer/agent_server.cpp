@@ -81,7 +81,7 @@ asio::awaitable<void> AgentServer::answer(tcp::socket s) {
     const std::string line(asio::buffers_begin(in.data()),
                            asio::buffers_begin(in.data()) + static_cast<std::ptrdiff_t>(n));
     const auto q = parse_agent_question(line);
-    const auto& keys = broker_.config().api_keys;
+    const auto& keys = broker_.view().config().api_keys;
     if (draining_) {
         reply = "drain #loch is stopping\n";
     } else if (!q) {
@@ -90,7 +90,7 @@ asio::awaitable<void> AgentServer::answer(tcp::socket s) {
         spdlog::warn("agent: a check for '{}' without a valid key= (loch has api_keys)", q->model);
         reply = "down #unauthorized: add key=<one of loch's api_keys> to agent-send\n";
     } else {
-        reply = agent_answer(broker_.outlook(q->model), q->resident_tier);
+        reply = agent_answer(broker_.view().outlook(q->model), q->resident_tier);
     }
     co_await asio::async_write(s, asio::buffer(reply), tok);
     boost::system::error_code ignored;

@@ -14,74 +14,10 @@
 #include "config/config.hpp"
 #include "config/kind_schema.hpp"
 #include "config/schema.hpp"
+#include "config/sections.hpp"
 #include "config/walker.hpp"
 
 namespace loch::config {
-
-// ---------------------------------------------------------------------------------------------------------
-// Diagnostics
-
-std::string Diagnostic::to_string() const {
-    std::string out = file.empty() ? std::string("<config>") : file;
-    if (line > 0) {
-        out += ':' + std::to_string(line);
-        if (column > 0) out += ':' + std::to_string(column);
-    }
-    out += ": ";
-    if (!key.empty()) out += key + ": ";
-    out += message;
-    return out;
-}
-
-namespace {
-std::string join_diagnostics(const std::vector<Diagnostic>& ds) {
-    std::string out;
-    for (const auto& d : ds) {
-        if (!out.empty()) out += '\n';
-        out += d.to_string();
-    }
-    return out.empty() ? std::string("invalid configuration") : out;
-}
-}  // namespace
-
-ConfigError::ConfigError(std::vector<Diagnostic> diagnostics)
-    : std::runtime_error(join_diagnostics(diagnostics)), diagnostics_(std::move(diagnostics)) {}
-
-std::string_view to_string(Priority p) {
-    return p == Priority::interactive ? "interactive" : "batch";
-}
-void KindSchema::check(Walker&, const YAML::Node&, const std::string&, ModelConfig&, bool) const {}
-
-nlohmann::json KindSchema::describe_file(const ModelConfig& model) const {
-    std::uint64_t bytes = 0;
-    std::error_code ec;
-    if (!model.path.empty()) {
-        if (fs::is_directory(model.path, ec)) {
-            for (const auto& e : fs::recursive_directory_iterator(model.path, ec))
-                if (e.is_regular_file(ec)) bytes += e.file_size(ec);
-        } else {
-            const auto size = fs::file_size(model.path, ec);
-            bytes = ec ? 0 : size;
-        }
-    }
-    return {{"bytes", bytes}};
-}
-
-const ModelConfig* Config::find_model(std::string_view name_or_alias) const {
-    for (const auto& m : models) {
-        if (m.name == name_or_alias) return &m;
-        if (std::find(m.aliases.begin(), m.aliases.end(), name_or_alias) != m.aliases.end()) return &m;
-    }
-    return nullptr;
-}
-
-DeviceConfig Config::device(std::string_view id) const {
-    const auto it = devices.find(std::string(id));
-    if (it != devices.end()) return it->second;
-    DeviceConfig d;
-    d.id = std::string(id);
-    return d;
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // The walker
@@ -102,91 +38,10 @@ class Loader : public Walker {
     };
     Defaults parse_defaults(const YAML::Node& node) {
         Defaults d;
-        auto keys = model_setting_handlers(d.model);
+        auto keys = model_setting_keys(*this, d.model);
         for (auto& k : kind_keys(d.settings)) keys.push_back(std::move(k));
         if (node.IsDefined() && !node.IsNull()) walk(node, "defaults", keys);
         return d;
-    }
-
-    // Keys shared by `defaults:` and a model entry.
-    std::vector<std::pair<std::string, Handler>> model_setting_handlers(ModelConfig& m) {
-        return {
-            {"devices",
-             [&](auto&, auto& v, auto& k) {
-                 auto xs = str_list(v, k);
-                 if (!xs) return;
-                 for (std::size_t i = 0; i < xs->size(); ++i) {
-                     if (auto why = device_id_problem((*xs)[i])) {
-                         error(v[i], k + "[" + std::to_string(i) + "]", *why);
-                         return;
-                     }
-                 }
-                 m.devices = std::move(*xs);
-             }},
-            {"cpu_fallback",
-             [&](auto&, auto& v, auto& k) {
-                 if (auto b = boolean(v, k)) m.cpu_fallback = *b;
-             }},
-            {"priority",
-             [&](auto&, auto& v, auto& k) {
-                 if (auto p = choice<Priority>(
-                         v, k, {{"interactive", Priority::interactive}, {"batch", Priority::batch}}))
-                     m.priority = *p;
-             }},
-            {"keep_alive",
-             [&](auto&, auto& v, auto& k) {
-                 if (v.IsScalar() && lower(v.Scalar()) == "forever")
-                     m.keep_alive.reset();
-                 else if (auto d = duration(v, k))
-                     m.keep_alive = *d;
-             }},
-            {"pinned",
-             [&](auto&, auto& v, auto& k) {
-                 if (auto b = boolean(v, k)) m.pinned = *b;
-             }},
-            {"concurrency",
-             [&](auto&, auto& v, auto& k) {
-                 if (auto x = integer(v, k, 0, 1024)) m.concurrency = static_cast<std::uint32_t>(*x);
-             }},
-            {"startup_timeout",
-             [&](auto&, auto& v, auto& k) {
-                 if (auto d = duration(v, k, Seconds{1})) m.startup_timeout = *d;
-             }},
-            {"watchdog",
-             [&](auto&, auto& v, auto& k) {
-                 if (v.IsScalar() && lower(v.Scalar()) == "off")
-                     m.watchdog.reset();
-                 else if (auto d = duration(v, k)) {
-                     if (d->count() == 0)
-                         m.watchdog.reset();
-                     else
-                         m.watchdog = *d;
-                 }
-             }},
-            {"exclusive",
-             [&](auto&, auto& v, auto& k) {
-                 if (auto b = boolean(v, k)) m.exclusive = *b;
-             }},
-            {"memory",
-             [&](auto&, auto& v, auto& k) {
-                 // One figure for every device, or a mapping device id → figure.
-                 m.memory.clear();
-                 if (v.IsScalar()) {
-                     if (auto b = size(v, k, 1)) m.memory["*"] = *b;
-                     return;
-                 }
-                 if (!v.IsMap()) {
-                     error(v, k,
-                           "expected a size (\"20GiB\") or a mapping device id: size, got " + describe(v));
-                     return;
-                 }
-                 for (auto it = v.begin(); it != v.end(); ++it) {
-                     const YAML::Node kn = it->first;
-                     const std::string id = kn.IsScalar() ? kn.Scalar() : std::string();
-                     if (auto b = size(it->second, k + "." + id, 1)) m.memory[id] = *b;
-                 }
-             }},
-        };
     }
 
     // The kind a model entry names (`engine:`), or the default kind; nullptr (with an error) for an unknown
@@ -200,7 +55,7 @@ class Loader : public Walker {
         if (!e.IsDefined() || e.IsNull()) return ctx_.kinds.front();
         std::vector<std::string> names;
         for (const auto* k : ctx_.kinds) {
-            if (e.IsScalar() && lower(e.Scalar()) == k->name()) return k;
+            if (e.IsScalar() && ascii_lower(e.Scalar()) == k->name()) return k;
             names.emplace_back(k->name());
         }
         error(e, path + ".engine", "expected one of " + quoted_list(names) + ", got " + describe(e));
@@ -239,7 +94,7 @@ class Loader : public Walker {
         std::string path_text;
         const KindSchema* kind = kind_of_entry(node, path);
         std::unique_ptr<KindSettings> settings;
-        auto handlers = model_setting_handlers(m);
+        auto handlers = model_setting_keys(*this, m);
         handlers.push_back({"name", [&](auto&, auto& v, auto& k) {
                                 name_node.emplace(v);
                                 if (auto s = str(v, k)) {
@@ -314,37 +169,6 @@ class Loader : public Walker {
         std::error_code ec;  // (the non-throwing overload: an unreadable folder is a diagnostic, not a crash)
         check_model(*kind, node, path, m, ctx_.check_files && fs::exists(m.path, ec));
         return m;
-    }
-
-    void parse_device(const YAML::Node& node, const std::string& path, DeviceConfig& d) {
-        d.line = node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
-        walk(node, path,
-             {
-                 {"reserve",
-                  [&](auto&, auto& v, auto& k) {
-                      if (auto b = size(v, k)) d.reserve = *b;
-                  }},
-                 {"budget",
-                  [&](auto&, auto& v, auto& k) {
-                      if (auto b = size(v, k, 1)) d.budget = *b;
-                  }},
-                 {"margin",
-                  [&](auto&, auto& v, auto& k) {
-                      if (auto b = size(v, k)) d.margin = *b;
-                  }},
-                 {"backend",
-                  [&](auto&, auto& v, auto& k) {
-                      auto s = str(v, k);
-                      if (!s) return;
-                      if (*s != "cuda" && *s != "rocm" && *s != "vulkan") {
-                          error(v, k,
-                                "expected cuda, rocm or vulkan (the engine build that runs here), got '" +
-                                    *s + "'");
-                          return;
-                      }
-                      d.backend = *s;
-                  }},
-             });
     }
 
     // An IP address to listen on (`listen`, `agent.listen`); nullopt after reporting what is wrong.
@@ -435,22 +259,7 @@ class Loader : public Walker {
                   [&](auto&, auto& v, auto& k) {
                       if (auto s = str(v, k)) engine_dir_text = *s;
                   }},
-                 {"queue",
-                  [&](auto&, auto& v, auto& k) {
-                      walk(v, k,
-                           {
-                               {"interactive",
-                                [&](auto&, auto& v2, auto& k2) {
-                                    if (auto x = integer(v2, k2, 0, 1000000))
-                                        c.queue.interactive = static_cast<std::uint32_t>(*x);
-                                }},
-                               {"batch",
-                                [&](auto&, auto& v2, auto& k2) {
-                                    if (auto x = integer(v2, k2, 0, 1000000))
-                                        c.queue.batch = static_cast<std::uint32_t>(*x);
-                                }},
-                           });
-                  }},
+                 {"queue", [&](auto&, auto& v, auto& k) { walk_queue(*this, v, k, c.queue); }},
                  {"max_body",
                   [&](auto&, auto& v, auto& k) {
                       if (auto b = size(v, k, 1024)) c.max_body_bytes = *b;
@@ -470,24 +279,7 @@ class Loader : public Walker {
                           c.max_connections = static_cast<std::uint32_t>(*x);
                   }},
                  {"client_timeouts",
-                  [&](auto&, auto& v, auto& k) {
-                      auto& t = c.client_timeouts;
-                      walk(v, k,
-                           {
-                               {"idle",
-                                [&](auto&, auto& v2, auto& k2) {
-                                    if (auto d = duration(v2, k2, Seconds{1})) t.idle = *d;
-                                }},
-                               {"header",
-                                [&](auto&, auto& v2, auto& k2) {
-                                    if (auto d = duration(v2, k2, Seconds{1})) t.header = *d;
-                                }},
-                               {"body",
-                                [&](auto&, auto& v2, auto& k2) {
-                                    if (auto d = duration(v2, k2, Seconds{1})) t.body = *d;
-                                }},
-                           });
-                  }},
+                  [&](auto&, auto& v, auto& k) { walk_client_timeouts(*this, v, k, c.client_timeouts); }},
                  {"max_wait",
                   [&](auto&, auto& v, auto& k) {
                       if (auto d = duration(v, k)) c.max_wait = *d;
@@ -496,60 +288,12 @@ class Loader : public Walker {
                   [&](auto&, auto& v, auto& k) {
                       if (auto d = duration(v, k, Seconds{1})) c.stop_grace = *d;
                   }},
-                 {"restart",
-                  [&](auto&, auto& v, auto& k) {
-                      auto& r = c.restart;
-                      walk(v, k,
-                           {
-                               {"max_crashes",
-                                [&](auto&, auto& v2, auto& k2) {
-                                    if (auto x = integer(v2, k2, 1, 1000))
-                                        r.max_crashes = static_cast<std::uint32_t>(*x);
-                                }},
-                               {"window",
-                                [&](auto&, auto& v2, auto& k2) {
-                                    if (auto d = duration(v2, k2, Seconds{1})) r.window = *d;
-                                }},
-                               {"backoff_initial",
-                                [&](auto&, auto& v2, auto& k2) {
-                                    if (auto d = duration(v2, k2)) r.backoff_initial = *d;
-                                }},
-                               {"backoff_max",
-                                [&](auto&, auto& v2, auto& k2) {
-                                    if (auto d = duration(v2, k2)) r.backoff_max = *d;
-                                }},
-                               {"quarantine",
-                                [&](auto&, auto& v2, auto& k2) {
-                                    if (auto d = duration(v2, k2)) r.quarantine = *d;
-                                }},
-                           });
-                      if (r.backoff_max < r.backoff_initial)
-                          error(v, k, "backoff_max is smaller than backoff_initial");
-                  }},
+                 {"restart", [&](auto&, auto& v, auto& k) { walk_restart(*this, v, k, c.restart); }},
                  {"read_ahead",
                   [&](auto&, auto& v, auto& k) {
                       if (auto b = boolean(v, k)) c.read_ahead = *b;
                   }},
-                 {"slot_save",
-                  [&](auto&, auto& v, auto& k) {
-                      auto& ss = c.slot_save;
-                      walk(v, k,
-                           {
-                               {"enabled",
-                                [&](auto&, auto& v2, auto& k2) {
-                                    if (auto b = boolean(v2, k2)) ss.enabled = *b;
-                                }},
-                               {"max_disk",
-                                [&](auto&, auto& v2, auto& k2) {
-                                    if (auto b = size(v2, k2, 0)) ss.max_disk = *b;
-                                }},
-                               {"min_tokens",
-                                [&](auto&, auto& v2, auto& k2) {
-                                    if (auto x = integer(v2, k2, 1, 100000000))
-                                        ss.min_tokens = static_cast<std::uint32_t>(*x);
-                                }},
-                           });
-                  }},
+                 {"slot_save", [&](auto&, auto& v, auto& k) { walk_slot_save(*this, v, k, c.slot_save); }},
                  {"devices",
                   [&](auto&, auto& v, auto& k) {
                       if (!v.IsMap()) {
@@ -569,7 +313,7 @@ class Loader : public Walker {
                                             }
                                             DeviceConfig d;
                                             d.id = id;
-                                            parse_device(v2, k2, d);
+                                            walk_device(*this, v2, k2, d);
                                             c.devices[id] = d;
                                         }});
                       }
@@ -663,7 +407,7 @@ class Loader : public Walker {
             if (!m.name.empty()) names.push_back(m.name);
             names.insert(names.end(), m.aliases.begin(), m.aliases.end());
             for (const auto& n : names) {
-                const auto [it, fresh] = seen.emplace(lower(n), Seen{n, m.name, m.line});
+                const auto [it, fresh] = seen.emplace(ascii_lower(n), Seen{n, m.name, m.line});
                 if (fresh) continue;
                 const std::string where = "models[" + std::to_string(i) + "]";
                 std::string msg = it->second.name == n

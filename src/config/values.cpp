@@ -49,7 +49,7 @@ std::optional<std::uint64_t> parse_size(std::string_view text, std::string* why)
         set_why(why, "a size starts with a number (bytes, or with a unit: 512MiB, 24GiB, 1.5GB)");
         return std::nullopt;
     }
-    const std::string unit = lower(trim(s.substr(i)));
+    const std::string unit = ascii_lower(trim(s.substr(i)));
     struct Unit {
         const char* name;
         std::uint64_t factor;
@@ -131,7 +131,7 @@ std::optional<Seconds> parse_duration(std::string_view text, std::string* why) {
         if (j < s.size()) {
             std::size_t k = j;
             while (k < s.size() && std::isalpha(static_cast<unsigned char>(s[k]))) ++k;
-            const std::string unit = lower(s.substr(j, k - j));
+            const std::string unit = ascii_lower(s.substr(j, k - j));
             // s, m, h, d, and the words people write: sec, secs, second(s), min, mins, minute(s), hr, hrs,
             // hour(s), day(s).
             const auto is = [&](std::initializer_list<std::string_view> names) {

@@ -75,7 +75,7 @@ void Walker::walk(const YAML::Node& map, const std::string& path,
             std::size_t best_d = 3;
             for (const auto& p : handlers) {
                 known.push_back(p.first);
-                const auto d = edit_distance(lower(name), p.first);
+                const auto d = edit_distance(ascii_lower(name), p.first);
                 if (d < best_d) {
                     best_d = d;
                     best = p.first;
@@ -151,7 +151,7 @@ std::optional<double> Walker::number(const YAML::Node& v, const std::string& key
 
 std::optional<bool> Walker::boolean(const YAML::Node& v, const std::string& key) {
     if (v.IsScalar()) {
-        const std::string s = lower(v.Scalar());
+        const std::string s = ascii_lower(v.Scalar());
         if (s == "true" || s == "yes" || s == "on") return true;
         if (s == "false" || s == "no" || s == "off") return false;
     }

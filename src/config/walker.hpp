@@ -20,18 +20,14 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "core/text.hpp"
 
 namespace loch::config {
 
 // Small text helpers for messages.
 std::size_t edit_distance(std::string_view a, std::string_view b);
 std::string quoted_list(const std::vector<std::string>& xs);
-// ASCII lower case (inline: config/values.cpp uses it too, and some fuzz targets link that file alone).
-inline std::string lower(std::string_view s) {
-    std::string out(s);
-    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
+using core::ascii_lower;  // (core/text.hpp: header-only, for the fuzz targets that link config files alone)
 
 class Walker {
   public:
@@ -72,7 +68,7 @@ class Walker {
     std::optional<T> choice(const YAML::Node& v, const std::string& key,
                             const std::vector<std::pair<std::string, T>>& options) {
         if (v.IsScalar()) {
-            const std::string s = lower(v.Scalar());
+            const std::string s = ascii_lower(v.Scalar());
             for (const auto& [name, val] : options) {
                 if (s == name) return val;
             }

@@ -16,6 +16,9 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "core/http_connect.hpp"
+#include "core/text.hpp"
+
 namespace loch::core {
 
 namespace asio = boost::asio;
@@ -23,11 +26,6 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 
 namespace {
-
-std::string lower(std::string s) {
-    std::ranges::transform(s, s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
-}
 
 // Connects and sends `call`; false (with reply.error, or status 200 for connect_only) when nothing more is to
 // be read.
@@ -41,8 +39,10 @@ asio::awaitable<bool> send(beast::tcp_stream& stream, const HttpTarget& to, Http
         co_return false;
     }
     const std::string where = to.host + ":" + std::to_string(to.port);
-    stream.expires_after(call.timeout);
-    auto [cec] = co_await stream.async_connect(asio::ip::tcp::endpoint(addr, to.port), tok);
+    const auto started = std::chrono::steady_clock::now();
+    const auto cec = co_await http_connect(stream, asio::ip::tcp::endpoint(addr, to.port), call.timeout);
+    // (The deadline covers the whole exchange: what the connect took is gone from it.)
+    stream.expires_at(started + call.timeout);
     if (cec) {
         reply.error = "connect " + where + ": " + cec.message();
         co_return false;
@@ -75,7 +75,7 @@ asio::awaitable<bool> send(beast::tcp_stream& stream, const HttpTarget& to, Http
 template <class Body>
 void take_header(const bhttp::response<Body>& res, HttpReply& reply) {
     reply.status = static_cast<int>(res.result_int());
-    for (const auto& f : res) reply.fields[lower(std::string(f.name_string()))] = std::string(f.value());
+    for (const auto& f : res) reply.fields[ascii_lower(f.name_string())] = std::string(f.value());
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // core/http_client — one HTTP/1.1 exchange over TCP with a deadline, on Beast: how every part of loch talks
 // to a server on this machine — an engine's readiness, /props, /tokenize and slot calls (engines), loch's own
 // port for the CLI and for the Batch API's items (its loop-back). The streamed relay to an engine keeps its
-// connections and reads incrementally: http/upstream_pool, on the same Beast types.
+// connections and reads incrementally: core/http_pool, on the same Beast types.
 //
 // Never throws for the network: a refused, reset or timed-out exchange is status 0 with `error` saying what
 // happened; the deadline covers connect, write and read together.

@@ -1,4 +1,4 @@
-#include "http/upstream_pool.hpp"
+#include "core/http_pool.hpp"
 
 #include <sys/socket.h>
 
@@ -9,13 +9,13 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
-#include "http/io_now.hpp"
+#include "core/http_connect.hpp"
+#include "core/io_now.hpp"
 
-namespace loch::http {
+namespace loch::core {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -36,16 +36,16 @@ bool still_usable(beast::tcp_stream& s) {
 
 }  // namespace
 
-UpstreamPool::UpstreamPool(asio::any_io_executor ex, Options options)
+HttpPool::HttpPool(asio::any_io_executor ex, Options options)
     : ex_(ex), options_(options), sweep_timer_(ex) {}
 
-UpstreamPool::~UpstreamPool() {
+HttpPool::~HttpPool() {
     *alive_ = false;
     close();
 }
 
-asio::awaitable<UpstreamPool::Taken> UpstreamPool::take(const std::string& key,
-                                                        asio::ip::tcp::endpoint endpoint, bool fresh) {
+asio::awaitable<HttpPool::Taken> HttpPool::take(const std::string& key, asio::ip::tcp::endpoint endpoint,
+                                                bool fresh) {
     if (auto it = idle_.find(key); !fresh && it != idle_.end()) {
         auto& q = it->second;
         while (!q.empty()) {
@@ -54,7 +54,7 @@ asio::awaitable<UpstreamPool::Taken> UpstreamPool::take(const std::string& key,
             // One idle for a while is looked at first (the engine may have closed it); one given back a
             // moment ago — every request under load — is not: that look is a syscall per request, and a
             // connection closed in that moment fails before any answer byte and is retried once (exchange()).
-            const auto idle_for = Clock::now() - i.since;
+            const auto idle_for = std::chrono::steady_clock::now() - i.since;
             const bool young = idle_for < options_.idle_timeout;
             if (young &&
                 (idle_for < options_.look_after ? i.stream->socket().is_open() : still_usable(*i.stream))) {
@@ -70,19 +70,12 @@ asio::awaitable<UpstreamPool::Taken> UpstreamPool::take(const std::string& key,
     }
     Taken t;
     t.stream = std::make_shared<beast::tcp_stream>(ex_);
-    t.stream->expires_after(options_.connect_timeout);
-    auto [ec] = co_await t.stream->async_connect(endpoint, asio::as_tuple(asio::use_awaitable));
-    t.stream->expires_never();
-    if (!ec) {
-        boost::system::error_code ignored;
-        t.stream->socket().set_option(asio::ip::tcp::no_delay(true), ignored);
-    }
-    t.ec = ec;
+    t.ec = co_await http_connect(*t.stream, endpoint, options_.connect_timeout);
     ++connects_;
     co_return t;
 }
 
-asio::awaitable<UpstreamPool::Exchange> UpstreamPool::exchange(
+asio::awaitable<HttpPool::Exchange> HttpPool::exchange(
     const std::string& key, asio::ip::tcp::endpoint endpoint, const Request& request,
     beast::flat_buffer& buffer, std::optional<Parser>& parser, const std::function<bool()>& may_retry,
     const std::function<void(std::shared_ptr<beast::tcp_stream>)>& on_connection) {
@@ -127,12 +120,12 @@ asio::awaitable<UpstreamPool::Exchange> UpstreamPool::exchange(
     }
 }
 
-void UpstreamPool::found_closed(const std::string& key, const Idle& i) {
+void HttpPool::found_closed(const std::string& key, const Idle& i) {
     if (i.after_stream) closes_after_streams_[key] = true;
 }
 
-void UpstreamPool::give_back(const std::string& key, std::shared_ptr<beast::tcp_stream> stream,
-                             bool after_stream) {
+void HttpPool::give_back(const std::string& key, std::shared_ptr<beast::tcp_stream> stream,
+                         bool after_stream) {
     if (!stream || !stream->socket().is_open()) return;
     stream->expires_never();
     if (closed_ || (after_stream && closes_after_streams_.count(key))) {
@@ -144,15 +137,15 @@ void UpstreamPool::give_back(const std::string& key, std::shared_ptr<beast::tcp_
         close_stream(*stream);
         return;
     }
-    q.push_back({std::move(stream), Clock::now(), after_stream});
+    q.push_back({std::move(stream), std::chrono::steady_clock::now(), after_stream});
     arm_sweep();
 }
 
-std::string upstream_key(unsigned short port, const std::string& secret) {
+std::string pool_key(unsigned short port, const std::string& secret) {
     return std::to_string(port) + "#" + secret;
 }
 
-void UpstreamPool::drop(const std::string& key) {
+void HttpPool::drop(const std::string& key) {
     const auto it = idle_.find(key);
     if (it == idle_.end()) return;
     for (auto& i : it->second) close_stream(*i.stream);
@@ -160,7 +153,7 @@ void UpstreamPool::drop(const std::string& key) {
     closes_after_streams_.erase(key);
 }
 
-void UpstreamPool::close() {
+void HttpPool::close() {
     closed_ = true;
     for (auto& [key, q] : idle_)
         for (auto& i : q) close_stream(*i.stream);
@@ -169,13 +162,13 @@ void UpstreamPool::close() {
     sweep_timer_.cancel();
 }
 
-std::size_t UpstreamPool::idle_count() const {
+std::size_t HttpPool::idle_count() const {
     std::size_t n = 0;
     for (const auto& [key, q] : idle_) n += q.size();
     return n;
 }
 
-void UpstreamPool::arm_sweep() {
+void HttpPool::arm_sweep() {
     if (sweep_armed_) return;
     sweep_armed_ = true;
     sweep_timer_.expires_after(options_.idle_timeout / 4);
@@ -187,8 +180,8 @@ void UpstreamPool::arm_sweep() {
 }
 
 // Closes what timed out or what the engine closed; re-arms only while something is still idle.
-void UpstreamPool::sweep() {
-    const auto now = Clock::now();
+void HttpPool::sweep() {
+    const auto now = std::chrono::steady_clock::now();
     for (auto it = idle_.begin(); it != idle_.end();) {
         auto& q = it->second;
         std::erase_if(q, [&](Idle& i) {
@@ -203,4 +196,4 @@ void UpstreamPool::sweep() {
     if (!idle_.empty()) arm_sweep();
 }
 
-}  // namespace loch::http
+}  // namespace loch::core

@@ -1,6 +1,7 @@
-// http/upstream_pool — keep-alive connections to the engines, so that a proxied request costs no connect
-// and no close (issue 9: a new upstream connection per request was 28–39 syscalls; nginx with its keep-alive
-// pool needs 7).
+// core/http_pool — the HTTP client's kept connections (core/http_client has the single exchange; both
+// connect through core/http_connect): keep-alive connections to the engines, so that a proxied request costs
+// no connect and no close (issue 9: a new upstream connection per request was 28–39 syscalls; nginx with its
+// keep-alive pool needs 7).
 //
 // Per engine at most `max_idle_per_engine` idle connections, each dropped after `idle_timeout` (below
 // llama-server's own keep-alive timeout of 5 s) or as soon as it is found readable while idle (the engine
@@ -36,12 +37,12 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
-namespace loch::http {
+namespace loch::core {
 
 // The pool's key for an engine run: its port and the run's secret (a restarted engine never shares a key).
-std::string upstream_key(unsigned short port, const std::string& secret);
+std::string pool_key(unsigned short port, const std::string& secret);
 
-class UpstreamPool {
+class HttpPool {
   public:
     struct Options {
         std::size_t max_idle_per_engine = 16;
@@ -56,11 +57,11 @@ class UpstreamPool {
         bool after_stream = false;  // reused: it was given back after a stream
     };
 
-    explicit UpstreamPool(boost::asio::any_io_executor ex) : UpstreamPool(std::move(ex), Options{}) {}
-    UpstreamPool(boost::asio::any_io_executor ex, Options options);
-    ~UpstreamPool();
-    UpstreamPool(const UpstreamPool&) = delete;
-    UpstreamPool& operator=(const UpstreamPool&) = delete;
+    explicit HttpPool(boost::asio::any_io_executor ex) : HttpPool(std::move(ex), Options{}) {}
+    HttpPool(boost::asio::any_io_executor ex, Options options);
+    ~HttpPool();
+    HttpPool(const HttpPool&) = delete;
+    HttpPool& operator=(const HttpPool&) = delete;
 
     // One request's first half on a pooled connection: send `request`, read the response head into `parser`
     // (emplaced anew for each attempt, `buffer` cleared). When a *reused* connection fails before any
@@ -124,4 +125,4 @@ class UpstreamPool {
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
-}  // namespace loch::http
+}  // namespace loch::core

@@ -1,4 +1,4 @@
-// http/io_now — reads and writes on the request path that finish without a trip through the scheduler
+// core/io_now — reads and writes on the request path that finish without a trip through the scheduler
 // when they can (issue 9).
 //
 // An Asio operation that completes at once — a write the socket takes whole, a read of bytes that are
@@ -32,7 +32,7 @@
 #include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/write.hpp>
 
-namespace loch::http::io_now {
+namespace loch::core::io_now {
 
 inline bool would_block(const boost::system::error_code& ec) {
     return ec == boost::asio::error::would_block || ec == boost::asio::error::try_again;
@@ -178,4 +178,4 @@ boost::asio::awaitable<boost::system::error_code> read_some(
                       });
 }
 
-}  // namespace loch::http::io_now
+}  // namespace loch::core::io_now

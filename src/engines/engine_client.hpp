@@ -1,6 +1,6 @@
 // engines/engine_client — one small HTTP exchange with an engine on localhost (readiness, /props, /tokenize,
 // /apply-template, slot calls), with a deadline: core/http_client with the engine's secret. The streaming
-// proxy path does not use this: it relays incrementally (http/proxy.cpp over http/upstream_pool.hpp).
+// proxy path does not use this: it relays incrementally (http/proxy.cpp over core/http_pool.hpp).
 #pragma once
 
 #include <chrono>

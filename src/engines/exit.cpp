@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/memory.hpp"
+#include "core/text.hpp"
 
 namespace loch::engines {
 
@@ -54,19 +55,13 @@ std::string signal_name(int sig) {
 
 namespace {
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
 bool contains(std::string_view hay, std::string_view needle) {
     return hay.find(needle) != std::string_view::npos;
 }
 
 // Allocation failures as this llama.cpp (CPU, CUDA, HIP, Vulkan backends) and the C++ runtime print them.
 bool is_oom_line(std::string_view line) {
-    const std::string l = lower(line);
+    const std::string l = core::ascii_lower(line);
     if (contains(l, "out of memory") || contains(l, "outofdevicememory") || contains(l, "outofhostmemory"))
         return true;
     if (contains(l, "failed to allocate") || contains(l, "unable to allocate")) return true;
@@ -84,7 +79,7 @@ bool is_oom_line(std::string_view line) {
 }
 
 bool is_bind_line(std::string_view line) {
-    const std::string l = lower(line);
+    const std::string l = core::ascii_lower(line);
     return contains(l, "couldn't bind") || contains(l, "address already in use");
 }
 
@@ -103,7 +98,7 @@ std::size_t llama_prefix_len(std::string_view l) {
 bool is_error_line(std::string_view line) {
     const auto p = llama_prefix_len(line);
     if (p > 0 && line[p - 2] == 'E') return true;
-    const std::string l = lower(line);
+    const std::string l = core::ascii_lower(line);
     return contains(l, "error") || contains(l, "failed") || contains(l, "exception") ||
            contains(l, "abort") || contains(l, "does not support") || contains(l, "not supported") ||
            contains(l, "unsupported") || contains(l, "invalid");
@@ -144,7 +139,7 @@ std::optional<std::string> first_of_last_burst(std::span<const std::string> line
 // What an engine prints after the cause, whatever the cause was ("failed to create context with model …",
 // "failed to load model", "exiting due to model loading error"): never the line that explains.
 bool is_consequence_line(std::string_view line) {
-    const std::string l = lower(line);
+    const std::string l = core::ascii_lower(line);
     for (const char* c :
          {"failed to create context", "failed to load model", "exiting due to", "cleaning up before exit",
           "failed to initialize the context", "error: failed to load", "llama_model_load_from_file"})

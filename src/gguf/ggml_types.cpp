@@ -1,4 +1,5 @@
 #include "gguf/ggml_types.hpp"
+#include "core/text.hpp"
 
 #include <algorithm>
 #include <array>
@@ -75,13 +76,6 @@ constexpr FileTypeName kFileTypes[] = {
     {"all_f32", GgmlType::F32},
 };
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return out;
-}
-
 }  // namespace
 
 const TypeTraits* find_type(std::uint32_t id) {
@@ -96,9 +90,9 @@ const TypeTraits& traits(GgmlType t) {
 }
 
 std::optional<GgmlType> type_from_name(std::string_view name) {
-    const std::string n = lower(name);
+    const std::string n = core::ascii_lower(name);
     for (const auto& tr : kTable) {
-        if (tr.block_size != 0 && lower(tr.name) == n) return tr.type;
+        if (tr.block_size != 0 && core::ascii_lower(tr.name) == n) return tr.type;
     }
     for (const auto& ft : kFileTypes) {
         if (ft.name == n) return ft.type;

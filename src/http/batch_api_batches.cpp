@@ -12,10 +12,11 @@
 #include "config/config.hpp"
 #include "core/http_client.hpp"
 #include "engines/kind.hpp"
+#include "http/batch_api.hpp"
 #include "http/errors.hpp"
 #include "http/query.hpp"
+#include "http/respond.hpp"
 #include "http/routes.hpp"
-#include "http/server.hpp"
 #include "http/sse.hpp"
 #include "http/translation.hpp"
 
@@ -106,17 +107,27 @@ batch::ItemAnswer streamed_item_answer(std::string_view url, std::string_view ss
 
 }  // namespace
 
-void Server::start_batches() {
+BatchApi::BatchApi(asio::any_io_executor ex, broker::Broker& broker, RequestJournal& journal,
+                   const ServerOptions& options, ServerSide server)
+    : ex_(std::move(ex)), broker_(broker), journal_(journal), options_(options), server_(std::move(server)) {}
+
+BatchApi::~BatchApi() = default;
+
+void BatchApi::stop() {
+    if (runner_) runner_->stop();
+}
+
+void BatchApi::start() {
     if (options_.batch_dir.empty() || runner_) return;
     batch::RunnerHooks hooks;
     hooks.send = [this](std::string url, std::string body, std::string id) {
-        return send_batch_item(std::move(url), std::move(body), std::move(id));
+        return send_item(std::move(url), std::move(body), std::move(id));
     };
-    hooks.yields = [this](const std::string& model) { return broker_.yields_to_interactive(model); };
-    hooks.preempt = [this](const std::string& id) { return preempt(id); };
+    hooks.yields = [this](const std::string& model) { return broker_.view().yields_to_interactive(model); };
+    hooks.preempt = [this](const std::string& id) { return server_.preempt(id); };
     hooks.cancel = [this](const std::string& id) {
         try {
-            cancel(id);
+            server_.cancel(id);
         } catch (const Error&) {
             // Not in flight any more, or running where it cannot stop: it ends by itself.
         }
@@ -126,26 +137,26 @@ void Server::start_batches() {
         // One slot kept for people where there are several: a person's request then starts at once beside
         // the batch rather than after a preempted item's engine task has stopped (llama-server notices a
         // closed non-streamed request only at its next poll, up to a second later).
-        const auto* m = broker_.config().find_model(model);
+        const auto* m = broker_.view().config().find_model(model);
         const unsigned slots = m ? std::max(1u, engines::kind_of(*m).slots(*m)) : 1u;
         return slots > 1 ? slots - 1 : 1u;
     };
-    hooks.rules = [this] { return batch_input_rules(); };
+    hooks.rules = [this] { return input_rules(); };
     batch::RunnerOptions o;
     o.dir = options_.batch_dir;
     runner_ = std::make_shared<batch::Runner>(ex_, work_, o, std::move(hooks));
     runner_->start();
-    broker_.on_interactive_arrival([weak = std::weak_ptr<batch::Runner>(runner_)] {
+    broker_.listeners().interactive_arrival = [weak = std::weak_ptr<batch::Runner>(runner_)] {
         if (auto r = weak.lock()) r->kick();
-    });
+    };
 }
 
-json Server::batches() const {
+json BatchApi::batches() const {
     return runner_ ? runner_->active() : json::array();
 }
 
-asio::awaitable<batch::ItemAnswer> Server::send_batch_item(std::string url, std::string body,
-                                                           std::string request_id) {
+asio::awaitable<batch::ItemAnswer> BatchApi::send_item(std::string url, std::string body,
+                                                       std::string request_id) {
     batch::ItemAnswer answer;
     boost::system::error_code ec;
     auto addr = asio::ip::make_address(options_.listen, ec);
@@ -162,7 +173,7 @@ asio::awaitable<batch::ItemAnswer> Server::send_batch_item(std::string url, std:
     call.timeout = std::chrono::hours(
         24);  // a backstop only: loch's own limits (max_wait, the watchdogs) end an item long before
     call.body_limit = std::uint64_t{1} << 30;  // images as base64 are large
-    const auto res = co_await core::http_exchange(ex_, {addr.to_string(), port_}, std::move(call));
+    const auto res = co_await core::http_exchange(ex_, {addr.to_string(), server_.port()}, std::move(call));
     if (res.status == 0) co_return answer;
     answer.status = res.status;
     answer.body = res.body;
@@ -176,28 +187,10 @@ asio::awaitable<batch::ItemAnswer> Server::send_batch_item(std::string url, std:
     co_return answer;
 }
 
-bool Server::preempt(const std::string& id) {
-    bool any = false;
-    for (const auto& w : relays_) {
-        const auto st = w.lock();
-        if (!st || st->done || st->id != id || !st->granted || !st->cancellable || st->abort) continue;
-        const double age =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - st->since).count();
-        st->abort = Error(ErrorKind::cancelled,
-                          fmt::format("batch item {} was preempted for an interactive request to '{}' after "
-                                      "{:.1f} s; it runs again",
-                                      id, st->model, age),
-                          {{"request", id}, {"model", st->model}, {"preempted", true}});
-        st->close_upstream();
-        any = true;
-    }
-    return any;
-}
-
-asio::awaitable<bool> Server::batches_route(beast::tcp_stream& stream, const Request& req, const Route& r) {
+asio::awaitable<bool> BatchApi::batches_route(beast::tcp_stream& stream, const Request& req, const Route& r) {
     const unsigned v = req.version();
     const bool keep = req.keep_alive();
-    auto& store = batch_store();  // (throws not_found without a Batch API)
+    auto& store = store_or_refuse();  // (throws not_found without a Batch API)
     const auto one = [&](const batch::BatchRecord& b) {
         return batch::batch_json(b, store.counts(b.id), runner_->progress(b.id));
     };

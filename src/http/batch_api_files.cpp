@@ -26,10 +26,11 @@
 #include "core/file_sink.hpp"
 #include "core/off_loop.hpp"
 #include "core/time_text.hpp"
+#include "http/batch_api.hpp"
 #include "http/errors.hpp"
 #include "http/multipart.hpp"
+#include "http/respond.hpp"
 #include "http/routes.hpp"
-#include "http/server.hpp"
 
 namespace loch::http {
 
@@ -122,23 +123,23 @@ nlohmann::json file_json(const batch::FileRecord& f) {
 
 }  // namespace
 
-bool Server::is_file_upload(const Request& req) {
+bool BatchApi::is_file_upload(const Request& req) {
     const std::string_view target = req.target();
     return req.method() == bhttp::verb::post && target.substr(0, target.find('?')) == "/v1/files";
 }
 
-batch::Store& Server::batch_store() {
+batch::Store& BatchApi::store_or_refuse() {
     if (!runner_)
         throw Error(ErrorKind::not_found, "this loch has no Batch API (no state directory for its files)");
     return runner_->store();
 }
 
-asio::awaitable<bool> Server::receive_upload(beast::tcp_stream& stream, beast::flat_buffer& buffer,
-                                             bhttp::request_parser<bhttp::string_body>& parser) {
+asio::awaitable<bool> BatchApi::receive_upload(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                               bhttp::request_parser<bhttp::string_body>& parser) {
     const auto started = std::chrono::steady_clock::now();
     auto& req = parser.get();
     observe::RequestRecord rec;
-    rec.id = request_id(req);
+    rec.id = journal_.id_of(req);
     rec.route = "POST /v1/files";
     const unsigned v = req.version();
     std::optional<Error> err;
@@ -149,7 +150,7 @@ asio::awaitable<bool> Server::receive_upload(beast::tcp_stream& stream, beast::f
         if (!authorized(req[bhttp::field::authorization], options_.api_keys))
             throw Error(ErrorKind::unauthorized,
                         "missing or wrong API key: send 'Authorization: Bearer <key>'");
-        batch_store();  // the store and its folders exist
+        store_or_refuse();  // the store and its folders exist
         TempFile upload{options_.batch_dir / "tmp" / (batch::Store::new_id("upload-") + ".part")};
         std::uint64_t received = req.body().size();
         try {
@@ -191,7 +192,7 @@ asio::awaitable<bool> Server::receive_upload(beast::tcp_stream& stream, beast::f
         co_await write_json(stream, v, keep, 200, answer);
     }
     rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    log_request(rec);
+    journal_.log(rec);
     co_return keep;
 }
 
@@ -247,11 +248,11 @@ batch::FileRecord check_and_keep(const fs::path& upload, const std::string& boun
 
 }  // namespace
 
-batch::InputRules Server::batch_input_rules() const {
+batch::InputRules BatchApi::input_rules() const {
     // Copies of what the check needs (it runs off the loop, and a reload may change the config meanwhile).
     std::set<std::string> known;
     std::vector<std::string> names;
-    for (const auto& m : broker_.config().models) {
+    for (const auto& m : broker_.view().config().models) {
         names.push_back(m.name);
         known.insert(m.name);
         known.insert(m.aliases.begin(), m.aliases.end());
@@ -268,9 +269,9 @@ batch::InputRules Server::batch_input_rules() const {
     return rules;
 }
 
-asio::awaitable<nlohmann::json> Server::accept_file(fs::path upload, std::string content_type) {
+asio::awaitable<nlohmann::json> BatchApi::accept_file(fs::path upload, std::string content_type) {
     const TempFile whole{upload};  // the upload as it arrived goes, whether kept or refused
-    auto& store = batch_store();
+    auto& store = store_or_refuse();
     const auto boundary = form_boundary(content_type);
     if (!boundary)
         throw Error(ErrorKind::invalid_request,
@@ -278,15 +279,15 @@ asio::awaitable<nlohmann::json> Server::accept_file(fs::path upload, std::string
     // Seconds of parsing for a GiB file: on the worker pool, while loch goes on serving.
     const batch::FileRecord rec = co_await core::off_loop(
         work_, [upload, b = std::string(*boundary), dir = options_.batch_dir / "files",
-                rules = batch_input_rules()] { return check_and_keep(upload, b, dir, rules); });
+                rules = input_rules()] { return check_and_keep(upload, b, dir, rules); });
     store.add_file(rec);
     co_return file_json(rec);
 }
 
-asio::awaitable<bool> Server::files_route(beast::tcp_stream& stream, const Request& req, const Route& r) {
+asio::awaitable<bool> BatchApi::files_route(beast::tcp_stream& stream, const Request& req, const Route& r) {
     const unsigned v = req.version();
     const bool keep = req.keep_alive();
-    auto& store = batch_store();
+    auto& store = store_or_refuse();
     if (is_file_upload(req)) {
         // A small upload that arrived whole with its header: the same path as a streamed one.
         TempFile upload{options_.batch_dir / "tmp" / (batch::Store::new_id("upload-") + ".part")};

@@ -38,7 +38,7 @@ nlohmann::json Server::cancel(const std::string& id) {
     for (const auto& w : relays_)
         if (auto st = w.lock(); st && !st->done && st->id == id) found.push_back(std::move(st));
     if (found.empty()) {
-        if (auto h = broker_.cancel_hold(id)) return {{"cancelled", {{{"id", id}, {"hold", *h}}}}};
+        if (auto h = broker_.holds().cancel(id)) return {{"cancelled", {{{"id", id}, {"hold", *h}}}}};
         throw Error(ErrorKind::not_found,
                     fmt::format("nothing in flight has the id '{}': no queued or running request and no hold "
                                 "(a finished request cannot be cancelled; GET /loch/requests lists the ones "
@@ -78,6 +78,24 @@ nlohmann::json Server::cancel(const std::string& id) {
     nlohmann::json out = {{"cancelled", cancelled}};
     if (!kept.empty()) out["not_cancellable"] = kept;
     return out;
+}
+
+bool Server::preempt(const std::string& id) {
+    bool any = false;
+    for (const auto& w : relays_) {
+        const auto st = w.lock();
+        if (!st || st->done || st->id != id || !st->granted || !st->cancellable || st->abort) continue;
+        const double age =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - st->since).count();
+        st->abort = Error(ErrorKind::cancelled,
+                          fmt::format("batch item {} was preempted for an interactive request to '{}' after "
+                                      "{:.1f} s; it runs again",
+                                      id, st->model, age),
+                          {{"request", id}, {"model", st->model}, {"preempted", true}});
+        st->close_upstream();
+        any = true;
+    }
+    return any;
 }
 
 }  // namespace loch::http

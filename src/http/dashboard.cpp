@@ -31,7 +31,7 @@ asio::awaitable<bool> Server::dashboard(beast::tcp_stream& stream, const Request
 // `data:` events holding a JSON string; a comment every 15 s keeps proxies from closing it. Ends when the
 // client leaves or loch shuts down. (Polls the engine's log tail twice a second: a log is not a hot path.)
 asio::awaitable<bool> Server::follow_log(beast::tcp_stream& stream, const Request& req, const Route& r) {
-    auto first = co_await broker_.log_tail(r.engine, r.lines);
+    auto first = co_await broker_.view().log_tail(r.engine, r.lines);
     if (!first)
         throw Error(ErrorKind::model_not_found, "no model named '" + r.engine + "'", {{"model", r.engine}});
     const unsigned v = req.version();
@@ -61,7 +61,7 @@ asio::awaitable<bool> Server::follow_log(beast::tcp_stream& stream, const Reques
     while (!shutting_down_ && !st->abort) {
         t.expires_after(std::chrono::milliseconds(500));
         co_await t.async_wait(tok);
-        auto now = co_await broker_.log_tail(r.engine, 1000);
+        auto now = co_await broker_.view().log_tail(r.engine, 1000);
         if (!now) break;
         // The new lines: what follows the longest suffix of what was sent that starts the new tail's end.
         std::size_t from = 0;

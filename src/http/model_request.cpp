@@ -15,31 +15,11 @@ namespace bhttp = boost::beast::http;
 using broker::Error;
 using broker::ErrorKind;
 
-std::string Server::request_id(const Request& req) {
-    if (auto given = observe::checked_request_id(req["X-Request-Id"])) return std::move(*given);
-    return next_request_id();
-}
-
-void Server::finish(observe::RequestRecord& rec, std::chrono::steady_clock::time_point started) {
-    rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (rec.restore) {  // a saved conversation went back into a slot: did the answer reuse it?
-        const bool answered = rec.status > 0 && rec.status < 300;
-        const auto took = broker_.confirm_restore(
-            rec.model, *rec.restore, answered ? rec.cached_tokens : std::nullopt, rec.prompt_tokens);
-        if (took.value_or(true))
-            rec.restored_tokens = rec.restore->value("tokens", std::uint64_t{0});
-        else
-            rec.restore_failed = true;
-    }
-    metrics_.record(rec);
-    log_request(rec);
-}
-
 asio::awaitable<bool> Server::model_request(boost::beast::tcp_stream& stream, Request& req, const Route& r,
                                             Connection& conn) {
     const auto started = std::chrono::steady_clock::now();
     observe::RequestRecord rec;
-    rec.id = request_id(req);
+    rec.id = journal_.id_of(req);
     const std::string_view target = req.target();
     rec.route = std::string(target.substr(0, target.find('?')));
     bool keep = false;
@@ -53,7 +33,7 @@ asio::awaitable<bool> Server::model_request(boost::beast::tcp_stream& stream, Re
         call.conn = &conn;
         keep = co_await proxy(stream, req, std::move(call));
     }
-    finish(rec, started);
+    journal_.finish(rec, started);
     co_return keep;
 }
 

@@ -20,12 +20,14 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
 
+#include "core/io_now.hpp"
 #include "engines/engine_client.hpp"
+#include "http/engine_answer.hpp"
 #include "http/errors.hpp"
-#include "http/io_now.hpp"
 #include "http/sdapi.hpp"
 #include "http/server.hpp"
 #include "http/sse.hpp"
+#include "http/stream_watchdog.hpp"
 
 namespace loch::http {
 
@@ -59,8 +61,9 @@ asio::awaitable<boost::system::error_code> write_body_bytes(beast::tcp_stream& c
                                                             bool chunked) {
     if (bytes.empty()) co_return boost::system::error_code{};
     if (chunked)
-        co_return co_await io_now::write(client, bhttp::make_chunk(asio::buffer(bytes)), kClientWriteTimeout);
-    co_return co_await io_now::write(client, asio::buffer(bytes), kClientWriteTimeout);
+        co_return co_await core::io_now::write(client, bhttp::make_chunk(asio::buffer(bytes)),
+                                               kClientWriteTimeout);
+    co_return co_await core::io_now::write(client, asio::buffer(bytes), kClientWriteTimeout);
 }
 
 // Bytes as they are (the head already said their length); true when the client is gone.
@@ -101,169 +104,6 @@ void watch_client(tcp::socket& client, const std::shared_ptr<RelayState>& st) {
                       });
 }
 
-// A streamed request's watchdog: an upstream read that waits longer than `limit` is cancelled (and then ends
-// with beast's timeout). One timer per request, not per read: a read only notes when it starts and ends, and
-// the timer, when it fires before the limit, waits for what is left (a Beast stream timeout armed and
-// cancelled a timer on every event). Time spent writing to a slow client is not the engine's silence. Holds
-// the relay weakly; destroyed with the relay, it cancels its timer.
-class StreamWatchdog {
-  public:
-    StreamWatchdog(asio::any_io_executor ex, const std::shared_ptr<RelayState>& relay,
-                   std::chrono::steady_clock::duration limit)
-        : s_(std::make_shared<State>(std::move(ex), relay, limit)) {
-        arm(s_, limit);
-    }
-    ~StreamWatchdog() { s_->timer.cancel(); }
-    StreamWatchdog(const StreamWatchdog&) = delete;
-    StreamWatchdog& operator=(const StreamWatchdog&) = delete;
-    void reading() {  // an upstream read starts
-        s_->since = std::chrono::steady_clock::now();
-        s_->waiting = true;
-    }
-    void heard() { s_->waiting = false; }  // it ended
-
-  private:
-    struct State {
-        State(asio::any_io_executor ex, const std::shared_ptr<RelayState>& r,
-              std::chrono::steady_clock::duration l)
-            : timer(std::move(ex)), relay(r), limit(l), since(std::chrono::steady_clock::now()) {}
-        asio::steady_timer timer;
-        std::weak_ptr<RelayState> relay;
-        std::chrono::steady_clock::duration limit;
-        std::chrono::steady_clock::time_point since;  // when the current (or last) read began
-        bool waiting = true;  // a read waits on the engine (the request's head at first)
-    };
-    static void arm(const std::shared_ptr<State>& s, std::chrono::steady_clock::duration d) {
-        s->timer.expires_after(d);
-        s->timer.async_wait([weak = std::weak_ptr<State>(s)](boost::system::error_code ec) {
-            const auto st = weak.lock();
-            if (ec || !st) return;
-            const auto relay = st->relay.lock();
-            if (!relay || relay->done) return;
-            if (!st->waiting) return arm(st, st->limit);  // writing to the client: no read to time
-            const auto left = st->since + st->limit - std::chrono::steady_clock::now();
-            if (left > std::chrono::steady_clock::duration::zero()) return arm(st, left);
-            relay->silent = true;
-            if (relay->upstream) {
-                boost::system::error_code ignored;
-                relay->upstream->socket().cancel(ignored);
-            }
-        });
-    }
-    std::shared_ptr<State> s_;
-};
-
-// What an upstream failure means for the client: loch is shutting down, a stream's watchdog fired, the engine
-// hung (its health watch killed it: a non-streamed answer sends nothing until done, so that watch, not
-// silence on the socket, is its watchdog), or it died (with its exit report when it ended within a
-// moment), or the connection broke.
-asio::awaitable<Error> upstream_failure(broker::Broker& broker, const broker::Lease& lease, bool stream,
-                                        std::chrono::seconds watchdog, const RelayState& st,
-                                        boost::system::error_code ec) {
-    if (st.abort) co_return *st.abort;
-    const std::string& model = lease.model();
-    nlohmann::json d = nlohmann::json::object();
-    d["model"] = model;
-    if (stream && ec == beast::error::timeout) {
-        d["watchdog_s"] = watchdog.count();
-        co_return Error(
-            ErrorKind::watchdog_timeout,
-            fmt::format("engine of model '{}' sent nothing for {} s (watchdog)", model, watchdog.count()),
-            std::move(d));
-    }
-    std::optional<engines::ExitReport> report = co_await broker.exit_report(lease.engine(), 1500ms);
-    d["transport_error"] = ec.message();
-    if (report && report->kind == engines::ExitKind::hung) {
-        d["exit"] = *report;
-        co_return Error(
-            ErrorKind::watchdog_timeout,
-            fmt::format("the engine of model '{}' hung mid-request (watchdog): {}", model, report->summary),
-            std::move(d));
-    }
-    if (report) {
-        d["exit"] = *report;
-        std::string msg =
-            fmt::format("the engine of model '{}' died mid-request: {}", model, report->summary);
-        co_return Error(ErrorKind::engine_failed, std::move(msg), std::move(d));
-    }
-    std::string msg = fmt::format("the engine of model '{}' broke the connection: {}", model, ec.message());
-    co_return Error(ErrorKind::engine_failed, std::move(msg), std::move(d));
-}
-
-}  // namespace
-
-// What one read of a client takes: a whole usual request.
-constexpr std::size_t kClientRead = 8 * 1024;
-
-bool Connection::start_next_read(const std::shared_ptr<RelayState>& relay) {
-    if (state_->pending || buffer_->size() > 0) return false;
-    state_->pending = true;
-    state_->completed = false;
-    state_->relay = relay;
-    socket_->async_read_some(buffer_->prepare(kClientRead), [st = state_](boost::system::error_code ec,
-                                                                          std::size_t n) {
-        st->completed = true;
-        st->ec = ec;
-        st->n = n;
-        // EOF or a broken connection while the relay runs: the client is gone. Bytes: a
-        // pipelined request, read after this response.
-        if (const auto r = st->relay.lock(); r && !r->done && ec && ec != asio::error::operation_aborted) {
-            r->client_gone = true;
-            r->close_upstream();
-        }
-        if (st->waiter) {
-            auto resume = std::move(*st->waiter);
-            st->waiter.reset();
-            std::move(resume)(ec);
-        }
-    });
-    return true;
-}
-
-asio::awaitable<boost::system::error_code> Connection::next_read() {
-    if (!state_->pending) {
-        auto [ec, n] = co_await socket_->async_read_some(buffer_->prepare(kClientRead), tok);
-        if (!ec) buffer_->commit(n);
-        co_return ec;
-    }
-    if (!state_->completed) {
-        co_await asio::async_initiate<decltype(tok), void(boost::system::error_code)>(
-            [st = state_](auto handler) { st->waiter.emplace(std::move(handler)); }, tok);
-    }
-    const auto st = state_;
-    st->pending = st->completed = false;
-    st->relay.reset();
-    if (!st->ec) buffer_->commit(st->n);
-    co_return st->ec;
-}
-
-void RelayState::close_upstream() {
-    if (!upstream) return;
-    boost::system::error_code ec;
-    upstream->socket().shutdown(tcp::socket::shutdown_both, ec);
-    upstream->socket().close(ec);
-}
-
-void RelayState::finish() {
-    done = true;
-    close_upstream();
-    if (watched) {
-        boost::system::error_code ec;
-        std::exchange(watched, nullptr)->cancel(ec);
-    }
-}
-
-namespace {
-
-Error refusal_error(const std::string& model, engines::Refusal no) {
-    no.details["model"] = model;
-    const auto kind = no.kind == engines::Refusal::Kind::context_length_exceeded
-                          ? ErrorKind::context_length_exceeded
-                      : no.kind == engines::Refusal::Kind::too_large ? ErrorKind::request_too_large
-                                                                     : ErrorKind::invalid_request;
-    return Error(kind, fmt::format("model '{}': {}", model, no.message), std::move(no.details));
-}
-
 }  // namespace
 
 // The model's kind may refuse the request before it is sent (llama-server: prompt tokens vs slot context).
@@ -281,71 +121,6 @@ asio::awaitable<void> Server::check_request(const broker::Lease& lease, const Op
 }
 
 namespace {
-
-// What the engine's answer says it used: OpenAI's `usage`, or llama-server's `timings`.
-void take_usage(const nlohmann::json& j, observe::RequestRecord& rec) {
-    if (!j.is_object()) return;
-    if (j.contains("usage") && j["usage"].is_object()) {
-        const auto& u = j["usage"];
-        if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_unsigned())
-            rec.prompt_tokens = u["prompt_tokens"].get<std::uint64_t>();
-        if (u.contains("completion_tokens") && u["completion_tokens"].is_number_unsigned())
-            rec.completion_tokens = u["completion_tokens"].get<std::uint64_t>();
-        if (const auto d = u.find("prompt_tokens_details"); d != u.end() && d->is_object())
-            if (const auto c = d->find("cached_tokens"); c != d->end() && c->is_number_unsigned())
-                rec.cached_tokens = c->get<std::uint64_t>();
-    }
-    if (j.contains("timings") && j["timings"].is_object()) {
-        const auto& t = j["timings"];
-        if (!rec.prompt_tokens && t.contains("prompt_n") && t["prompt_n"].is_number_unsigned())
-            rec.prompt_tokens = t["prompt_n"].get<std::uint64_t>();
-        if (!rec.completion_tokens && t.contains("predicted_n") && t["predicted_n"].is_number_unsigned())
-            rec.completion_tokens = t["predicted_n"].get<std::uint64_t>();
-        if (!rec.cached_tokens && t.contains("cache_n") && t["cache_n"].is_number_unsigned())
-            rec.cached_tokens = t["cache_n"].get<std::uint64_t>();
-    }
-}
-
-// The same from a whole JSON answer without parsing it (this is on every request's path): a key is a quoted
-// name followed by ':', which a JSON string value cannot contain unescaped.
-std::optional<std::uint64_t> number_after(std::string_view body, std::string_view key) {
-    const auto at = body.find(key);
-    if (at == std::string_view::npos) return std::nullopt;
-    auto p = at + key.size();
-    while (p < body.size() && (body[p] == ' ' || body[p] == '\t' || body[p] == '\n' || body[p] == '\r')) ++p;
-    std::uint64_t v = 0;
-    const auto [end, ec] = std::from_chars(body.data() + p, body.data() + body.size(), v);
-    if (ec != std::errc()) return std::nullopt;
-    return v;
-}
-void take_usage_scan(std::string_view body, observe::RequestRecord& rec) {
-    rec.prompt_tokens = number_after(body, "\"prompt_tokens\":");
-    rec.completion_tokens = number_after(body, "\"completion_tokens\":");
-    // (Only after a restore: the one answer whose reuse is checked. A scan for a key is cheap, but not free.)
-    if (rec.restore) {
-        rec.cached_tokens = number_after(body, "\"cached_tokens\":");
-        if (!rec.cached_tokens) rec.cached_tokens = number_after(body, "\"cache_n\":");
-    }
-}
-
-// The engine's error answer as loch's error (a JSON answer after the SSE head went out can only be told
-// as an event).
-Error engine_answer_error(unsigned status, std::string_view body, const std::string& model) {
-    auto j = nlohmann::json::parse(body, nullptr, false);
-    std::string msg(body.substr(0, 500));
-    // Engine output: any shape at all (a message that is not a string is shown as the JSON it is).
-    if (!j.is_discarded() && j.is_object() && j.contains("error")) {
-        const auto& e = j["error"];
-        const auto m = e.is_object() ? e.find("message") : e.end();
-        if (!e.is_object())
-            msg = e.is_string() ? e.get<std::string>() : dump(e);
-        else if (m != e.end())
-            msg = m->is_string() ? m->get<std::string>() : dump(*m);
-    }
-    return Error(status < 500 ? ErrorKind::invalid_request : ErrorKind::engine_failed,
-                 fmt::format("the engine of model '{}' answered {}: {}", model, status, msg),
-                 {{"model", model}, {"engine_status", status}});
-}
 
 std::string sse_head_comment(const nlohmann::json& p, std::chrono::steady_clock::duration waited) {
     std::string line = fmt::format(": loch: waiting {:.0f} s for model '{}' ({})",
@@ -404,10 +179,11 @@ asio::awaitable<std::optional<broker::Lease>> Server::acquire_with_heartbeat(
             head.set(bhttp::field::cache_control, "no-cache");
             head.keep_alive(chunked);
             if (chunked) head.chunked(true);
-            if (co_await io_now::write_header(client, head, kClientWriteTimeout)) co_return std::nullopt;
+            if (co_await core::io_now::write_header(client, head, kClientWriteTimeout))
+                co_return std::nullopt;
             headers_sent = true;
         }
-        const auto progress = broker_.progress(model);
+        const auto progress = broker_.view().progress(model);
         std::string out = sse_head_comment(progress, std::chrono::steady_clock::now() - started);
         if (progress_events) {
             nlohmann::json ev = progress;
@@ -447,7 +223,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             content_type = std::string_view(ct->value().data(), ct->value().size());
         OpenAIRequest oreq = parse_openai_request(call.endpoint, req.body(), content_type);
         if (oreq.endpoint == Endpoint::sdapi_txt2img && !oreq.body.contains("model"))
-            oreq.model = sdapi_model(oreq.model, broker_.models_serving(to_string(oreq.endpoint)));
+            oreq.model = sdapi_model(oreq.model, broker_.view().models_serving(to_string(oreq.endpoint)));
         rec.model = oreq.model;
         rec.stream = oreq.stream;
         st->id = rec.id;
@@ -475,9 +251,10 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             view.prompt_bytes = oreq.prompt_bytes;
             view.images = oreq.images;
             // Refused from the config alone (an upload over the model's limits): nothing starts for it.
-            if (auto no = broker_.check_before_start(oreq.model, view))
+            if (auto no = broker_.view().check_before_start(oreq.model, view))
                 throw refusal_error(oreq.model, std::move(*no));
-            needs.transient = broker_.request_cost(oreq.model, view);  // an image's compute, by its kind
+            needs.transient =
+                broker_.view().request_cost(oreq.model, view);  // an image's compute, by its kind
         }
         const std::string notice = needs.transient ? needs.transient->notice : std::string();
         // A streaming OpenAI client that has to wait hears from loch while it waits.
@@ -519,14 +296,14 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                 {{"model", lease.model()}, {"num_ctx", *call.num_ctx}, {"slot_ctx", *lease.slot_ctx()}});
         co_await check_request(lease, oreq);
         // A conversation saved when its engine was stopped goes back into a slot before it is re-read.
-        if (broker_.has_saved_slots(lease)) {
+        if (auto& conversations = broker_.conversations(); conversations.has_saved(lease)) {
             engines::RequestView view;
             view.route = to_string(oreq.endpoint);
             view.body = &oreq.body;
             view.images = oreq.images;
-            if (broker_.may_restore(lease, view))
-                if (auto restored = co_await broker_.restore_conversation(lease, view, req.body()))
-                    rec.restore = std::move(*restored);  // confirmed by the answer (confirm_restore)
+            if (conversations.may_restore(lease, view))
+                if (auto restored = co_await conversations.restore(lease, view, req.body()))
+                    rec.restore = std::move(*restored);  // confirmed by the answer (Conversations::confirm)
         }
         if (!tr && !lease.kind().names_model_as_configured()) {
             rename.emplace(lease.model());
@@ -571,7 +348,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         boost::system::error_code aec;
         const tcp::endpoint engine_ep(asio::ip::make_address(lease.host(), aec), lease.port());
         // The engine run's secret is in the key: a restarted engine never gets an old run's socket.
-        const std::string pool_key = upstream_key(engine_ep.port(), lease.address().api_key);
+        const std::string pool_key = core::pool_key(engine_ep.port(), lease.address().api_key);
         RelayBuffers& buffers = call.conn->relay_buffers();
         beast::flat_buffer& ubuf = buffers.upstream;
         ubuf.clear();
@@ -586,8 +363,8 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             throw Error(ErrorKind::engine_failed, "cannot connect to the engine: " + ex.ec.message());
         if (ex.ec) {
             if (st->client_gone) co_return gone();
-            Error failure =
-                co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, read_error(ex.ec));
+            Error failure = co_await upstream_failure(broker_.view(), lease, oreq.stream, watchdog, st->abort,
+                                                      read_error(ex.ec));
             throw failure;
         }
         if (dog) dog->heard();
@@ -620,7 +397,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             parser.get().body().data = tmp;
             parser.get().body().size = kTmp;
             if (dog) dog->reading();
-            const auto ec = co_await io_now::read_some(up, ubuf, parser);
+            const auto ec = co_await core::io_now::read_some(up, ubuf, parser);
             if (dog) dog->heard();
             co_return read_error(ec);
         };
@@ -640,7 +417,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                     bhttp::response<bhttp::empty_body> head{uh.result(), v};
                     json_head(head);
                     head.content_length(*length);
-                    if (co_await io_now::write_header(client, head, kClientWriteTimeout) ||
+                    if (co_await core::io_now::write_header(client, head, kClientWriteTimeout) ||
                         co_await write_raw(client, body))
                         co_return gone();
                     rec.status = status;
@@ -649,7 +426,8 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
                 }
                 if (const auto ec = co_await read_piece()) {
                     if (st->client_gone) co_return gone();
-                    Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ec);
+                    Error failure = co_await upstream_failure(broker_.view(), lease, oreq.stream, watchdog,
+                                                              st->abort, ec);
                     if (relaying) {  // the head is out: closing short of the length is the only signal left
                         spdlog::warn("answer of '{}' cut short: {}", lease.model(), failure.what());
                         rec.error_type = broker::to_string(failure.kind());
@@ -688,7 +466,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             res.body() = tr ? tr->answer(body, status) : std::move(body);
             res.prepare_payload();
             rec.status = status;
-            const auto ec = co_await io_now::write_message(client, res, kClientWriteTimeout);
+            const auto ec = co_await core::io_now::write_message(client, res, kClientWriteTimeout);
             // The slot goes back now, without a pass of the scheduler of its own — after the client's write,
             // so that what the broker does next (a keep_alive 0 engine's stop) is not on the answer's path.
             lease.release();
@@ -707,7 +485,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
             if (!notice.empty()) head.set("X-Loch-Notice", notice);
             head.keep_alive(keep && chunked);
             if (chunked) head.chunked(true);
-            if (co_await io_now::write_header(client, head, kClientWriteTimeout)) co_return gone();
+            if (co_await core::io_now::write_header(client, head, kClientWriteTimeout)) co_return gone();
             headers_sent = true;
         }
         rec.status = status;
@@ -719,7 +497,8 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         while (!parser.is_done()) {
             if (const auto ec = co_await read_piece()) {
                 if (st->client_gone) co_return gone();
-                Error failure = co_await upstream_failure(broker_, lease, oreq.stream, watchdog, *st, ec);
+                Error failure =
+                    co_await upstream_failure(broker_.view(), lease, oreq.stream, watchdog, st->abort, ec);
                 throw failure;
             }
             const std::size_t got = kTmp - parser.get().body().size;
@@ -753,7 +532,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
         if (tr) rest = (rest.empty() ? std::string() : tr->event(rest)) + tr->end();
         if (!rest.empty()) co_await write_body(rest);
         if (!chunked) co_return false;  // HTTP/1.0: the end of the stream is the end of the connection
-        const auto lec = co_await io_now::write(client, bhttp::make_chunk_last(), kClientWriteTimeout);
+        const auto lec = co_await core::io_now::write(client, bhttp::make_chunk_last(), kClientWriteTimeout);
         lease.release();  // (as above)
         co_return keep && !lec;
     } catch (const Error& e) {
@@ -777,7 +556,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
     spdlog::warn("stream of '{}' ended by error: {}", lease.valid() ? lease.model() : rec.model, err->what());
     const std::string ev = tr ? tr->stream_error(*err) : sse_error_event(*err);
     co_await write_body(ev);
-    if (chunked) co_await io_now::write(client, bhttp::make_chunk_last(), kClientWriteTimeout);
+    if (chunked) co_await core::io_now::write(client, bhttp::make_chunk_last(), kClientWriteTimeout);
     co_return false;
 }
 

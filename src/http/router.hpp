@@ -36,8 +36,8 @@ struct Route {
         hold_get,           // GET /loch/holds/{id}: its state (and a heartbeat)
         hold_update,        // POST /loch/holds/{id}: a heartbeat, optionally {"pgid": N}
         hold_release,       // DELETE /loch/holds/{id}
-        files,              // /v1/files[/{id}[/content]]: the Batch API's files (http/files.cpp)
-        batches,            // /v1/batches[/{id}[/cancel]]: the Batch API's batches (http/batches.cpp)
+        files,              // /v1/files[/{id}[/content]]: the Batch API's files (http/batch_api.hpp)
+        batches,            // /v1/batches[/{id}[/cancel]]: the Batch API's batches (http/batch_api.hpp)
         requests_list,      // GET /loch/requests: the model requests in flight (queued or running)
         request_cancel,     // DELETE /loch/requests/{id}: cancel a request (or a hold) by its id
         not_found,

@@ -12,8 +12,8 @@
 // watchdog_timeout and the exit report.
 //
 // Body limits per route: max_body, the largest max_upload for the multipart upload routes, max_batch_file for
-// POST /v1/files (whose body goes to disk as it arrives, http/files.cpp); a declared length over its route's
-// limit is refused (413) from the header, before the body is read.
+// POST /v1/files (whose body goes to disk as it arrives, http/batch_api_files.cpp); a declared length over
+// its route's limit is refused (413) from the header, before the body is read.
 //
 // Connection hygiene: a keep-alive connection idle for idle_timeout is closed; a request's header must
 // arrive within header_timeout of its first byte and its body within body_timeout (else 408 and close:
@@ -52,50 +52,21 @@
 
 #include "batch/input_file.hpp"
 #include "broker/broker.hpp"
+#include "core/http_pool.hpp"
+#include "http/admin_api.hpp"
+#include "http/batch_api.hpp"
 #include "http/ollama_api.hpp"
 #include "http/openai_request.hpp"
+#include "http/request_journal.hpp"
+#include "http/respond.hpp"
 #include "http/router.hpp"
+#include "http/server_options.hpp"
 #include "http/translation.hpp"
-#include "http/upstream_pool.hpp"
 #include "observe/loop_lag.hpp"
 #include "observe/metrics.hpp"
 #include "observe/request_log.hpp"
 
-namespace loch::batch {
-class Store;
-class Runner;
-struct ItemAnswer;
-}  // namespace loch::batch
-
 namespace loch::http {
-
-// The completion token of the server's waits: the error comes back as a value (a cancelled read or timer is
-// a normal event here, not an exception).
-inline constexpr auto tok = boost::asio::as_tuple(boost::asio::use_awaitable);
-
-struct ServerOptions {
-    std::string listen = "127.0.0.1";
-    std::uint16_t port = 8080;  // 0 = any free port (tests)
-    std::vector<std::string> api_keys;
-    std::uint64_t max_body_bytes = 16 * 1024 * 1024;
-    // The largest upload a model allows (whisper.max_upload): the multipart upload routes take bodies up to
-    // it (each model's own limit is checked by its kind); every other route stays at max_body_bytes.
-    std::uint64_t max_upload_bytes = 0;
-    std::chrono::seconds idle_timeout{30};             // keep-alive connection without a request
-    std::chrono::seconds header_timeout{10};           // first byte of a request → its whole header
-    std::chrono::seconds body_timeout{60};             // header → the whole body
-    std::size_t max_connections = 1024;                // open client connections; beyond → 503
-    std::chrono::seconds default_watchdog{600};        // models without a watchdog: still never wait forever
-    std::filesystem::path request_log;                 // requests.jsonl; empty = the log line only
-    std::chrono::milliseconds request_log_flush{100};  // a finished request's line is in the file within this
-    // A streaming client kept waiting (a cold load, a queue) gets an SSE comment after this, then every
-    // `heartbeat` (proxies and clients time out on silence).
-    std::chrono::milliseconds first_heartbeat{1000}, heartbeat{5000};
-    // The Batch API's files (http/files.cpp): their store and bytes live here; empty = no Batch API.
-    std::filesystem::path batch_dir;
-    std::uint64_t max_batch_file_bytes = std::uint64_t{2} << 30;
-    unsigned batch_concurrency = 0;  // a batch's items in flight per model; 0 = the model's slots
-};
 
 struct RelayState;
 
@@ -201,7 +172,7 @@ class Server {
     void set_api_keys(std::vector<std::string> keys) { options_.api_keys = std::move(keys); }
     std::uint16_t port() const { return port_; }
     // The unfinished batches' progress (loch status, the dashboard), empty without a Batch API.
-    nlohmann::json batches() const;
+    nlohmann::json batches() const { return batch_api_.batches(); }
 
     using Request = boost::beast::http::request<boost::beast::http::string_body>;
 
@@ -223,38 +194,11 @@ class Server {
     boost::asio::awaitable<std::optional<broker::Lease>> acquire_with_heartbeat(
         boost::beast::tcp_stream& client, unsigned version, const std::string& model,
         const broker::RequestNeeds& needs, bool progress_events, bool& headers_sent);
-    // The Batch API's files (http/files.cpp). POST /v1/files is the one route whose body is not read into
-    // memory: receive_upload streams it to a file as it arrives (its header read, its API key checked first),
-    // then accept_file checks it (batch/input_file.hpp) and keeps it, or says every problem by line.
-    static bool is_file_upload(const Request& req);
-    boost::asio::awaitable<bool> receive_upload(
-        boost::beast::tcp_stream& stream, boost::beast::flat_buffer& buffer,
-        boost::beast::http::request_parser<boost::beast::http::string_body>& parser);
-    boost::asio::awaitable<nlohmann::json> accept_file(std::filesystem::path upload,
-                                                       std::string content_type);
-    batch::InputRules batch_input_rules() const;  // what a line may name, from the config now
-    boost::asio::awaitable<bool> files_route(boost::beast::tcp_stream& stream, const Request& req,
-                                             const Route& r);
-    batch::Store& batch_store();  // throws not_found when the server has no batch_dir
-    // The Batch API's batches (http/batches.cpp): POST|GET /v1/batches, GET /v1/batches/{id}, POST
-    // /v1/batches/{id}/cancel; the runner (batch/runner.hpp) sends each item back to this server.
-    boost::asio::awaitable<bool> batches_route(boost::beast::tcp_stream& stream, const Request& req,
-                                               const Route& r);
-    void start_batches();
-    boost::asio::awaitable<batch::ItemAnswer> send_batch_item(std::string url, std::string body,
-                                                              std::string request_id);
     // Ends a running request whose engine can stop it, for an interactive request (the runner requeues it).
     bool preempt(const std::string& id);
     boost::asio::awaitable<bool> dashboard(boost::beast::tcp_stream& stream, const Request& req);
     boost::asio::awaitable<bool> follow_log(boost::beast::tcp_stream& stream, const Request& req,
                                             const Route& r);
-    void finish(observe::RequestRecord& rec, std::chrono::steady_clock::time_point started);
-    void log_unread(const broker::Error& e);
-    // Every request log line goes through here: buffered, and flushed by a timer armed for the first one.
-    void log_request(const observe::RequestRecord& rec);
-    // The client's X-Request-Id when it is safe to log and echo, else loch's own (run prefix + counter).
-    std::string request_id(const Request& req);
-    std::string next_request_id();  // "<run prefix>-<counter>"
     boost::asio::awaitable<void> check_request(const broker::Lease& lease, const OpenAIRequest& r);
     void close_idle();
     std::string describe_activity() const;  // for the event loop's lag warning
@@ -297,39 +241,15 @@ class Server {
     broker::Broker& broker_;
     ServerOptions options_;
     boost::asio::ip::tcp::acceptor acceptor_;
-    UpstreamPool pool_{ex_};  // keep-alive connections to the engines (http/upstream_pool.hpp)
+    core::HttpPool pool_{ex_};  // keep-alive connections to the engines (core/http_pool.hpp)
     observe::Metrics metrics_;
-    observe::RequestLog request_log_;
-    boost::asio::steady_timer log_flush_;
-    bool log_flush_armed_ = false;
-    std::uint64_t next_request_ = 1;
-    std::string id_prefix_;  // a random prefix per run ("5f090c-"): ids unique across restarts
+    RequestJournal journal_;  // ids, the request log, a model request's metrics (http/request_journal.hpp)
     std::uint16_t port_ = 0;
-    std::uint64_t shed_connections_ = 0;     // idle connections closed at the cap
-    std::shared_ptr<batch::Runner> runner_;  // the Batch API, when there is a batch_dir
-    // Blocking work off the loop (core/off_loop.hpp): an upload's check, a batch's output file. One thread:
-    // such work is rare and must not take the second core from the engines.
-    boost::asio::thread_pool work_{1};
+    std::uint64_t shed_connections_ = 0;  // idle connections closed at the cap
     observe::LoopLag loop_lag_;
+    AdminApi admin_;      // the routes that answer from what loch knows (http/admin_api.hpp)
+    BatchApi batch_api_;  // the Batch API's files and batches (http/batch_api.hpp)
     std::shared_ptr<bool> alive_;
 };
-
-// JSON text for a response (invalid UTF-8 replaced, never thrown on).
-std::string dump(const nlohmann::json& j);
-
-// Writes a complete JSON response.
-boost::asio::awaitable<void> write_json(boost::beast::tcp_stream& stream, unsigned version, bool keep_alive,
-                                        unsigned status, const nlohmann::json& body,
-                                        std::optional<int> retry_after_s = std::nullopt,
-                                        const std::string& allow = {});
-boost::asio::awaitable<void> write_text(boost::beast::tcp_stream& stream, unsigned version, bool keep_alive,
-                                        unsigned status, std::string_view content_type, std::string body);
-boost::asio::awaitable<void> write_error(boost::beast::tcp_stream& stream, unsigned version, bool keep_alive,
-                                         const broker::Error& e, const std::string& allow = {});
-
-// After an answer to a request whose body was not read to its end (a refusal mid-upload): reads and drops
-// what the client still sends, for a moment and up to 64 MiB, before the connection closes. Closing with
-// unread data resets the connection, and the client could lose the answer before reading it.
-boost::asio::awaitable<void> drain_before_close(boost::beast::tcp_stream& stream);
 
 }  // namespace loch::http

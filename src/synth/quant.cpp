@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/text.hpp"
 #include "synth/quant_rules.hpp"
 
 namespace loch::synth {
@@ -206,9 +207,7 @@ GgmlType mixed_type(const gguf::TensorInfo& t, Category cat, const Shape& s, con
 }  // namespace
 
 std::optional<QuantSpec> parse_quant(std::string_view name) {
-    std::string lower(name);
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char ch) { return std::tolower(ch); });
+    const std::string lower = core::ascii_lower(name);
     for (const auto& q : kQuants) {
         if (q.name == lower) return q.spec;
     }

@@ -1,4 +1,4 @@
-// http/upstream_pool: keep-alive reuse, the per-engine bound, keys per engine run, idle connections the
+// core/http_pool: keep-alive reuse, the per-engine bound, keys per engine run, idle connections the
 // engine closed, and the one retry on a reused connection that fails before any response byte.
 // The peer is an in-process HTTP/1.1 server on 127.0.0.1 (Beast) whose behaviour each test sets.
 #include <gtest/gtest.h>
@@ -11,13 +11,13 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http.hpp>
 
-#include "http/upstream_pool.hpp"
+#include "core/http_pool.hpp"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using asio::ip::tcp;
-using loch::http::UpstreamPool;
+using loch::core::HttpPool;
 using namespace std::chrono_literals;
 
 namespace {
@@ -70,8 +70,8 @@ struct FakeEngine {
     int dead_up_to = 0;               // connections 1..dead_up_to drop every request unanswered
 };
 
-UpstreamPool::Request request() {
-    UpstreamPool::Request r{bhttp::verb::post, "/v1/completions", 11};
+HttpPool::Request request() {
+    HttpPool::Request r{bhttp::verb::post, "/v1/completions", 11};
     r.set(bhttp::field::host, "127.0.0.1");
     r.body() = "{}";
     r.prepare_payload();
@@ -79,10 +79,10 @@ UpstreamPool::Request request() {
 }
 
 // One whole request through the pool; gives the connection back when it was answered completely.
-asio::awaitable<int> one(UpstreamPool& pool, const std::string& key, tcp::endpoint ep,
-                         bool* retried = nullptr, bool stream = false) {
+asio::awaitable<int> one(HttpPool& pool, const std::string& key, tcp::endpoint ep, bool* retried = nullptr,
+                         bool stream = false) {
     beast::flat_buffer buf;
-    std::optional<UpstreamPool::Parser> parser;
+    std::optional<HttpPool::Parser> parser;
     const auto req = request();
     auto ex = co_await pool.exchange(
         key, ep, req, buf, parser, [] { return true; }, [](auto) {});
@@ -116,10 +116,10 @@ void run(asio::io_context& ioc, F body) {
 
 }  // namespace
 
-TEST(UpstreamPool, SequentialRequestsShareOneConnection) {
+TEST(HttpPool, SequentialRequestsShareOneConnection) {
     asio::io_context ioc;
     FakeEngine engine(ioc);
-    UpstreamPool pool(ioc.get_executor());
+    HttpPool pool(ioc.get_executor());
     run(ioc, [&]() -> asio::awaitable<void> {
         for (int i = 0; i < 20; ++i) EXPECT_EQ(co_await one(pool, "e#1", engine.endpoint()), 200);
     });
@@ -129,10 +129,10 @@ TEST(UpstreamPool, SequentialRequestsShareOneConnection) {
     EXPECT_EQ(pool.idle_count(), 1u);
 }
 
-TEST(UpstreamPool, AnotherEngineRunNeverGetsAnOldRunsConnection) {
+TEST(HttpPool, AnotherEngineRunNeverGetsAnOldRunsConnection) {
     asio::io_context ioc;
     FakeEngine engine(ioc);
-    UpstreamPool pool(ioc.get_executor());
+    HttpPool pool(ioc.get_executor());
     run(ioc, [&]() -> asio::awaitable<void> {
         EXPECT_EQ(co_await one(pool, "port#secret-of-run-1", engine.endpoint()), 200);
         EXPECT_EQ(co_await one(pool, "port#secret-of-run-2", engine.endpoint()), 200);
@@ -140,12 +140,12 @@ TEST(UpstreamPool, AnotherEngineRunNeverGetsAnOldRunsConnection) {
     EXPECT_EQ(engine.connections, 2);
 }
 
-TEST(UpstreamPool, IdleConnectionsAreBoundedPerEngine) {
+TEST(HttpPool, IdleConnectionsAreBoundedPerEngine) {
     asio::io_context ioc;
     FakeEngine engine(ioc);
-    UpstreamPool::Options o;
+    HttpPool::Options o;
     o.max_idle_per_engine = 2;
-    UpstreamPool pool(ioc.get_executor(), o);
+    HttpPool pool(ioc.get_executor(), o);
     run(ioc, [&]() -> asio::awaitable<void> {
         std::vector<std::shared_ptr<beast::tcp_stream>> held;
         for (int i = 0; i < 4; ++i) held.push_back((co_await pool.take("e", engine.endpoint())).stream);
@@ -154,10 +154,10 @@ TEST(UpstreamPool, IdleConnectionsAreBoundedPerEngine) {
     EXPECT_EQ(pool.idle_count(), 2u);
 }
 
-TEST(UpstreamPool, ARequestThatAReusedConnectionDropsIsSentOnceMoreOnANewOne) {
+TEST(HttpPool, ARequestThatAReusedConnectionDropsIsSentOnceMoreOnANewOne) {
     asio::io_context ioc;
     FakeEngine engine(ioc);
-    UpstreamPool pool(ioc.get_executor());
+    HttpPool pool(ioc.get_executor());
     run(ioc, [&]() -> asio::awaitable<void> {
         EXPECT_EQ(co_await one(pool, "e", engine.endpoint()), 200);
         engine.drop_request = 2;  // the next request on that connection closes it...
@@ -171,18 +171,18 @@ TEST(UpstreamPool, ARequestThatAReusedConnectionDropsIsSentOnceMoreOnANewOne) {
     EXPECT_EQ(engine.requests, 3);
 }
 
-TEST(UpstreamPool, WhenTheRetryCannotConnectTheFirstFailureIsWhatIsReported) {
+TEST(HttpPool, WhenTheRetryCannotConnectTheFirstFailureIsWhatIsReported) {
     // An engine that dies mid-request on a reused connection: the retry's connect is refused, and the
     // caller must see the broken request (then it looks up how the engine ended), not "cannot connect".
     asio::io_context ioc;
     auto engine = std::make_unique<FakeEngine>(ioc);
     const auto ep = engine->endpoint();
-    UpstreamPool pool(ioc.get_executor());
+    HttpPool pool(ioc.get_executor());
     run(ioc, [&]() -> asio::awaitable<void> {
         EXPECT_EQ(co_await one(pool, "e", ep), 200);
         engine->drop_request = 2;
         beast::flat_buffer buf;
-        std::optional<UpstreamPool::Parser> parser;
+        std::optional<HttpPool::Parser> parser;
         const auto req = request();
         auto ex = co_await pool.exchange(
             "e", ep, req, buf, parser,
@@ -197,11 +197,11 @@ TEST(UpstreamPool, WhenTheRetryCannotConnectTheFirstFailureIsWhatIsReported) {
     });
 }
 
-TEST(UpstreamPool, AConnectionTheEngineClosedWhileIdleIsNotTaken) {
+TEST(HttpPool, AConnectionTheEngineClosedWhileIdleIsNotTaken) {
     asio::io_context ioc;
     FakeEngine engine(ioc);
     engine.close_after_answer = true;
-    UpstreamPool pool(ioc.get_executor());
+    HttpPool pool(ioc.get_executor());
     run(ioc, [&]() -> asio::awaitable<void> {
         EXPECT_EQ(co_await one(pool, "e", engine.endpoint()), 200);
         asio::steady_timer t(co_await asio::this_coro::executor);
@@ -215,15 +215,15 @@ TEST(UpstreamPool, AConnectionTheEngineClosedWhileIdleIsNotTaken) {
     EXPECT_EQ(engine.requests, 2);
 }
 
-TEST(UpstreamPool, AConnectionClosedJustAfterItsAnswerIsRetriedAndTheRequestSucceeds) {
+TEST(HttpPool, AConnectionClosedJustAfterItsAnswerIsRetriedAndTheRequestSucceeds) {
     // Taken again at once (under load): not looked at before use, so the engine's close is found by the
     // failed exchange, which the client never sees — the request goes out once more on a new connection.
     asio::io_context ioc;
     FakeEngine engine(ioc);
     engine.close_after_answer = true;
-    UpstreamPool::Options o;
+    HttpPool::Options o;
     o.look_after = 10s;  // always "a moment ago"
-    UpstreamPool pool(ioc.get_executor(), o);
+    HttpPool pool(ioc.get_executor(), o);
     run(ioc, [&]() -> asio::awaitable<void> {
         EXPECT_EQ(co_await one(pool, "e", engine.endpoint()), 200);
         asio::steady_timer t(co_await asio::this_coro::executor);
@@ -237,11 +237,11 @@ TEST(UpstreamPool, AConnectionClosedJustAfterItsAnswerIsRetriedAndTheRequestSucc
     EXPECT_EQ(engine.requests, 2);
 }
 
-TEST(UpstreamPool, ANewConnectionThatFailsIsNotRetried) {
+TEST(HttpPool, ANewConnectionThatFailsIsNotRetried) {
     asio::io_context ioc;
     FakeEngine engine(ioc);
     engine.drop_request = 1;
-    UpstreamPool pool(ioc.get_executor());
+    HttpPool pool(ioc.get_executor());
     run(ioc, [&]() -> asio::awaitable<void> {
         bool retried = true;
         EXPECT_EQ(co_await one(pool, "e", engine.endpoint(), &retried), 0);
@@ -250,12 +250,12 @@ TEST(UpstreamPool, ANewConnectionThatFailsIsNotRetried) {
     EXPECT_EQ(engine.requests, 1);
 }
 
-TEST(UpstreamPool, IdleConnectionsTimeOutAndTheSweepStops) {
+TEST(HttpPool, IdleConnectionsTimeOutAndTheSweepStops) {
     asio::io_context ioc;
     FakeEngine engine(ioc);
-    UpstreamPool::Options o;
+    HttpPool::Options o;
     o.idle_timeout = 100ms;
-    UpstreamPool pool(ioc.get_executor(), o);
+    HttpPool pool(ioc.get_executor(), o);
     run(ioc, [&]() -> asio::awaitable<void> {
         EXPECT_EQ(co_await one(pool, "e", engine.endpoint()), 200);
         EXPECT_EQ(pool.idle_count(), 1u);
@@ -268,12 +268,12 @@ TEST(UpstreamPool, IdleConnectionsTimeOutAndTheSweepStops) {
 
 // An engine about to be stopped loses its idle connections at once (its keep-alive threads would hold its
 // exit); another engine's stay.
-TEST(UpstreamPool, DroppingAnEnginesKeyClosesItsIdleConnectionsOnly) {
+TEST(HttpPool, DroppingAnEnginesKeyClosesItsIdleConnectionsOnly) {
     asio::io_context ioc;
     FakeEngine stopping(ioc), staying(ioc);
-    UpstreamPool pool(ioc.get_executor());
+    HttpPool pool(ioc.get_executor());
     run(ioc, [&]() -> asio::awaitable<void> {
-        const auto key = loch::http::upstream_key(stopping.endpoint().port(), "run-1");
+        const auto key = loch::core::pool_key(stopping.endpoint().port(), "run-1");
         EXPECT_EQ(co_await one(pool, key, stopping.endpoint()), 200);
         EXPECT_EQ(co_await one(pool, "other#run", staying.endpoint()), 200);
         EXPECT_EQ(pool.idle_count(), 2u);
@@ -287,10 +287,10 @@ TEST(UpstreamPool, DroppingAnEnginesKeyClosesItsIdleConnectionsOnly) {
     });
 }
 
-TEST(UpstreamPool, AfterCloseNothingIsKept) {
+TEST(HttpPool, AfterCloseNothingIsKept) {
     asio::io_context ioc;
     FakeEngine engine(ioc);
-    UpstreamPool pool(ioc.get_executor());
+    HttpPool pool(ioc.get_executor());
     run(ioc, [&]() -> asio::awaitable<void> {
         EXPECT_EQ(co_await one(pool, "e", engine.endpoint()), 200);
         pool.close();
@@ -300,10 +300,10 @@ TEST(UpstreamPool, AfterCloseNothingIsKept) {
     });
 }
 
-TEST(UpstreamPool, TheRetryIsOnANewConnectionNotAnotherIdleOne) {
+TEST(HttpPool, TheRetryIsOnANewConnectionNotAnotherIdleOne) {
     asio::io_context ioc;
     FakeEngine engine(ioc);
-    UpstreamPool pool(ioc.get_executor());
+    HttpPool pool(ioc.get_executor());
     run(ioc, [&]() -> asio::awaitable<void> {
         auto a = (co_await pool.take("e", engine.endpoint())).stream;
         auto b = (co_await pool.take("e", engine.endpoint())).stream;
@@ -317,11 +317,11 @@ TEST(UpstreamPool, TheRetryIsOnANewConnectionNotAnotherIdleOne) {
     EXPECT_EQ(engine.connections, 3);
 }
 
-TEST(UpstreamPool, AnEngineThatClosesAfterStreamsGetsNoConnectionKeptAfterOne) {
+TEST(HttpPool, AnEngineThatClosesAfterStreamsGetsNoConnectionKeptAfterOne) {
     asio::io_context ioc;
     FakeEngine engine(ioc);
     engine.close_after_answer = true;  // as llama-server does after a stream
-    UpstreamPool pool(ioc.get_executor());
+    HttpPool pool(ioc.get_executor());
     run(ioc, [&]() -> asio::awaitable<void> {
         asio::steady_timer t(co_await asio::this_coro::executor);
         EXPECT_EQ(co_await one(pool, "e", engine.endpoint(), nullptr, true), 200);

@@ -186,7 +186,7 @@ config::Walker::Keys CommandKind::keys(config::Walker& w, config::KindSettings& 
                       [&](auto&, auto& v, auto& k) {
                           auto s = w.str(v, k);
                           if (!s) return;
-                          if (config::lower(*s) == "none") {  // ready when its port accepts
+                          if (config::ascii_lower(*s) == "none") {  // ready when its port accepts
                               c.health_path.clear();
                               return;
                           }

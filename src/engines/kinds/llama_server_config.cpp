@@ -15,13 +15,25 @@ namespace loch::engines {
 
 namespace {
 
+// A file an entry names beside its model (a projector, an adapter, a draft) must be a regular file; else the
+// error says where a relative one is looked for.
+bool beside_model_file(config::Walker& w, const YAML::Node& entry, const std::string& key,
+                       const std::filesystem::path& file, std::string_view what) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(file, ec)) return true;
+    w.error(entry, key,
+            file.string() + " is not a regular file (a relative " + std::string(what) +
+                " is beside the model file)");
+    return false;
+}
+
 const std::vector<std::string> kCacheTypes = {"f32",  "f16",    "bf16", "q8_0", "q4_0",
                                               "q4_1", "iq4_nl", "q5_0", "q5_1"};
 void cache_type(config::Walker& w, const YAML::Node& v, const std::string& k,
                 std::optional<std::string>& out) {
     const auto s = w.str(v, k);
     if (!s) return;
-    const std::string t = config::lower(*s);
+    const std::string t = config::ascii_lower(*s);
     if (std::find(kCacheTypes.begin(), kCacheTypes.end(), t) == kCacheTypes.end()) {
         w.error(v, k,
                 "unknown cache type '" + *s + "' (llama-server accepts " + config::quoted_list(kCacheTypes) +
@@ -83,7 +95,7 @@ std::optional<std::string> read_extra_plan_flags(const std::vector<std::string>&
                 const std::string_view item = rest.substr(0, comma);
                 const auto at = item.rfind('=');
                 const std::string buffer =
-                    at == std::string_view::npos ? "" : config::lower(std::string(item.substr(at + 1)));
+                    at == std::string_view::npos ? "" : config::ascii_lower(std::string(item.substr(at + 1)));
                 if (at == std::string_view::npos || at == 0)
                     return "'" + f.name + " " + v + "': each item is <tensor name pattern>=<buffer type>";
                 if (buffer != "cpu")
@@ -194,9 +206,9 @@ config::Walker::Keys LlamaServerKind::keys(config::Walker& w, config::KindSettin
                      {"parallel", w.integer_into(a.parallel, 1, 256)},
                      {"n_gpu_layers",
                       [&](auto&, auto& v, auto& k) {
-                          if (v.IsScalar() && config::lower(v.Scalar()) == "all") {
+                          if (v.IsScalar() && config::ascii_lower(v.Scalar()) == "all") {
                               a.n_gpu_layers = kAllLayers;
-                          } else if (v.IsScalar() && config::lower(v.Scalar()) == "auto") {
+                          } else if (v.IsScalar() && config::ascii_lower(v.Scalar()) == "auto") {
                               a.n_gpu_layers.reset();
                           } else if (auto x = w.integer(v, k, 0, 100000)) {
                               a.n_gpu_layers = static_cast<int>(*x);
@@ -360,12 +372,7 @@ void check_projector(config::Walker& w, const YAML::Node& entry, const std::stri
     const auto file = mmproj_path(m);
     if (file.empty()) return;
     const std::string key = path + ".args.mmproj";
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(file, ec)) {
-        w.error(entry, key,
-                file.string() + " is not a regular file (a relative mmproj is beside the model file)");
-        return;
-    }
+    if (!beside_model_file(w, entry, key, file, "mmproj")) return;
     try {
         const auto p = plan::plan_projector(gguf::read_model(file));
         const auto text = planned_file(m)->arch_uint("embedding_length");
@@ -398,11 +405,7 @@ void check_lora(config::Walker& w, const YAML::Node& entry, const std::string& p
     bool ok = true;
     for (std::size_t i = 0; i < files.size(); ++i) {
         const std::string key = path + ".args.lora[" + std::to_string(i) + "]";
-        std::error_code ec;
-        if (!std::filesystem::is_regular_file(files[i], ec)) {
-            w.error(
-                entry, key,
-                files[i].string() + " is not a regular file (a relative adapter is beside the model file)");
+        if (!beside_model_file(w, entry, key, files[i], "adapter")) {
             ok = false;
             continue;
         }
@@ -428,12 +431,7 @@ void check_draft(config::Walker& w, const YAML::Node& entry, const std::string& 
     if (!llama_args(m).draft) return;
     const std::string key = path + ".args.draft";
     const auto file = draft_path(m);
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(file, ec)) {
-        w.error(entry, key,
-                file.string() + " is not a regular file (a relative draft is beside the model file)");
-        return;
-    }
+    if (!beside_model_file(w, entry, key, file, "draft")) return;
     try {
         auto with_draft = std::make_unique<LlamaArgs>(llama_args(m));
         with_draft->draft_file =

@@ -368,7 +368,7 @@ TEST_F(Robust, ConnectionFloodIsRefusedClearlyAndLeavesNoDescriptors) {
         }));
     for (auto& f : burst) EXPECT_EQ(f.get(), 200);
     int fds_after = open_fds(pid);
-    // Idle keep-alive connections to the engine are closed within 5 s (http/upstream_pool.hpp).
+    // Idle keep-alive connections to the engine are closed within 5 s (core/http_pool.hpp).
     for (int i = 0; i < 80 && fds_after > fds_before; ++i) {
         std::this_thread::sleep_for(100ms);
         fds_after = open_fds(pid);
