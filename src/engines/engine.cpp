@@ -204,6 +204,7 @@ asio::awaitable<StartResult> Engine::start() {
     auto interval = 2ms;
     auto last_write = t0;
     std::optional<std::chrono::steady_clock::time_point> stopped_since;
+    unsigned last_status = 0;  // the last health poll's answer (0: none)
     while (true) {
         if (proc_->exited() || stop_requested_) break;
         const auto now = std::chrono::steady_clock::now();
@@ -215,8 +216,9 @@ asio::awaitable<StartResult> Engine::start() {
         }
         // A load may take an hour (startup_timeout), but a process stopped by a signal (SIGSTOP, a debugger)
         // is not loading: after the hang limit it is killed as hung instead of holding its memory and every
-        // request for its model until the startup timeout.
-        if (is_stopped(proc_state(proc_->pid()))) {
+        // request for its model until the startup timeout. (Looked at only after a poll that got no HTTP
+        // answer: a stopped process never answers, and a loading one that does costs no /proc read per poll.)
+        if (last_status == 0 && is_stopped(proc_state(proc_->pid()))) {
             if (!stopped_since) stopped_since = now;
             if (spec_.hang_after.count() > 0 && now - *stopped_since >= spec_.hang_after) {
                 kill_hung(fmt::format(
@@ -230,6 +232,7 @@ asio::awaitable<StartResult> Engine::start() {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
         const unsigned status = co_await http_get_status(spec_.host, spec_.port, spec_.health_path,
                                                          std::min<std::chrono::milliseconds>(2s, left));
+        last_status = status;
         if (status == 200 && !proc_->exited() && !stop_requested_) {
             proc_->stop_watching_output();
             state_ = EngineState::ready;
