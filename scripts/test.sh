@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Sets everything up (scripts/setup.sh), then runs the whole test suite:
-#   format check (clang-format), fuzzers for a fixed time over their regression corpus, loch's idle cost against
-#   its bounds (bench/idle.sh), the deployment checks (systemd unit,
-#   Helm chart, the container image built and run with podman, its memory limit named: scripts/test-deploy.sh), the Vulkan engines on a real Vulkan driver
-#   (Mesa's lavapipe: scripts/test-vulkan.sh), the README's first command in a pristine Debian 12 container
-#   (scripts/test-pristine.sh), and then every suite — unit and integration against the real llama-server —
-#   again on a build with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/), where any finding
+#   format check (clang-format), loch's idle cost against its bounds (bench/idle.sh), the deployment checks
+#   (systemd unit, Helm chart, the container image built and run with podman, its memory limit named:
+#   scripts/test-deploy.sh), the Vulkan engines on a real Vulkan driver (Mesa's lavapipe: scripts/test-vulkan.sh),
+#   the README's first command in a pristine Debian 12 container (scripts/test-pristine.sh), then a build with
+#   AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/): its fuzzers for a fixed time over their
+#   regression corpus, and every suite — unit and integration against the real engines — where any finding
 #   fails the run. Each stage prints its time.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,9 +31,6 @@ mapfile -t sources < <(cd "$ROOT" && git ls-files -- 'src/*.[ch]pp' 'tests/*.[ch
 (cd "$ROOT" && clang-format-14 --dry-run --Werror "${sources[@]}")
 echo "    ${#sources[@]} files formatted"
 
-stage "Fuzzers"
-bash "$ROOT/scripts/fuzz.sh"
-
 stage "Idle cost guard (bench/idle.sh: 30 s of silence; fails above 1.5 wakeups/s or 0.5 % of a core)"
 # Wakeups are the precise bound: 0.7/s measured (docs/performance.md), and a 50 ms timer added anywhere on
 # loch's loop makes ~22/s. CPU time is not: on a shared 2-core VM the same binary measured 12–98 ms per 30 s
@@ -56,8 +53,12 @@ export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
 # CPU in (synth, gguf, plan) stay at -O1: at -O0 the README and preset suites ran 5-15x longer.
 cmake -S "$ROOT" -B "$ASAN" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1" \
   -DLOCH_O1_MODULES="synth;gguf;plan" \
-  -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLOCH_WERROR=ON -DLOCH_SANITIZE=ON >/dev/null
+  -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLOCH_WERROR=ON -DLOCH_SANITIZE=ON \
+  -DLOCH_SANITIZE_FUZZ=ON >/dev/null
 cmake --build "$ASAN" -j "$(nproc)"
+
+stage "Fuzzers (the libFuzzer targets of the sanitized build, over their corpus)"
+bash "$ROOT/scripts/fuzz.sh" "$ASAN"
 # The engines are not instrumented: the same pinned binaries the release build uses.
 cp -f "$BUILD/bin/llama-server" "$BUILD/bin/llama-fit-params" "$BUILD/bin/sd-server" "$BUILD/bin/whisper-server" \
   "$ASAN/bin/"

@@ -301,14 +301,21 @@ class OllamaEmbedding : public Translation {
 
 }  // namespace
 
+namespace {
+// Seconds as a keep_alive: a negative one, or one longer than anybody waits (a century: also past what a
+// count of seconds holds, "1e30s", "inf"), keeps the model loaded for good, as Ollama's negative one does.
+KeepAlive keep_alive_of(double seconds) {
+    constexpr double kForever = 100.0 * 365 * 24 * 3600;
+    if (std::isnan(seconds)) throw ollama_invalid("'keep_alive' is not a number of seconds");
+    if (seconds < 0 || seconds >= kForever) return std::optional<std::chrono::seconds>{};
+    return std::optional<std::chrono::seconds>{
+        std::chrono::seconds(static_cast<long long>(std::ceil(seconds)))};
+}
+}  // namespace
+
 KeepAlive parse_keep_alive(const json& v) {
     if (v.is_null()) return std::nullopt;
-    if (v.is_number()) {
-        const double s = v.get<double>();
-        if (s < 0) return std::optional<std::chrono::seconds>{};
-        return std::optional<std::chrono::seconds>{
-            std::chrono::seconds(static_cast<long long>(std::ceil(s)))};
-    }
+    if (v.is_number()) return keep_alive_of(v.get<double>());
     if (!v.is_string())
         throw ollama_invalid("'keep_alive' must be a duration (\"5m\") or a number of seconds");
     const std::string s = v.get<std::string>();
@@ -337,8 +344,7 @@ KeepAlive parse_keep_alive(const json& v) {
                                  "' (use h, m, s or ms)");
         total += x * mult;
     }
-    return std::optional<std::chrono::seconds>{
-        std::chrono::seconds(static_cast<long long>(std::ceil(total)))};
+    return keep_alive_of(total);
 }
 
 OllamaCall translate_ollama(std::string_view path, std::string_view body) {

@@ -19,6 +19,18 @@ TEST(OllamaApi, KeepAliveTakesGoDurationsSecondsAndNegativeForever) {
     EXPECT_THROW(parse_keep_alive(json::array()), loch::broker::Error);
 }
 
+// Found by fuzz_ollama_request under UBSan: a duration past what a count of seconds holds was cast anyway.
+TEST(OllamaApi, AKeepAliveLongerThanACenturyIsForeverNotAnOverflow) {
+    const KeepAlive forever(std::optional<std::chrono::seconds>{});
+    EXPECT_EQ(parse_keep_alive("1333333333333333333333330"), forever);
+    EXPECT_EQ(parse_keep_alive("1e30h"), forever);
+    EXPECT_EQ(parse_keep_alive("inf"), forever);
+    EXPECT_EQ(parse_keep_alive(1e300), forever);
+    EXPECT_EQ(parse_keep_alive("876000h"), forever);  // 100 years
+    EXPECT_EQ(parse_keep_alive("8760h"), KeepAlive(std::optional<std::chrono::seconds>(31536000)));
+    EXPECT_THROW(parse_keep_alive("nan"), loch::broker::Error);
+}
+
 TEST(OllamaApi, ChatMapsMessagesOptionsFormatAndStreamsByDefault) {
     const auto call = translate_ollama("/api/chat", R"({"model":"m","messages":[{"role":"user","content":"hi",
         "images":["QUJD"]}],"options":{"num_predict":7,"temperature":0.5,"num_ctx":8192,"top_k":3},"format":"json"})");

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include <SQLiteCpp/Database.h>
 #include <gtest/gtest.h>
 
 #include "batch_fixtures.hpp"
@@ -123,7 +124,26 @@ TEST(Batches, KilledMidBatchThenStoppedLochResumesItAndEveryCustomIdIsInTheOutpu
     const auto metrics = loch->get("/metrics").body;
     EXPECT_NE(metrics.find("loch_batch_items{batch=\"" + id + "\",state=\"done\"}"), std::string::npos)
         << metrics;
-    ::kill(loch->process().pid(), SIGKILL);
+    // Killed while an item is recorded as running (what the restart must say it runs again): loch stopped
+    // first, its store read as a crash would leave it, and let go on a moment when nothing runs — between one
+    // item's end and the next one's start the store holds no running item.
+    const auto store = dir.path() / "state" / "batches" / "batches.sqlite3";
+    const auto pid = loch->process().pid();
+    bool running = false;
+    for (int i = 0; i < 500 && !running; ++i) {
+        ::kill(pid, SIGSTOP);
+        try {
+            SQLite::Database db(store.string(), SQLite::OPEN_READONLY);
+            running = db.execAndGet("SELECT count(*) FROM items WHERE state='running'").getInt() > 0;
+        } catch (const SQLite::Exception&) {  // busy at that instant: look again
+        }
+        if (!running) {
+            ::kill(pid, SIGCONT);
+            std::this_thread::sleep_for(2ms);
+        }
+    }
+    ASSERT_TRUE(running) << "no item was ever seen running";
+    ::kill(pid, SIGKILL);
     loch->expect_exit();
     const auto port = loch->port();
     loch.reset();
