@@ -183,17 +183,21 @@ class Broker {
     boost::asio::awaitable<Lease> do_acquire(std::string model, RequestNeeds needs);
     void check_needs(const Model& m, const RequestNeeds& needs) const;
     // Grant a slot now (and book the request's own memory under `*holder`), or start what it needs (load,
-    // evictions) and wait.
+    // evictions) and wait: broker/serve_decision.hpp decides, serve.cpp carries it out.
     // `aged`: a batch waiter past `aging` no longer yields to interactive work (it would starve).
     Serve try_serve(Model& m, const RequestNeeds& needs, std::string* holder, bool aged = false);
-    // A request's own memory on a ready engine's device: book it, evict for it, refuse it, or wait.
-    Serve book_transient(Model& m, const engines::RequestCost& t, std::string* holder);
+    class ServeAnswers;    // what the decision asks of the broker (serve.cpp)
+    struct ServeExecutor;  // the one executor of its effects (serve.cpp)
     // A request that can never run where its model runs or would run, refused on arrival (before it waits
     // or an engine starts): a tensor above the device's largest allocation (Vulkan), or, for a cold model,
     // compute that does not fit beside the weights it would book.
     void check_runnable(Model& m, const RequestNeeds& needs);
     void refuse_if_never_fits(Model& m, const std::string& device, const MemoryFigure& engine,
                               const engines::RequestCost& t);
+    // The refusal when the engine's `engine` and the request's own memory together exceed what `device` can
+    // ever give, with what would fit; nullopt when they fit.
+    std::optional<Error> never_fits_error(const Model& m, const std::string& device,
+                                          const MemoryFigure& engine, const engines::RequestCost& t) const;
     std::string device_for_request(const Model& m) const;
     void close_cold_start(Model& m, std::chrono::steady_clock::time_point granted);
     Lease make_lease(Model& m, config::Priority priority, std::string decision,

@@ -13,30 +13,12 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "broker/broker.hpp"
+#include "broker/engine_state.hpp"
 
 namespace loch::broker {
 
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
-
-// asleep: the engine runs but has given back most of its device memory (vLLM's sleep mode, Kind::sleep);
-// a request wakes it through admission like a start, only cheaper.
-enum class ModelState { stopped, loading, ready, stopping, asleep };
-inline std::string_view to_string(ModelState s) {
-    switch (s) {
-        case ModelState::stopped:
-            return "stopped";
-        case ModelState::loading:
-            return "loading";
-        case ModelState::ready:
-            return "ready";
-        case ModelState::stopping:
-            return "stopping";
-        case ModelState::asleep:
-            return "asleep";
-    }
-    return "?";
-}
 
 struct Broker::Model {
     explicit Model(const config::ModelConfig& c, const config::RestartConfig& rc)

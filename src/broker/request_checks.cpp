@@ -119,8 +119,17 @@ void Broker::check_runnable(Model& m, const RequestNeeds& needs) {
 
 void Broker::refuse_if_never_fits(Model& m, const std::string& device, const MemoryFigure& engine,
                                   const engines::RequestCost& t) {
+    auto e = never_fits_error(m, device, engine, t);
+    if (!e) return;
+    note("refused", m, e->what(), {{"request_bytes", t.bytes}}, true);
+    throw *e;
+}
+
+std::optional<Error> Broker::never_fits_error(const Model& m, const std::string& device,
+                                              const MemoryFigure& engine,
+                                              const engines::RequestCost& t) const {
     const std::uint64_t cap = ledger_.capacity(device);
-    if (engine.bytes + t.bytes <= cap) return;
+    if (engine.bytes + t.bytes <= cap) return std::nullopt;
     // Never: the weights and this request's compute together exceed what the device can ever give.
     const std::uint64_t budget = cap > engine.bytes ? cap - engine.bytes : 0;
     auto help = t.would_help ? t.would_help(budget) : std::vector<std::string>{};
@@ -158,8 +167,7 @@ void Broker::refuse_if_never_fits(Model& m, const std::string& device, const Mem
                     ledger_.capacity_detail(device),
                     help.empty() ? "" : fmt::format("; would fit: {}", fmt::join(help, "; "))),
         std::move(d));
-    note("refused", m, e.what(), {{"request_bytes", t.bytes}}, true);
-    throw e;
+    return e;
 }
 
 }  // namespace loch::broker
