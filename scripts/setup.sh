@@ -158,7 +158,9 @@ build_engine() {
   echo "    building $engine $version for $backend${targets:+ ($targets)} with $JOBS jobs"
   local start=$SECONDS rc=0
   mkdir -p "$CACHE/build"
-  JOBS=$JOBS BUILD_DIR=$CACHE/build/$key bash "$ROOT/scripts/engines/build.sh" "$engine" "$backend" "$SRC_DIR" \
+  # Every build folder and source tree lies under $CACHE: ccache's paths are relative to it, so the backends'
+  # builds of one engine share what they compile alike (scripts/engines/build.sh).
+  CCACHE_BASEDIR=$CACHE CCACHE_NOHASHDIR=1 JOBS=$JOBS BUILD_DIR=$CACHE/build/$key bash "$ROOT/scripts/engines/build.sh" "$engine" "$backend" "$SRC_DIR" \
     "$ENGINE_OUT" "$targets" || rc=$?
   if ((rc)); then
     [[ $backend == cpu || " ${ASKED[*]} " == *" $backend "* ]] && exit 1

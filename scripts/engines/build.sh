@@ -15,7 +15,11 @@
 # which the pinned ggml-vulkan uses; scripts/setup.sh provides one).
 # CPU builds are static with clang-19 (docs/toolchain.md); GPU builds link their runtime (libcuda, libvulkan,
 # the HIP runtime) dynamically and use the compiler the backend's toolchain accepts (nvcc's host compiler:
-# the system c++; ROCm: its own clang).
+# the system c++; ROCm: its own clang; Vulkan: clang-19, as the CPU build).
+# Through ccache where it is installed, with CCACHE_BASEDIR set to the folder that holds both SRC and
+# BUILD_DIR (scripts/setup.sh: the engine cache): a Vulkan build then takes from the CPU build of the same
+# engine every object whose preprocessed source is the same — ggml's CPU and base code and all of llama.cpp's
+# own (ggml's GGML_USE_VULKAN reaches their command lines, not their code) — and compiles only its backend.
 set -euo pipefail
 ENGINE=${1:?engine: llama, sd or whisper} BACKEND=${2:?backend: cpu, cuda, vulkan or rocm}
 SRC=${3:?source tree} OUT=${4:?output folder} TARGETS=${5:-}
@@ -24,13 +28,15 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BUILD_DIR=${BUILD_DIR:-$SRC/build-$BACKEND}
 
 common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF)
+command -v ccache >/dev/null && common+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+clang19=(-DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19)
 case $BACKEND in
-  cpu) common+=(-DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19) ;;
+  cpu) common+=("${clang19[@]}") ;;
   cuda)
     [[ -n $TARGETS ]] || { echo "build.sh: cuda needs TARGETS (compute capabilities, e.g. '61;90')" >&2; exit 2; }
     common+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$TARGETS") ;;
   vulkan)
-    common+=(-DGGML_VULKAN=ON)
+    common+=(-DGGML_VULKAN=ON "${clang19[@]}")
     glslc=$(command -v glslc || true)
     if [[ -n ${VULKAN_SDK:-} ]]; then
       glslc=$VULKAN_SDK/bin/glslc
