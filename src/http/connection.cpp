@@ -1,7 +1,10 @@
-// A client connection's early next read, and a relay's end (server.hpp: Connection, RelayState).
+// http/connection — a client connection's early next read.
+#include "http/connection.hpp"
+
 #include <boost/asio/async_result.hpp>
 
-#include "http/server.hpp"
+#include "http/relays.hpp"
+#include "http/server_options.hpp"
 
 namespace loch::http {
 
@@ -51,22 +54,6 @@ asio::awaitable<boost::system::error_code> Connection::next_read() {
     st->relay.reset();
     if (!st->ec) buffer_->commit(st->n);
     co_return st->ec;
-}
-
-void RelayState::close_upstream() {
-    if (!upstream) return;
-    boost::system::error_code ec;
-    upstream->socket().shutdown(tcp::socket::shutdown_both, ec);
-    upstream->socket().close(ec);
-}
-
-void RelayState::finish() {
-    done = true;
-    close_upstream();
-    if (watched) {
-        boost::system::error_code ec;
-        std::exchange(watched, nullptr)->cancel(ec);
-    }
 }
 
 }  // namespace loch::http

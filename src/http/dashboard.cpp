@@ -1,5 +1,8 @@
-// The dashboard of http/server: the page (src/http/ui/index.html, built into the binary; it polls
-// /loch/status every second and follows an engine's log) and the log follow stream it reads.
+// http/dashboard — the page and a followed engine log.
+#include "http/dashboard.hpp"
+
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -7,7 +10,8 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
 
-#include "http/server.hpp"
+#include "http/respond.hpp"
+#include "http/server_options.hpp"
 
 namespace loch::http {
 
@@ -19,19 +23,14 @@ namespace bhttp = beast::http;
 using broker::Error;
 using broker::ErrorKind;
 
-namespace {}
-
-asio::awaitable<bool> Server::dashboard(beast::tcp_stream& stream, const Request& req) {
+asio::awaitable<bool> Dashboard::page(beast::tcp_stream& stream, const Request& req) {
     co_await write_text(stream, req.version(), req.keep_alive(), 200, "text/html; charset=utf-8",
                         kDashboardPage);
     co_return req.keep_alive();
 }
 
-// GET /loch/engines/{name}/log?follow=1: the last `lines` lines, then each new one as it is written, as SSE
-// `data:` events holding a JSON string; a comment every 15 s keeps proxies from closing it. Ends when the
-// client leaves or loch shuts down. (Polls the engine's log tail twice a second: a log is not a hot path.)
-asio::awaitable<bool> Server::follow_log(beast::tcp_stream& stream, const Request& req, const Route& r) {
-    auto first = co_await broker_.view().log_tail(r.engine, r.lines);
+asio::awaitable<bool> Dashboard::follow_log(beast::tcp_stream& stream, const Request& req, const Route& r) {
+    auto first = co_await view_.log_tail(r.engine, r.lines);
     if (!first)
         throw Error(ErrorKind::model_not_found, "no model named '" + r.engine + "'", {{"model", r.engine}});
     const unsigned v = req.version();
@@ -44,7 +43,7 @@ asio::awaitable<bool> Server::follow_log(beast::tcp_stream& stream, const Reques
     auto [hec, hn] = co_await bhttp::async_write_header(stream, sr, tok);
     if (hec) co_return false;
     auto st = std::make_shared<RelayState>();  // so that shutdown ends it like any relay
-    const auto registration = register_relay(st);
+    const auto registration = relays_.add(st);
     std::vector<std::string> seen = *first;
     const auto send = [&](const std::vector<std::string>& lines) -> asio::awaitable<bool> {
         std::string out;
@@ -61,7 +60,7 @@ asio::awaitable<bool> Server::follow_log(beast::tcp_stream& stream, const Reques
     while (!shutting_down_ && !st->abort) {
         t.expires_after(std::chrono::milliseconds(500));
         co_await t.async_wait(tok);
-        auto now = co_await broker_.view().log_tail(r.engine, 1000);
+        auto now = co_await view_.log_tail(r.engine, 1000);
         if (!now) break;
         // The new lines: what follows the longest suffix of what was sent that starts the new tail's end.
         std::size_t from = 0;

@@ -1,12 +1,14 @@
-// The model requests of http/server, of both APIs: each gets an id and a RequestRecord, goes through the
-// proxy (an Ollama one translated first), and ends with one line in the request log and its metrics.
+// http/model_proxy — a model request of either API: an id and a RequestRecord, the proxy (an Ollama one
+// translated first), and one line in the request log with its metrics.
+#include "http/model_proxy.hpp"
+
 #include <fmt/format.h>
 #include <boost/beast/http.hpp>
 
 #include "http/errors.hpp"
 #include "http/ollama.hpp"
 #include "http/ollama_api.hpp"
-#include "http/server.hpp"
+#include "http/respond.hpp"
 
 namespace loch::http {
 
@@ -15,8 +17,8 @@ namespace bhttp = boost::beast::http;
 using broker::Error;
 using broker::ErrorKind;
 
-asio::awaitable<bool> Server::model_request(boost::beast::tcp_stream& stream, Request& req, const Route& r,
-                                            Connection& conn) {
+asio::awaitable<bool> ModelProxy::model_request(boost::beast::tcp_stream& stream, Request& req,
+                                                const Route& r, Connection& conn) {
     const auto started = std::chrono::steady_clock::now();
     observe::RequestRecord rec;
     rec.id = journal_.id_of(req);
@@ -37,8 +39,9 @@ asio::awaitable<bool> Server::model_request(boost::beast::tcp_stream& stream, Re
     co_return keep;
 }
 
-asio::awaitable<bool> Server::ollama_request(boost::beast::tcp_stream& stream, Request& req, const Route& r,
-                                             observe::RequestRecord& rec, Connection& conn) {
+asio::awaitable<bool> ModelProxy::ollama_request(boost::beast::tcp_stream& stream, Request& req,
+                                                 const Route& r, observe::RequestRecord& rec,
+                                                 Connection& conn) {
     const unsigned v = req.version();
     const bool keep = req.keep_alive();
     std::optional<Error> err;

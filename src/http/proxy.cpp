@@ -1,4 +1,4 @@
-// The OpenAI proxy path of http/server: parse → acquire a slot → context check → relay.
+// http/model_proxy — the proxy's phases: parse → acquire a slot → context check → relay.
 //
 // Lifetime rule: everything a relay opens ends with the relay. RelayGuard closes the upstream socket (the
 // engine sees the connection close and cancels its task) and stops the helpers on every exit path —
@@ -24,8 +24,9 @@
 #include "engines/engine_client.hpp"
 #include "http/engine_answer.hpp"
 #include "http/errors.hpp"
+#include "http/model_proxy.hpp"
+#include "http/respond.hpp"
 #include "http/sdapi.hpp"
-#include "http/server.hpp"
 #include "http/sse.hpp"
 #include "http/stream_watchdog.hpp"
 
@@ -107,7 +108,7 @@ void watch_client(tcp::socket& client, const std::shared_ptr<RelayState>& st) {
 }  // namespace
 
 // The model's kind may refuse the request before it is sent (llama-server: prompt tokens vs slot context).
-asio::awaitable<void> Server::check_request(const broker::Lease& lease, const OpenAIRequest& r) {
+asio::awaitable<void> ModelProxy::check_request(const broker::Lease& lease, const OpenAIRequest& r) {
     engines::RequestView view;
     view.route = to_string(r.endpoint);
     view.body = &r.body;
@@ -141,7 +142,7 @@ std::string sse_head_comment(const nlohmann::json& p, std::chrono::steady_clock:
 
 }  // namespace
 
-asio::awaitable<std::optional<broker::Lease>> Server::acquire_with_heartbeat(
+asio::awaitable<std::optional<broker::Lease>> ModelProxy::acquire_with_heartbeat(
     beast::tcp_stream& client, unsigned version, const std::string& model, const broker::RequestNeeds& needs,
     bool progress_events, bool& headers_sent) {
     // The acquire runs beside this loop; the loop alone writes to the client. A client that leaves does
@@ -197,7 +198,7 @@ asio::awaitable<std::optional<broker::Lease>> Server::acquire_with_heartbeat(
     co_return std::move(p->lease);
 }
 
-asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, ProxyCall call) {
+asio::awaitable<bool> ModelProxy::proxy(beast::tcp_stream& client, Request& req, ProxyCall call) {
     const unsigned v = req.version();
     const bool keep = req.keep_alive();
     // HTTP/1.0 has no chunked encoding: a stream to such a client is delimited by closing the connection.
@@ -205,7 +206,7 @@ asio::awaitable<bool> Server::proxy(beast::tcp_stream& client, Request& req, Pro
     auto& rec = *call.record;
     auto st = std::make_shared<RelayState>();
     RelayGuard guard{st};
-    const auto registration = register_relay(st);
+    const auto registration = relays_.add(st);
     bool headers_sent = false;
     std::optional<Error> err;
     broker::Lease lease;

@@ -43,11 +43,14 @@ Server::Server(asio::any_io_executor ex, broker::Broker& broker, ServerOptions o
       options_(std::move(options)),
       acceptor_(ex),
       journal_(ex, broker, metrics_, options_.request_log, options_.request_log_flush),
+      relays_(broker),
       loop_lag_(
           ex, [this] { return describe_activity(); }, [this](double s) { metrics_.observe_loop_lag(s); },
           observe::LoopLag::Options{}, [this] { return !sessions_.empty() || !relays_.empty(); }),
+      proxy_(ex, broker, pool_, journal_, options_, relays_),
+      dashboard_(ex, broker.view(), relays_, shutting_down_),
       admin_(broker, metrics_,
-             {.in_flight = [this] { return in_flight(); },
+             {.in_flight = [this] { return relays_.in_flight(); },
               .batches = [this] { return batches(); },
               .event_loop = [this] { return loop_lag_.json(); },
               .connections = [this] { return connection_figures(); },
@@ -57,11 +60,11 @@ Server::Server(asio::any_io_executor ex, broker::Broker& broker, ServerOptions o
                                             {"connects", pool_.connects()},
                                             {"reuses", pool_.reuses()}};
                   },
-              .cancel = [this](const std::string& id) { return cancel(id); }}),
+              .cancel = [this](const std::string& id) { return relays_.cancel(id); }}),
       batch_api_(ex, broker, journal_, options_,
                  {.port = [this] { return port_; },
-                  .preempt = [this](const std::string& id) { return preempt(id); },
-                  .cancel = [this](const std::string& id) { cancel(id); }}),
+                  .preempt = [this](const std::string& id) { return relays_.preempt(id); },
+                  .cancel = [this](const std::string& id) { relays_.cancel(id); }}),
       alive_(std::make_shared<bool>(true)) {
     // An engine about to stop loses its idle keep-alive connections first (core/http_pool.hpp: drop).
     broker_.listeners().engine_stopping = [this](const engines::EngineAddress& a) {
@@ -338,11 +341,7 @@ asio::awaitable<void> Server::drain(std::chrono::milliseconds grace) {
                   fmt::format("loch is shutting down; the request did not finish within the {} ms grace",
                               grace.count()),
                   {{"grace_ms", grace.count()}}, 5);
-    for (auto& w : relays_)
-        if (auto st = w.lock(); st && !st->done) {
-            st->abort = e;
-            st->close_upstream();
-        }
+    relays_.abort_all(e);
 }
 
 asio::awaitable<void> Server::wait_closed() {
@@ -395,15 +394,15 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
         switch (r.kind) {
             case Route::Kind::openai:
             case Route::Kind::ollama_generation:
-                co_return co_await model_request(stream, req, r, conn);
+                co_return co_await proxy_.model_request(stream, req, r, conn);
             case Route::Kind::files:
                 co_return co_await batch_api_.files_route(stream, req, r);
             case Route::Kind::batches:
                 co_return co_await batch_api_.batches_route(stream, req, r);
             case Route::Kind::dashboard:
-                co_return co_await dashboard(stream, req);
+                co_return co_await dashboard_.page(stream, req);
             case Route::Kind::engine_log:
-                if (r.follow) co_return co_await follow_log(stream, req, r);
+                if (r.follow) co_return co_await dashboard_.follow_log(stream, req, r);
                 break;
             case Route::Kind::method_not_allowed:
                 allow = r.allow;

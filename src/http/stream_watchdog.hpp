@@ -8,7 +8,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "http/server.hpp"
+#include "http/relays.hpp"
 
 namespace loch::http {
 
