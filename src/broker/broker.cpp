@@ -82,7 +82,7 @@ void Broker::note_request() {
 }
 
 bool Broker::busy(Clock::time_point now) const {
-    bool busy = !waiters_.empty() || !holds_.empty() || !loading_devices_.empty() ||
+    bool busy = !waiters_.empty() || !holds_.empty() || devices_book_.any_loading() ||
                 now - last_request_ < 10 * options_.tick;
     for (const auto& [name, m] : models_) busy |= m->active > 0 || m->state == ModelState::loading;
     return busy;
@@ -291,10 +291,7 @@ void Broker::release(const std::string& name, Clock::duration held, const std::s
     const double s = std::chrono::duration<double>(held).count();
     m.avg_request_s = m.requests_done++ == 0 ? s : 0.8 * m.avg_request_s + 0.2 * s;
     if (m.active == 0) {
-        each_device(m, [&](const std::string& d) {
-            auto lock = gpu_lock_.find(d);
-            if (lock != gpu_lock_.end() && lock->second == name) gpu_lock_.erase(lock);
-        });
+        each_device(m, [&](const std::string& d) { devices_book_.unlock(d, name); });
         const auto keep_alive = m.keep_alive();
         if (m.unload_when_idle)
             begin_stop(m, m.idle_stop_reason.empty() ? "unloaded on request" : m.idle_stop_reason,
@@ -352,8 +349,7 @@ bool Broker::one_model_at_a_time(Model& m) {
 bool Broker::exclusive_ok(const Model& m) const {
     bool ok = true;
     each_device(m, [&](const std::string& d) {
-        auto lock = gpu_lock_.find(d);
-        if (lock != gpu_lock_.end() && lock->second != m.name()) ok = false;
+        if (const auto holder = devices_book_.holder(d); holder && *holder != m.name()) ok = false;
         if (!exclusive(m)) return;
         // Takes its devices only when no other model runs a request on any of them.
         for (const auto& [n, o] : models_) {

@@ -30,6 +30,7 @@
 #include "broker/admission.hpp"
 #include "broker/broker_view.hpp"
 #include "broker/conversations.hpp"
+#include "broker/device_book.hpp"
 #include "broker/device_source.hpp"
 #include "broker/error.hpp"
 #include "broker/eta.hpp"
@@ -361,13 +362,11 @@ class Broker {
     std::map<std::string, std::unique_ptr<Model>> models_;  // by model name
     std::map<std::uint64_t, std::shared_ptr<Waiter>> waiters_;
     HoldsBook holds_;  // holds: live, ended, queued, draining (broker/holds_book.hpp)
-    std::set<std::string> loading_devices_;
-    std::map<std::string, std::string> gpu_lock_;           // device → exclusive model holding it
-    std::map<std::string, engines::Placement> placements_;  // device → as the last probe numbered it
-    std::map<std::string, std::string> drivers_;            // device → its driver's version, where probed
-    RememberedFootprints remembered_;                       // <state_dir>/footprints.json
-    FileCache file_cache_;                                  // models' files: read-ahead, residency
-    std::uint32_t cpu_cores_ = 1;                           // options_.cpu_cores, or the CPUs loch may use
+    DeviceBook
+        devices_book_;  // placements, drivers, loads in flight, exclusive locks (broker/device_book.hpp)
+    RememberedFootprints remembered_;  // <state_dir>/footprints.json
+    FileCache file_cache_;             // models' files: read-ahead, residency
+    std::uint32_t cpu_cores_ = 1;      // options_.cpu_cores, or the CPUs loch may use
     std::chrono::steady_clock::time_point files_measured_at_{};
     bool measuring_files_ = false;
     RecentEvents events_;          // what happened: log lines and the recent ones status shows

@@ -39,7 +39,7 @@ std::optional<FootprintKey> Broker::job_key(const std::string& name, const std::
     k.model = "job:" + name;
     k.device = device;
     k.kind = "job";
-    if (auto it = drivers_.find(device); it != drivers_.end()) k.driver = it->second;
+    k.driver = devices_book_.driver_of(device);
     return k;
 }
 
@@ -305,7 +305,7 @@ Broker::Serve Broker::try_grant(Hold& h) {
         in.needs.push_back(std::move(n));
     }
     in.engines = holder_views(nullptr, &h);
-    in.devices_loading.assign(loading_devices_.begin(), loading_devices_.end());
+    in.devices_loading = devices_book_.loading();
     const Decision d = decide(in, ledger_);
     switch (d.kind) {
         case Decision::Kind::start:

@@ -58,7 +58,8 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
     std::uint64_t total = 0;
     for (const auto& n : parts) {
         ledger_.reserve(n.device, m.name(), MemoryFigure{n.bytes, n.source, n.why});
-        if (n.device == where.device || where.split()) loading_devices_.insert(n.device);  // not a host part
+        if (n.device == where.device || where.split())
+            devices_book_.begin_loading(n.device);  // not a host part
         total += n.bytes;
     }
     m.state = ModelState::loading;
@@ -80,7 +81,7 @@ void Broker::begin_load(Model& m, const engines::Placement& where, const std::ve
                 throw std::runtime_error(*why);
         engine = launcher_->launch(ex_, std::move(spec));
     } catch (const std::exception& e) {
-        for (const auto& d : devices) loading_devices_.erase(d);
+        for (const auto& d : devices) devices_book_.end_loading(d);
         ledger_.release(m.name());
         m.state = ModelState::stopped;
         m.start_error =
@@ -133,7 +134,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
         m.cold.engine_ready = now();
         m.cold.engine_took = std::chrono::duration_cast<std::chrono::milliseconds>(res.took);
     }
-    for (const auto& d : devices_of(m)) loading_devices_.erase(d);
+    for (const auto& d : devices_of(m)) devices_book_.end_loading(d);
     if (m.engine != engine) co_return;  // superseded (shut down meanwhile)
     if (!res.ready) {
         m.state = ModelState::stopped;

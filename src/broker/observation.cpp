@@ -51,8 +51,9 @@ void Broker::refresh_devices() {
             ledger_.set_device(std::move(l));
         }
         if (d.used) ledger_.observe_used(d.id, d.used->bytes);
-        if (!d.driver.empty()) drivers_[d.id] = d.driver;
-        if (backend != "cpu" || d.id == "cpu") placements_[d.id] = broker::placement_of(d, backend);
+        if (!d.driver.empty()) devices_book_.observe_driver(d.id, d.driver);
+        if (backend != "cpu" || d.id == "cpu")
+            devices_book_.observe_placement(d.id, broker::placement_of(d, backend));
     }
     observe_engines(snap);
     observe_holds(snap);
@@ -234,18 +235,12 @@ void Broker::note_peak(Model& m, const MemoryFigure& f) {
 }
 
 std::optional<FootprintKey> Broker::footprint_key(const Model& m, const std::string& device) const {
-    const auto it = placements_.find(device);
-    const engines::Placement where = it != placements_.end() ? it->second : placement_without_probe(device);
+    const engines::Placement where = devices_book_.placement_of(device);
     try {
         auto spec = m.kind->launch(*cfg_, *m.cfg, where, 0);
-        const auto driver = drivers_.find(device);
-        FootprintKey k{m.name(),
-                       device,
-                       std::string(m.kind->name()),
-                       std::move(spec.argv),
-                       m.cfg->path,
-                       {},
-                       driver != drivers_.end() ? driver->second : std::string()};
+
+        FootprintKey k{m.name(),    device, std::string(m.kind->name()),    std::move(spec.argv),
+                       m.cfg->path, {},     devices_book_.driver_of(device)};
         if (!k.argv.empty()) k.engine_file = k.argv.front();
         return k;
     } catch (const std::exception&) {

@@ -64,7 +64,7 @@ bool Broker::fits_one_device_now(const Model& m) const {
     if (m.state != ModelState::stopped || !m.footprint) return false;
     for (const auto& n : m.footprint->needs) {
         const Need need = need_on(m, n);
-        if (ledger_.has_device(need.device) && !loading_devices_.contains(need.device) &&
+        if (ledger_.has_device(need.device) && !devices_book_.loading(need.device) &&
             need.bytes <= ledger_.free(need.device))
             return true;
     }

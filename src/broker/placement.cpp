@@ -27,8 +27,7 @@ using namespace std::chrono_literals;
 // Admission input
 
 engines::Placement Broker::placement_of(const std::string& device) const {
-    if (auto it = placements_.find(device); it != placements_.end()) return it->second;
-    return placement_without_probe(device);
+    return devices_book_.placement_of(device);
 }
 
 void Broker::warn_limits_that_never_fit() {
@@ -89,7 +88,7 @@ AdmissionInput Broker::admission_input(const Model& m, std::optional<config::Pri
     std::stable_partition(in.needs.begin(), in.needs.end(),
                           [&](const Need& n) { return !pinned_room.contains(n.device); });
     in.engines = holder_views(&m, nullptr);
-    in.devices_loading.assign(loading_devices_.begin(), loading_devices_.end());
+    in.devices_loading = devices_book_.loading();
     in.splits = split_candidates(m, in.needs);
     return in;
 }
@@ -158,7 +157,7 @@ asio::awaitable<void> Broker::plan_footprint(Model& m) {
     core::Timer t(ex_, clock_);
     const auto busy = [&] {
         return std::any_of(devices.begin(), devices.end(),
-                           [&](const auto& d) { return loading_devices_.contains(d); });
+                           [&](const auto& d) { return devices_book_.loading(d); });
     };
     while (busy()) {
         t.expires_after(20ms);
@@ -170,7 +169,7 @@ asio::awaitable<void> Broker::plan_footprint(Model& m) {
     std::vector<engines::Placement> placements;
     for (const auto& d : devices) {
         placements.push_back(placement_of(d));
-        loading_devices_.insert(d);
+        devices_book_.begin_loading(d);
         if (holds > 0 && d != "cpu" && ledger_.has_device(d))
             ledger_.reserve(
                 d, holder,
@@ -185,7 +184,7 @@ asio::awaitable<void> Broker::plan_footprint(Model& m) {
     }
     if (!*alive) co_return;
     ledger_.release(holder);
-    for (const auto& d : devices) loading_devices_.erase(d);
+    for (const auto& d : devices) devices_book_.end_loading(d);
     // A reload that gave it a new entry meanwhile: this plan was of the old one (ensure_footprint plans
     // again).
     if (m.cfg == entry) m.footprint = std::move(fp);

@@ -58,8 +58,8 @@ std::optional<engines::RequestCost> BrokerView::request_cost(const std::string& 
     // Costed for the device it runs on (the first it may use while cold): placement flags (clip_on_cpu …)
     // change what a GPU holds; on the CPU everything counts.
     engines::RequestView placed = r;
-    if (auto it = broker_.placements_.find(broker_.device_for_request(*m)); it != broker_.placements_.end())
-        placed.where = &it->second;
+    if (const auto* where = broker_.devices_book_.probed_placement(broker_.device_for_request(*m)))
+        placed.where = where;
     return m->kind->request_cost(*m->cfg, placed);
 }
 

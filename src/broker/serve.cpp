@@ -23,11 +23,7 @@ class Broker::ServeAnswers final : public ServeQuestions {
 
     std::optional<std::string> turn_wait() override { return b_.turn_wait(m_, priority_); }
     bool exclusive_ok() override { return b_.exclusive_ok(m_); }
-    std::optional<std::string> exclusive_holder() override {
-        const auto lock = b_.gpu_lock_.find(m_.device);
-        if (lock == b_.gpu_lock_.end()) return std::nullopt;
-        return lock->second;
-    }
+    std::optional<std::string> exclusive_holder() override { return b_.devices_book_.holder(m_.device); }
     std::optional<Error> request_memory_never_fits() override {
         const auto& t = *needs_.transient;
         const auto engine = b_.ledger_.reservation(m_.device, m_.name()).value_or(MemoryFigure{});
@@ -129,7 +125,8 @@ struct Broker::ServeExecutor {
         } else {
             ++b.batch_active_;
         }
-        if (b.exclusive(m)) b.each_device(m, [&](const std::string& d) { b.gpu_lock_[d] = m.name(); });
+        if (b.exclusive(m))
+            b.each_device(m, [&](const std::string& d) { b.devices_book_.lock(d, m.name()); });
         granted = true;
     }
     void operator()(const effect::BookRequestMemory&) {

@@ -192,7 +192,7 @@ asio::awaitable<nlohmann::json> Broker::status() {
                 waiting.push_back(std::move(entry));
             }
             nlohmann::json locks = nlohmann::json::object();
-            for (const auto& [d, m] : gpu_lock_) locks[d] = m;
+            for (const auto& [d, m] : devices_book_.locks()) locks[d] = m;
             co_return nlohmann::json{
                 {"devices", ledger_.to_json()},
                 {"engines", engines},
@@ -208,8 +208,7 @@ asio::awaitable<nlohmann::json> Broker::status() {
                 {"page_cache", page_cache_view()},
                 {"cpu_threads", cpu_threads_view()},
                 {"events", events_.recent()},
-                {"loading_devices",
-                 std::vector<std::string>(loading_devices_.begin(), loading_devices_.end())},
+                {"loading_devices", devices_book_.loading()},
                 {"shutting_down", shutting_down_}};
         },
         asio::use_awaitable);
