@@ -1,7 +1,7 @@
 // `loch ps`, `loch status`, `loch logs MODEL [-f]`, `loch load MODEL`, `loch unload MODEL`, `loch run … --
 // COMMAND` (cli/job_run.hpp), `loch cancel ID…`: talk to a running `loch serve` at --url, else at the address
-// of the config (-c), else http://127.0.0.1:8080. The API key comes from --api-key, $LOCH_API_KEY or the
-// config's first api_keys entry.
+// of the config (-c), else $LOCH_URL, else http://127.0.0.1:8080. The API key comes from --api-key,
+// $LOCH_API_KEY or the config's first api_keys entry.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -39,9 +39,14 @@ ServerAddress address_of(const ControlOptions& o) {
         a.port = cfg.port;
         if (!cfg.api_keys.empty()) a.api_key = cfg.api_keys.front();
     }
-    if (!o.url.empty()) {
+    // Where: --url, else the config given (-c), else $LOCH_URL (a loch off the default address, set once for
+    // every command), else the default.
+    std::string url = o.url;
+    if (url.empty() && o.config_file.empty())
+        if (const char* u = std::getenv("LOCH_URL"); u && *u) url = u;
+    if (!url.empty()) {
         const auto key = a.api_key;
-        a = parse_url(o.url);
+        a = parse_url(url);
         a.api_key = key;
     }
     if (const char* k = std::getenv("LOCH_API_KEY"); k && *k) a.api_key = k;
@@ -62,8 +67,9 @@ std::string path_part(const std::string& name) {
 }
 
 CLI::App* with_common(CLI::App* cmd, const std::shared_ptr<ControlOptions>& o) {
-    cmd->add_option("--url", o->url,
-                    "the running loch (default: the config's address, else http://127.0.0.1:8080)");
+    cmd->add_option(
+        "--url", o->url,
+        "the running loch (default: the config's address, else $LOCH_URL, else http://127.0.0.1:8080)");
     cmd->add_option("-c,--config", o->config_file, "loch.yaml to take the address and API key from");
     cmd->add_option("--api-key", o->api_key, "API key (default: $LOCH_API_KEY, else the config's first)");
     return cmd;

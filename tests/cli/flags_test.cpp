@@ -26,3 +26,11 @@ TEST(Flags, AClientCommandWithoutALochSaysWhereItLooked) {
     EXPECT_EQ(r.status, 1);
     EXPECT_NE(r.out.find("cannot reach loch at http://127.0.0.1:1"), std::string::npos) << r.out;
 }
+
+TEST(Flags, LochUrlInTheEnvironmentIsTheAddressWithoutUrlOrConfig) {
+    auto r = run_loch({"ps"}, {"LOCH_URL=http://127.0.0.1:2"}, true);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.out.find("cannot reach loch at http://127.0.0.1:2"), std::string::npos) << r.out;
+    r = run_loch({"ps", "--url", "127.0.0.1:1"}, {"LOCH_URL=http://127.0.0.1:2"}, true);  // the flag wins
+    EXPECT_NE(r.out.find("cannot reach loch at http://127.0.0.1:1"), std::string::npos) << r.out;
+}
