@@ -15,6 +15,14 @@
 
 namespace loch::broker {
 
+namespace {
+// A request's phases on the CPU (RequestCost::host_bytes) are booked in host RAM, beside what its engine
+// keeps there, when the engine runs on another device and the ledger knows the CPU.
+bool books_on_host(const Ledger& ledger, const std::string& device, const engines::RequestCost& t) {
+    return t.host_bytes > 0 && device != "cpu" && ledger.has_device("cpu");
+}
+}  // namespace
+
 // The broker's answers about one model and one request.
 class Broker::ServeAnswers final : public ServeQuestions {
   public:
@@ -89,11 +97,7 @@ class Broker::ServeAnswers final : public ServeQuestions {
     }
 
   private:
-    // Its phases on the CPU (RequestCost::host_bytes): in host RAM beside what the engine keeps there.
-    bool on_host() const {
-        const auto& t = *needs_.transient;
-        return t.host_bytes > 0 && m_.device != "cpu" && b_.ledger_.has_device("cpu");
-    }
+    bool on_host() const { return books_on_host(b_.ledger_, m_.device, *needs_.transient); }
     engines::RequestCost host_part() const {
         engines::RequestCost on_host = *needs_.transient;
         on_host.bytes = on_host.host_bytes;
@@ -135,7 +139,7 @@ struct Broker::ServeExecutor {
         b.ledger_.reserve(m.device, *holder, {t.bytes, Source::formula, t.why});
         b.ledger_.mark_loaded(m.device, *holder);
         // Its phases on the CPU: the same holder, released with the device's part when the request ends.
-        if (t.host_bytes > 0 && m.device != "cpu" && b.ledger_.has_device("cpu")) {
+        if (books_on_host(b.ledger_, m.device, t)) {
             b.ledger_.reserve("cpu", *holder, {t.host_bytes, Source::formula, t.host_why});
             b.ledger_.mark_loaded("cpu", *holder);
         }

@@ -80,6 +80,14 @@ const std::string& wait_reason(const ServeEffects& effects) {
     return none;
 }
 
+// A picture's compute beside the engine: the request's own memory.
+engines::RequestCost image_compute() {
+    engines::RequestCost image;
+    image.bytes = 1 << 30;
+    image.why = "a 1024x1024 image's compute";
+    return image;
+}
+
 bool has_refusal(const ServeEffects& effects) {
     return std::any_of(effects.begin(), effects.end(),
                        [](const ServeEffect& e) { return std::holds_alternative<effect::Refuse>(e); });
@@ -132,9 +140,7 @@ TEST(ServeDecision, BatchWorkYieldsToAPersonInsteadOfTakingAFreeSlot) {
 
 TEST(ServeDecision, RequestMemoryThatFitsIsBookedBeforeTheGrant) {
     Answers ask;
-    engines::RequestCost image;
-    image.bytes = 1 << 30;
-    image.why = "a 1024x1024 image's compute";
+    const auto image = image_compute();
     auto f = ready_model();
     f.request_memory = &image;
     const auto effects = decide_serve(f, ask);
@@ -145,9 +151,7 @@ TEST(ServeDecision, RequestMemoryThatFitsIsBookedBeforeTheGrant) {
 
 TEST(ServeDecision, RequestMemoryWithoutRoomEvictsIdleEnginesOrWaitsForRoom) {
     Answers ask;
-    engines::RequestCost image;
-    image.bytes = 1 << 30;
-    image.why = "a 1024x1024 image's compute";
+    const auto image = image_compute();
     auto f = ready_model();
     f.request_memory = &image;
     ask.fits_now = false;
