@@ -91,13 +91,8 @@ bool Broker::busy(Clock::time_point now) const {
 Clock::duration Broker::tick_period() const {
     const auto now = this->now();
     if (busy(now)) return options_.tick;
-    // Idle: the next keep-alive expiry (evict_expired's rule) or the idle tick, whichever comes first.
-    Clock::duration next = options_.idle_tick;
-    for (const auto& [name, m] : models_) {
-        const auto keep_alive = m->keep_alive();
-        if (m->state != ModelState::ready || m->cfg->pinned || !keep_alive) continue;
-        next = std::min<Clock::duration>(next, m->last_used + *keep_alive - now);
-    }
+    // Idle: the next keep-alive expiry or the idle tick, whichever comes first.
+    const auto next = until_next_expiry(idle_facts(), now, options_.idle_tick);
     return std::max<Clock::duration>(next, options_.tick);
 }
 

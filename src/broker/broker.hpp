@@ -29,6 +29,7 @@
 
 #include "broker/admission.hpp"
 #include "broker/broker_view.hpp"
+#include "broker/control_desk.hpp"
 #include "broker/conversations.hpp"
 #include "broker/device_book.hpp"
 #include "broker/device_source.hpp"
@@ -45,6 +46,7 @@
 #include "broker/outlook.hpp"
 #include "broker/policy.hpp"
 #include "broker/remembered.hpp"
+#include "broker/tick_decision.hpp"
 #include "broker/wait_queue.hpp"
 #include "config/config.hpp"
 #include "core/clock.hpp"
@@ -130,15 +132,6 @@ class Broker {
     // The ready-now path without a coroutine frame: a Lease when the model is ready with a free slot, else
     // nullopt (acquire() then queues it). Throws what acquire() throws for the request itself.
     std::optional<Lease> try_acquire(const std::string& model, const RequestNeeds& needs);
-    // Cancel (`DELETE /loch/requests/{id}`, `loch cancel`): ends every queued request whose
-    // RequestNeeds::request_id is `request_id` with `why` (their acquire throws it) and says how many it
-    // ended; a request already granted is the relay's to end.
-    std::size_t cancel_waiting(const std::string& request_id, const Error& why);
-
-    // `loch load`: start the model (as a request would) and wait until it is ready; its status.
-    boost::asio::awaitable<nlohmann::json> preload(std::string model);
-    // `loch unload`: stop it now, or when its running requests end; its status.
-    boost::asio::awaitable<nlohmann::json> unload(std::string model);
     // SIGHUP: serve `next` from now on. New models are added; removed ones are stopped (once idle) and no
     // longer found; a model whose launch changed (engine, file, args, memory, concurrency) restarts with the
     // new one once its running requests end, one that did not keeps running under its new settings
@@ -147,9 +140,6 @@ class Broker {
     boost::asio::awaitable<nlohmann::json> reload(config::Config next);
     // Stops every engine and fails every waiter; the broker accepts nothing afterwards.
     boost::asio::awaitable<void> shutdown();
-    // SIGKILL to every engine's process group, now (a second signal while shutdown() runs: the person wants
-    // loch gone at once). Returns how many were signalled. Nothing is saved or waited for.
-    std::size_t kill_engines_now();
 
     // Its facets, for the clients that need only one:
     // what it knows (views and a request's questions, broker/broker_view.hpp),
@@ -159,11 +149,15 @@ class Broker {
     // and conversations that survive an eviction (broker/conversations.hpp): the proxy restores a saved
     // slot for a request that continues one, and confirms it with the first answer.
     Conversations& conversations() { return conversations_; }
+    // and the engines' direct controls: load, unload, cancel a queued request, kill
+    // (broker/control_desk.hpp).
+    ControlDesk& control() { return control_desk_; }
 
   private:
     friend class Lease;
     friend class BrokerView;
     friend class HoldDesk;
+    friend class ControlDesk;
 
     // What the facets forward (facets.cpp; each is documented on its facet). The facets' other calls are
     // their own (they read the broker's members as its friends).
@@ -176,6 +170,10 @@ class Broker {
     std::optional<nlohmann::json> release_hold(const std::string& id, const std::string& why);
     std::optional<nlohmann::json> cancel_hold(const std::string& id);
     nlohmann::json holds_json() const;
+    boost::asio::awaitable<nlohmann::json> preload(std::string model);
+    boost::asio::awaitable<nlohmann::json> unload(std::string model);
+    std::size_t cancel_waiting(const std::string& request_id, const Error& why);
+    std::size_t kill_engines_now();
 
     struct Model;
     struct Waiter;
@@ -327,7 +325,9 @@ class Broker {
     // What the model's footprint on `device` is remembered under (its launch there at port 0); nullopt
     // when it cannot be launched (no program).
     std::optional<FootprintKey> footprint_key(const Model& m, const std::string& device) const;
+    // Stops the engines whose keep_alive ran out (broker/tick_decision.hpp decides).
     void evict_expired();
+    std::vector<IdleFacts> idle_facts() const;  // every engine, as the keep-alive rule sees it
     int retry_after_s(const Model& m) const;
     // A quarantined model's refusal: the verdict's message, the last exit, Retry-After when it lifts.
     Error quarantine_error(const Model& m, const engines::CrashTracker::Verdict& v) const;
@@ -373,6 +373,7 @@ class Broker {
     Conversations conversations_;  // saved slots and restores (after events_ and clock_: it notes and times)
     BrokerView view_{*this};
     HoldDesk hold_desk_{*this};
+    ControlDesk control_desk_{*this};
     std::chrono::system_clock::time_point started_at_ = std::chrono::system_clock::now();
     std::uint64_t next_waiter_ = 1;
     std::uint64_t next_transient_ = 1;

@@ -1,4 +1,5 @@
-// The Broker's facets (hold_desk.hpp, broker_view.hpp): each call is the broker's own, on its thread.
+// The Broker's facets (hold_desk.hpp, broker_view.hpp, control_desk.hpp): each call is the broker's own, on
+// its thread.
 #include "broker/broker.hpp"
 
 namespace loch::broker {
@@ -20,6 +21,19 @@ std::optional<nlohmann::json> HoldDesk::cancel(const std::string& id) {
 }
 nlohmann::json HoldDesk::list() const {
     return broker_.holds_json();
+}
+
+boost::asio::awaitable<nlohmann::json> ControlDesk::load(std::string model) {
+    return broker_.preload(std::move(model));
+}
+boost::asio::awaitable<nlohmann::json> ControlDesk::unload(std::string model) {
+    return broker_.unload(std::move(model));
+}
+std::size_t ControlDesk::cancel_waiting(const std::string& request_id, const Error& why) {
+    return broker_.cancel_waiting(request_id, why);
+}
+std::size_t ControlDesk::kill_engines_now() {
+    return broker_.kill_engines_now();
 }
 
 const config::Config& BrokerView::config() const {

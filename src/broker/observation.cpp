@@ -170,35 +170,29 @@ void Broker::guard_measured(Model& m, const std::string& device, const MemoryFig
 
 void Broker::relieve_overcommit(const std::string& device, const std::string& grown) {
     const std::uint64_t cap = ledger_.capacity(device);
-    std::uint64_t own = ledger_.own(device);
+    const std::uint64_t own = ledger_.own(device);
     if (own <= cap) return;
-    // Over the device's capacity: nothing new is admitted there (its free memory is 0), and idle holders go
-    // first, the longest idle first. A holder with running requests is never stopped for this: their work
-    // would be lost, and the memory the grown engine took is what loch guards, not what it kills for.
-    std::vector<Model*> idle;
+    std::vector<IdleHolder> idle;
     for (auto& [name, o] : models_) {
         if (o->name() == grown || o->state != ModelState::ready || o->active > 0 || o->cfg->pinned) continue;
         const auto devs = devices_of(*o);
-        if (std::find(devs.begin(), devs.end(), device) != devs.end()) idle.push_back(o.get());
+        if (std::find(devs.begin(), devs.end(), device) != devs.end())
+            idle.push_back({o->name(), o->last_used,
+                            ledger_.reservation(device, o->name()).value_or(MemoryFigure{}).bytes});
     }
-    std::sort(idle.begin(), idle.end(),
-              [](const Model* a, const Model* b) { return a->last_used < b->last_used; });
-    const std::uint64_t over = own - cap;
-    std::vector<std::string> victims;
-    std::uint64_t freed = 0;
-    for (Model* v : idle) {
-        if (freed >= over) break;
-        freed += ledger_.reservation(device, v->name()).value_or(MemoryFigure{}).bytes;
-        victims.push_back(v->name());
-    }
-    note_event("overcommitted", {{"holder", grown}},
-               fmt::format("{} is over its capacity by {} after '{}' grew; admitting nothing more there{}",
-                           device, human_bytes(over), grown,
-                           victims.empty() ? " (no idle holder to evict)"
-                                           : fmt::format(" and evicting {} idle holder(s)", victims.size())),
-               {{"device", device}, {"capacity_bytes", cap}, {"booked_bytes", own}, {"over_by_bytes", over}},
-               true);
-    evict(victims, grown,
+    // Over the device's capacity: nothing new is admitted there (its free memory is 0), and idle holders go
+    // (broker/tick_decision.hpp).
+    const auto relief = broker::relieve_overcommit(cap, own, std::move(idle));
+    note_event(
+        "overcommitted", {{"holder", grown}},
+        fmt::format("{} is over its capacity by {} after '{}' grew; admitting nothing more there{}", device,
+                    human_bytes(relief->over), grown,
+                    relief->victims.empty()
+                        ? " (no idle holder to evict)"
+                        : fmt::format(" and evicting {} idle holder(s)", relief->victims.size())),
+        {{"device", device}, {"capacity_bytes", cap}, {"booked_bytes", own}, {"over_by_bytes", relief->over}},
+        true);
+    evict(relief->victims, grown,
           fmt::format("{} over capacity after '{}' grew past its reservation", device, grown));
 }
 
@@ -266,23 +260,22 @@ Need Broker::need_on(const Model& m, const Need& planned) const {
     return n;
 }
 
-void Broker::evict_expired() {
-    const auto now = this->now();
-    for (auto& [name, m] : models_) {
-        const auto keep_alive = m->keep_alive();
-        if (m->state != ModelState::ready || m->active > 0 || m->cfg->pinned || !keep_alive) continue;
-        if (now - m->last_used < *keep_alive) continue;
+std::vector<IdleFacts> Broker::idle_facts() const {
+    std::vector<IdleFacts> out;
+    out.reserve(models_.size());
+    for (const auto& [name, m] : models_) {
         const Model* mp = m.get();  // (clang 14 cannot capture a structured binding)
         const bool wanted = std::any_of(waiters_.begin(), waiters_.end(),
                                         [&](const auto& w) { return w.second->model == mp; });
-        if (!wanted)
-            begin_stop(
-                *m,
-                fmt::format("idle for {} s (keep_alive {} s)",
-                            std::chrono::duration_cast<std::chrono::seconds>(now - m->last_used).count(),
-                            keep_alive->count()),
-                true);
+        out.push_back(
+            {m->name(), m->state, m->active, m->cfg->pinned, m->keep_alive(), m->last_used, wanted});
     }
+    return out;
+}
+
+void Broker::evict_expired() {
+    for (auto& stop : expired_engines(idle_facts(), now()))
+        begin_stop(*models_.at(stop.model), std::move(stop.why), true);
 }
 
 void Broker::note_quarantine(Model& m) {

@@ -258,7 +258,7 @@ void run_serve(const ServeOptions& o) {
         // loch exits as a signal would have ended it.
         signals.async_wait([&](const boost::system::error_code& again, int sig2) {
             if (again) return;
-            const auto killed = broker.kill_engines_now();
+            const auto killed = broker.control().kill_engines_now();
             spdlog::warn("signal {} again: exiting now, {} engine(s) killed", sig2, killed);
             spdlog::default_logger()->flush();
             std::_Exit(128 + sig2);

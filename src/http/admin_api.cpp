@@ -130,9 +130,9 @@ boost::asio::awaitable<Reply> AdminApi::answer(const Request& req, const Route& 
         case K::sdapi_models:
             co_return json_reply(sd_models(view.models_serving(to_string(Endpoint::sdapi_txt2img))));
         case K::model_load:
-            co_return json_reply(co_await broker_.preload(r.engine));
+            co_return json_reply(co_await broker_.control().load(r.engine));
         case K::model_unload:
-            co_return json_reply(co_await broker_.unload(r.engine));
+            co_return json_reply(co_await broker_.control().unload(r.engine));
         case K::requests_list:
             co_return json_reply({{"requests", server_.in_flight()}});
         case K::request_cancel:

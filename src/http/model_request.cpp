@@ -58,8 +58,8 @@ asio::awaitable<bool> ModelProxy::ollama_request(boost::beast::tcp_stream& strea
                 broker::Lease held = co_await broker_.acquire(call.model, needs);
                 rec.decision = held.decision();
             } else {
-                const auto st =
-                    unload ? co_await broker_.unload(call.model) : co_await broker_.preload(call.model);
+                const auto st = unload ? co_await broker_.control().unload(call.model)
+                                       : co_await broker_.control().load(call.model);
                 (void)st;
             }
             rec.status = 200;

@@ -72,7 +72,7 @@ nlohmann::json Relays::cancel(const std::string& id) {
     }
     // The queued ones: their acquire throws the error each relay also holds as its abort.
     for (const auto& st : found)
-        if (!st->granted && st->abort) broker_.cancel_waiting(id, *st->abort);
+        if (!st->granted && st->abort) broker_.control().cancel_waiting(id, *st->abort);
     nlohmann::json out = {{"cancelled", cancelled}};
     if (!kept.empty()) out["not_cancellable"] = kept;
     return out;

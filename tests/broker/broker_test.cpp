@@ -63,8 +63,8 @@ TEST_F(BrokerTest, ACancelledWaiterLeavesTheQueueWithItsErrorAndTheOneBehindItMo
     };
     ASSERT_EQ(waiting().size(), 2u);
     EXPECT_EQ(waiting()[0]["request"], "req-2");
-    EXPECT_EQ(broker->cancel_waiting("no-such", Error(ErrorKind::cancelled, "x")), 0u);
-    EXPECT_EQ(broker->cancel_waiting("req-2", Error(ErrorKind::cancelled, "cancelled by a test")), 1u);
+    EXPECT_EQ(broker->control().cancel_waiting("no-such", Error(ErrorKind::cancelled, "x")), 0u);
+    EXPECT_EQ(broker->control().cancel_waiting("req-2", Error(ErrorKind::cancelled, "cancelled by a test")), 1u);
     ASSERT_TRUE(settle(second));
     EXPECT_EQ(error_kind(second), ErrorKind::cancelled);
     const auto left = waiting();
@@ -74,7 +74,7 @@ TEST_F(BrokerTest, ACancelledWaiterLeavesTheQueueWithItsErrorAndTheOneBehindItMo
     // A granted request is not a waiter any more: nothing for cancel_waiting to end.
     held.release();
     ASSERT_TRUE(settle(third));
-    EXPECT_EQ(broker->cancel_waiting("req-3", Error(ErrorKind::cancelled, "x")), 0u);
+    EXPECT_EQ(broker->control().cancel_waiting("req-3", Error(ErrorKind::cancelled, "x")), 0u);
     EXPECT_TRUE(third.get().valid());
 }
 
@@ -603,7 +603,7 @@ TEST_F(BrokerTest, ANeverFittingRequestForAnEvictedModelIsRefusedBeforeAnythingI
     ASSERT_TRUE(settle(chat));
     chat.get().release();
     // img goes (as an eviction stops it): stopped, its footprint known, its last device remembered.
-    auto unload = asio::co_spawn(ioc, broker->unload("img"), asio::use_future);
+    auto unload = asio::co_spawn(ioc, broker->control().unload("img"), asio::use_future);
     ASSERT_TRUE(settle(unload, 2s));
     run_for(50ms);
     ASSERT_EQ(engine_status("img")["state"], "stopped");
