@@ -1,4 +1,5 @@
 #include "batch/input_file.hpp"
+#include "core/json_text.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,7 +12,7 @@ namespace {
 
 // A JSON value as it may be quoted in a message: short, and never throwing on bad UTF-8.
 std::string shown(const nlohmann::json& v) {
-    std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::string s = core::json_text(v);
     if (s.size() > 60) s = s.substr(0, 57) + "...";
     return s;
 }

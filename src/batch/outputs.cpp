@@ -1,4 +1,5 @@
 #include "batch/outputs.hpp"
+#include "core/json_text.hpp"
 
 #include <fstream>
 #include <stdexcept>
@@ -18,13 +19,12 @@ std::string one_line_json(const std::string& text) {
     if (text.empty()) return "null";
     if (text.find('\n') == std::string::npos && nlohmann::json::accept(text)) return text;
     auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded())
-        return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (j.is_discarded()) return core::json_text(nlohmann::json(text));
+    return core::json_text(j);
 }
 
 std::string quoted(const std::string& s) {
-    return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return core::json_text(nlohmann::json(s));
 }
 
 class AsideFile {

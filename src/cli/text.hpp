@@ -7,12 +7,13 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include "core/json_text.hpp"
 
 namespace loch::cli {
 
 // Indented JSON. Metadata strings are outside input and need not be UTF-8: replace what is not, never throw.
 inline std::string pretty_json(const nlohmann::json& j) {
-    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+    return core::json_text(j, 2);
 }
 
 // "1536.0": bytes in MiB with one decimal, for tables whose column says MiB.

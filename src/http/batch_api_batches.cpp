@@ -11,6 +11,7 @@
 #include "batch/streamed_answer.hpp"
 #include "config/config.hpp"
 #include "core/http_client.hpp"
+#include "core/json_text.hpp"
 #include "engines/kind.hpp"
 #include "http/batch_api.hpp"
 #include "http/errors.hpp"
@@ -89,7 +90,7 @@ batch::ItemAnswer streamed_item_answer(std::string_view url, std::string_view ss
         if (const auto j = sse_json(event)) assembled.add(*j);
     batch::ItemAnswer answer;
     if (const auto& e = assembled.error()) {
-        answer.body = e->dump(-1, ' ', false, json::error_handler_t::replace);
+        answer.body = core::json_text(*e);
         answer.error_type = error_type_of(*e);
         const auto& err = (*e)["error"];
         const auto kind = broker::error_kind_named(answer.error_type);
@@ -101,7 +102,7 @@ batch::ItemAnswer streamed_item_answer(std::string_view url, std::string_view ss
     }
     if (!assembled.finished()) return answer;
     answer.status = 200;
-    answer.body = assembled.answer().dump(-1, ' ', false, json::error_handler_t::replace);
+    answer.body = core::json_text(assembled.answer());
     return answer;
 }
 

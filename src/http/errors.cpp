@@ -1,4 +1,5 @@
 #include "http/errors.hpp"
+#include "core/json_text.hpp"
 
 namespace loch::http {
 
@@ -68,8 +69,7 @@ nlohmann::json error_body(const broker::Error& e) {
 }
 
 std::string sse_error_event(const broker::Error& e) {
-    return "event: error\ndata: " +
-           error_body(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+    return "event: error\ndata: " + core::json_text(error_body(e)) + "\n\n";
 }
 
 }  // namespace loch::http

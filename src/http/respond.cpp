@@ -6,6 +6,7 @@
 #include <boost/beast/http.hpp>
 
 #include "core/io_now.hpp"
+#include "core/json_text.hpp"
 #include "http/errors.hpp"
 
 namespace loch::http {
@@ -15,7 +16,7 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 
 std::string dump(const nlohmann::json& j) {
-    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return core::json_text(j);
 }
 
 asio::awaitable<void> write_json(beast::tcp_stream& stream, unsigned version, bool keep_alive,
@@ -51,6 +52,18 @@ asio::awaitable<void> write_text(beast::tcp_stream& stream, unsigned version, bo
     res.keep_alive(keep_alive);
     res.body() = std::move(body);
     res.prepare_payload();
+    co_await core::io_now::write_message(stream, res, std::chrono::seconds(30));
+}
+
+asio::awaitable<void> write_head(beast::tcp_stream& stream, unsigned version, bool keep_alive,
+                                 unsigned status, std::string_view content_type, std::size_t body_bytes,
+                                 const std::string& allow) {
+    bhttp::response<bhttp::empty_body> res{static_cast<bhttp::status>(status), version};
+    res.set(bhttp::field::server, "loch");
+    res.set(bhttp::field::content_type, content_type);
+    if (!allow.empty()) res.set(bhttp::field::allow, allow);
+    res.keep_alive(keep_alive);
+    res.content_length(body_bytes);
     co_await core::io_now::write_message(stream, res, std::chrono::seconds(30));
 }
 

@@ -1,15 +1,10 @@
 #include "http/translation.hpp"
 
+#include "core/json_text.hpp"
 #include "http/errors.hpp"
 #include "http/sse.hpp"
 
 namespace loch::http {
-
-namespace {
-std::string dump_json(const nlohmann::json& j) {
-    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-}  // namespace
 
 std::string Translation::stream_error(const broker::Error& e) const {
     return sse_error_event(e);
@@ -46,14 +41,14 @@ std::string ModelRename::answer(std::string_view engine_body, unsigned) {
     auto j = nlohmann::json::parse(engine_body, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("model")) return std::string(engine_body);
     j["model"] = model_;
-    return dump_json(j);
+    return core::json_text(j);
 }
 
 std::string ModelRename::event(std::string_view sse_event) {
     auto j = sse_json(sse_event);
     if (!j || !j->is_object() || !j->contains("model")) return std::string(sse_event);
     (*j)["model"] = model_;
-    return "data: " + dump_json(*j) + "\n\n";
+    return "data: " + core::json_text(*j) + "\n\n";
 }
 
 }  // namespace loch::http

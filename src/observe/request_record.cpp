@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "core/json_text.hpp"
 #include "core/time_text.hpp"
 
 namespace loch::observe {
@@ -60,7 +61,7 @@ void append_string(std::string& out, std::string_view s) {
         out += '"';
         return;
     }
-    out += nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    out += core::json_text(nlohmann::json(std::string(s)));
 }
 
 // std::to_chars: the shortest text that reads back as the same double (or integer), without fmt's format

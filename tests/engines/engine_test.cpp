@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "engines/process.hpp"
+#include "support/proc_facts.hpp"
 #include "support/temp_dir.hpp"
 
 namespace loch::engines {
@@ -48,14 +49,6 @@ T run(asio::io_context& ioc, asio::awaitable<T> aw) {
 void run_for(asio::io_context& ioc, std::chrono::milliseconds d) {
     ioc.restart();
     ioc.run_for(d);
-}
-
-bool alive(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string text;
-    if (!std::getline(in, text)) return false;
-    const auto close = text.rfind(')');
-    return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
 }
 
 // A health endpoint double: answers each GET with the next status of `script` (the last one repeats).
@@ -121,7 +114,7 @@ TEST_F(EngineTest, BecomesReadyAfterLoadingAndStopsWithSigterm) {
     EXPECT_EQ(health.paths.at(0), "/health");
     ASSERT_TRUE(e->load_time().has_value());
     const pid_t pid = *e->pid();
-    EXPECT_TRUE(alive(pid));
+    EXPECT_TRUE(test::process_alive(pid));
     ASSERT_EQ(state.records().size(), 1u);
     EXPECT_EQ(state.records()[0].pid, pid);
     EXPECT_EQ(state.records()[0].argv, (std::vector<std::string>{"/bin/sleep", "1000"}));
@@ -132,7 +125,7 @@ TEST_F(EngineTest, BecomesReadyAfterLoadingAndStopsWithSigterm) {
     EXPECT_EQ(stopped.kind, ExitKind::stopped);
     EXPECT_EQ(stopped.signal, SIGTERM);
     EXPECT_EQ(e->state(), EngineState::stopped);
-    EXPECT_FALSE(alive(pid));
+    EXPECT_FALSE(test::process_alive(pid));
     ASSERT_TRUE(seen.has_value());
     EXPECT_EQ(seen->kind, ExitKind::stopped);
     EXPECT_TRUE(state.records().empty());
@@ -184,7 +177,7 @@ TEST_F(EngineTest, StartupTimeoutKillsTheGroup) {
     EXPECT_THAT(r.failure->summary, HasSubstr("startup timeout of 1 s"));
     EXPECT_GE(r.took, 1s);
     EXPECT_LT(r.took, 10s);
-    EXPECT_FALSE(alive(*e->pid()));
+    EXPECT_FALSE(test::process_alive(*e->pid()));
 }
 
 // A process stopped by a signal while loading is not loading: it is killed as hung after the hang limit,
@@ -201,7 +194,7 @@ TEST_F(EngineTest, AnEngineStoppedWhileLoadingIsKilledAsHungAfterTheHangLimit) {
     EXPECT_THAT(r.failure->summary, HasSubstr("stopped by a signal"));
     EXPECT_GE(r.took, 500ms);
     EXPECT_LT(r.took, 10s);  // not the startup timeout
-    EXPECT_FALSE(alive(*e->pid()));
+    EXPECT_FALSE(test::process_alive(*e->pid()));
     EXPECT_EQ(e->state(), EngineState::failed);
 }
 
@@ -244,7 +237,7 @@ TEST_F(EngineTest, StopEscalatesToSigkillAfterTheGrace) {
     EXPECT_GE(std::chrono::steady_clock::now() - t0, 1s);
     EXPECT_EQ(r.kind, ExitKind::stopped);
     EXPECT_EQ(r.signal, SIGKILL);
-    EXPECT_FALSE(alive(*e->pid()));
+    EXPECT_FALSE(test::process_alive(*e->pid()));
 }
 
 TEST_F(EngineTest, StopReachesGrandchildrenAndBothOutputStreamsReachTheLogFile) {
@@ -260,10 +253,10 @@ TEST_F(EngineTest, StopReachesGrandchildrenAndBothOutputStreamsReachTheLogFile) 
     ASSERT_EQ(tail[0].rfind("grandchild=", 0), 0u);
     EXPECT_EQ(tail[1], "to-stderr");
     const pid_t grandchild = std::stoi(tail[0].substr(11));
-    EXPECT_TRUE(alive(grandchild));
+    EXPECT_TRUE(test::process_alive(grandchild));
     run(ioc, e->stop());
-    for (int i = 0; i < 100 && alive(grandchild); ++i) std::this_thread::sleep_for(20ms);
-    EXPECT_FALSE(alive(grandchild));
+    for (int i = 0; i < 100 && test::process_alive(grandchild); ++i) std::this_thread::sleep_for(20ms);
+    EXPECT_FALSE(test::process_alive(grandchild));
     std::ifstream in(dir / "logs" / "double.log");
     const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_THAT(file, HasSubstr("---- loch "));
@@ -353,8 +346,8 @@ TEST_F(EngineTest, EngineDiesWithItsParent) {
     ::close(fds[1]);
     int st = 0;
     ::waitpid(child, &st, 0);
-    for (int i = 0; i < 250 && alive(engine); ++i) std::this_thread::sleep_for(20ms);
-    EXPECT_FALSE(alive(engine));
+    for (int i = 0; i < 250 && test::process_alive(engine); ++i) std::this_thread::sleep_for(20ms);
+    EXPECT_FALSE(test::process_alive(engine));
 }
 
 TEST(ProcessLog, FileIsRotatedWhileTheChildWritesAndTheTailIsThisRunsOnly) {

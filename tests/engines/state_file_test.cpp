@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "engines/process.hpp"
+#include "support/proc_facts.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -19,19 +20,11 @@ namespace {
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-bool alive(pid_t pid) {
-    // A zombie (exited, not reaped yet) counts as gone.
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string text;
-    if (!std::getline(in, text)) return false;
-    const auto close = text.rfind(')');
-    return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
-}
-
 bool wait_gone(pid_t pid, std::chrono::milliseconds max = 5000ms) {
     const auto deadline = std::chrono::steady_clock::now() + max;
-    while (alive(pid) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
-    return !alive(pid);
+    while (test::process_alive(pid) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(20ms);
+    return !test::process_alive(pid);
 }
 
 // A real process that stands in for a stale engine: `sleep`, in its own process group.
@@ -109,20 +102,20 @@ TEST(StaleCleanup, NeverKillsARecycledPid) {
     ASSERT_EQ(res.skipped.size(), 1u);
     EXPECT_THAT(res.skipped[0], HasSubstr("start time differs"));
     std::this_thread::sleep_for(100ms);
-    EXPECT_TRUE(alive(rec.pid));
+    EXPECT_TRUE(test::process_alive(rec.pid));
 
     auto rec2 = s.record();
     rec2.argv = {"/opt/llama-server", "-m", "x.gguf"};  // same PID and start time, other command: refuse too
     res = kill_recorded_engines({rec2});
     EXPECT_TRUE(res.killed.empty());
     EXPECT_THAT(res.skipped.at(0), HasSubstr("command line differs"));
-    EXPECT_TRUE(alive(rec.pid));
+    EXPECT_TRUE(test::process_alive(rec.pid));
 
     auto rec3 = s.record();
     rec3.pid = 999999999;  // no such process
     res = kill_recorded_engines({rec3});
     EXPECT_THAT(res.skipped.at(0), HasSubstr("no longer running"));
-    EXPECT_TRUE(alive(rec.pid));
+    EXPECT_TRUE(test::process_alive(rec.pid));
 }
 
 TEST(ProcInfo, StartTicksAndCmdlineOfThisProcess) {

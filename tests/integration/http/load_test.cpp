@@ -19,6 +19,7 @@
 #include <boost/beast/http.hpp>
 
 #include "fixtures.hpp"
+#include "support/proc_facts.hpp"
 
 using namespace loch;
 using namespace loch::itest;
@@ -30,12 +31,6 @@ namespace bhttp = beast::http;
 namespace {
 
 constexpr auto tok = asio::as_tuple(asio::use_awaitable);
-
-int open_fds(int pid) {
-    int n = 0;
-    for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) ++n;
-    return n;
-}
 
 // A chat completion request to loch as a client sends it.
 bhttp::request<bhttp::string_body> chat_request(std::string body) {
@@ -113,7 +108,7 @@ TEST_F(Load, ManyConnectionsAndAThousandStreamsAllSucceedAndLeaveNoDescriptors) 
     LochServer loch(dir.path(), config(dir, "1GiB", model_entry("tiny", models().tiny.path(), args)));
     ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 1)).status, 200);
     const int pid = loch.process().pid();
-    const int fds_before = open_fds(pid);
+    const int fds_before = test::open_fds(pid);
     const auto before = loch.status()["upstream_connections"];
 
     // 256 keep-alive connections, 4 non-streamed requests each.
@@ -131,10 +126,10 @@ TEST_F(Load, ManyConnectionsAndAThousandStreamsAllSucceedAndLeaveNoDescriptors) 
     EXPECT_EQ(streams.count(200) ? streams.at(200) : 0, 1000) << dump(streams);
 
     // Nothing outlives the load: client sockets, upstream sockets, timers (idle keep-alive ≤ 5 s).
-    int fds_after = open_fds(pid);
+    int fds_after = test::open_fds(pid);
     for (int i = 0; i < 80 && fds_after > fds_before; ++i) {
         std::this_thread::sleep_for(100ms);
-        fds_after = open_fds(pid);
+        fds_after = test::open_fds(pid);
     }
     EXPECT_LE(fds_after, fds_before) << "descriptors grew after the load";
     EXPECT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 1)).status, 200);
@@ -211,7 +206,7 @@ TEST_F(Load, AThousandClientsWithFaultsLeaveEveryStreamWholeAndNothingBehind) {
                                        "client_timeouts: {idle: 30s, header: 3s, body: 3s}\n"));
     ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 1)).status, 200);
     const int pid = loch.process().pid();
-    const int fds_before = open_fds(pid);
+    const int fds_before = test::open_fds(pid);
 
     std::map<std::string, int> seen;
     {
@@ -228,11 +223,11 @@ TEST_F(Load, AThousandClientsWithFaultsLeaveEveryStreamWholeAndNothingBehind) {
         << dump(seen);
 
     // Every slot is free again, every descriptor closed (the cut bodies end with the body timeout).
-    int fds_after = open_fds(pid);
+    int fds_after = test::open_fds(pid);
     int active = -1;
     for (int i = 0; i < 100 && (fds_after > fds_before || active != 0); ++i) {
         std::this_thread::sleep_for(100ms);
-        fds_after = open_fds(pid);
+        fds_after = test::open_fds(pid);
         active = loch.engine_status("tiny")["active_requests"].get<int>();
     }
     EXPECT_LE(fds_after, fds_before) << "descriptors grew after the load";

@@ -16,13 +16,13 @@
 
 namespace loch::itest {
 
-namespace http = boost::beast::http;
+namespace bhttp = boost::beast::http;
 
 struct SseClient::Impl {
     boost::asio::io_context ioc;
     boost::asio::ip::tcp::socket sock{ioc};
     boost::beast::flat_buffer buf;
-    http::response_parser<http::buffer_body> parser;
+    bhttp::response_parser<bhttp::buffer_body> parser;
     loch::http::SseFramer framer;
     std::deque<std::string> pending;
     int status = 0;
@@ -39,17 +39,17 @@ SseClient::SseClient(std::uint16_t port, const std::string& target, const std::s
     auto& i = *impl_;
     i.sock.connect({boost::asio::ip::make_address("127.0.0.1"), port});
     i.set_timeout(120s);
-    http::request<http::string_body> req{http::verb::post, target, 11};
-    req.set(http::field::host, "127.0.0.1");
-    req.set(http::field::content_type, "application/json");
+    bhttp::request<bhttp::string_body> req{bhttp::verb::post, target, 11};
+    req.set(bhttp::field::host, "127.0.0.1");
+    req.set(bhttp::field::content_type, "application/json");
     req.body() = body;
     req.prepare_payload();
-    http::write(i.sock, req);
+    bhttp::write(i.sock, req);
     i.parser.body_limit(boost::none);
     if (!read_head) return;
-    http::read_header(i.sock, i.buf, i.parser);
+    bhttp::read_header(i.sock, i.buf, i.parser);
     i.status = static_cast<int>(i.parser.get().result_int());
-    i.content_type = std::string(i.parser.get()[http::field::content_type]);
+    i.content_type = std::string(i.parser.get()[bhttp::field::content_type]);
 }
 
 SseClient::~SseClient() = default;
@@ -74,8 +74,8 @@ std::optional<std::string> SseClient::next_event(std::chrono::seconds timeout) {
         i.parser.get().body().data = tmp;
         i.parser.get().body().size = sizeof tmp;
         boost::beast::error_code ec;
-        http::read_some(i.sock, i.buf, i.parser, ec);
-        if (ec == http::error::need_buffer) ec = {};
+        bhttp::read_some(i.sock, i.buf, i.parser, ec);
+        if (ec == bhttp::error::need_buffer) ec = {};
         if (ec) throw boost::system::system_error(ec);
         for (auto& e : i.framer.feed(std::string_view(tmp, sizeof tmp - i.parser.get().body().size)))
             i.pending.push_back(std::move(e));
