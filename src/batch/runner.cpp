@@ -17,6 +17,7 @@
 
 #include "batch/outputs.hpp"
 #include "batch/streamed_answer.hpp"
+#include "core/json_text.hpp"
 #include "core/off_loop.hpp"
 #include "core/time_text.hpp"
 
@@ -53,7 +54,7 @@ std::optional<std::string> item_body(const fs::path& input, const ItemRecord& it
         ask_streamed(body);
     else if (body.contains("stream"))
         body["stream"] = false;
-    return body.dump(-1, ' ', false, json::error_handler_t::replace);
+    return core::json_text(body);
 }
 
 std::string window_text(std::int64_t s) {
@@ -295,6 +296,18 @@ void Runner::settle(const std::string& id, const ItemRecord& item, const ItemAns
     if (auto& n = in_flight_[item.model]; n > 0) --n;
     --a->counts.running;
     const bool stopped_by_us = answer.error_type == "cancelled" && (r.preempted || r.cancelled);
+    if (!unreadable && stopped_by_us && r.cancelled) {
+        // It ran, and the batch's cancel stopped it: it is not one that "never ran" (write_outputs' wording
+        // for the items still queued).
+        store_->finish_item(
+            id, item.line, answer.status, answer.body,
+            core::json_text({{"code", "batch_cancelled"},
+                             {"message",
+                              "The batch was cancelled while this request ran: loch stopped it "
+                              "before it finished."}}));
+        ++a->counts.failed;
+        return;
+    }
     if (!unreadable && (stopped_by_us || never_ran(answer))) {
         store_->requeue_item(id, item.line);
         ++a->counts.queued;
@@ -317,9 +330,9 @@ void Runner::settle(const std::string& id, const ItemRecord& item, const ItemAns
             if (body.is_object() && body.contains("error") && body["error"].is_object() &&
                 body["error"].contains("message") && body["error"]["message"].is_string())
                 message = body["error"]["message"].get<std::string>();
-            error = json{{"code", answer.error_type.empty() ? "request_failed" : answer.error_type},
-                         {"message", message}}
-                        .dump(-1, ' ', false, json::error_handler_t::replace);
+            error = core::json_text(
+                json{{"code", answer.error_type.empty() ? "request_failed" : answer.error_type},
+                     {"message", message}});
         }
         store_->finish_item(id, item.line, answer.status, answer.body, error);
         if (error.empty()) {
@@ -336,7 +349,7 @@ void Runner::settle(const std::string& id, const ItemRecord& item, const ItemAns
 }
 
 void Runner::fail_validation(Active& a, const json& errors) {
-    store_->set_errors(a.rec.id, errors.dump(-1, ' ', false, json::error_handler_t::replace));
+    store_->set_errors(a.rec.id, core::json_text(errors));
     store_->set_status(a.rec.id, BatchStatus::failed, unix_now());
     spdlog::warn("batch {}: failed validation: {}", a.rec.id, errors.dump());
     const std::string id = a.rec.id;

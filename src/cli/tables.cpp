@@ -31,6 +31,15 @@ std::string table(const std::vector<std::vector<std::string>>& rows) {
     return out;
 }
 
+// A command line as the tables show it: its first `max` bytes, the cut marked. Another program's full command
+// line (a training run's, with every flag) would otherwise widen every row to well past a terminal.
+std::string clipped(const std::string& command, std::size_t max = 32) {
+    if (command.size() <= max) return command;
+    std::size_t cut = max - 1;
+    while (cut > 0 && (static_cast<unsigned char>(command[cut]) & 0xC0) == 0x80) --cut;  // not mid-character
+    return command.substr(0, cut) + "…";
+}
+
 std::uint64_t bytes_of(const json& figure) {
     return figure.is_object() ? figure.value("bytes", std::uint64_t{0}) : 0;
 }
@@ -104,7 +113,7 @@ std::string ps_table(const json& status, bool all) {
     // Jobs and holds (`loch run`, POST /loch/holds): their memory, and where they wait.
     for (const auto& h : status.value("holds", json::array())) {
         const std::string state = h.value("state", "");
-        std::string what = h.value("command", std::string());
+        std::string what = clipped(h.value("command", std::string()));
         if (state == "waiting")
             what = fmt::format("position {}, {}: {}", h.value("position", 0), eta_text(h),
                                h.value("reason", std::string()));
@@ -118,7 +127,7 @@ std::string ps_table(const json& status, bool all) {
     if (all)
         for (const auto& d : status.value("devices", json::array()))
             for (const auto& p : d.value("other_processes", json::array()))
-                rows.push_back({"other: " + p.value("command", std::string()), "running",
+                rows.push_back({"other: " + clipped(p.value("command", std::string())), "running",
                                 d.value("device", ""), human_bytes(p.value("bytes", std::uint64_t{0})),
                                 fmt::format("pid {}, {}", p.value("pid", 0), p.value("user", std::string())),
                                 "", ""});
@@ -142,7 +151,8 @@ std::string status_text(const json& status, std::size_t events) {
                                r.value("loading", false) ? " (loading)" : "");
         // Programs loch did not start (the outside use, named where the device reports per process).
         for (const auto& p : d.value("other_processes", json::array()))
-            out += fmt::format("  {:<24} {:>12}  pid {}, {}\n", "other: " + p.value("command", std::string()),
+            out += fmt::format("  {:<24} {:>12}  pid {}, {}\n",
+                               "other: " + clipped(p.value("command", std::string())),
                                human_bytes(p.value("bytes", std::uint64_t{0})), p.value("pid", 0),
                                p.value("user", std::string()));
     }

@@ -58,6 +58,10 @@ const ModelConfig* Config::find_model(std::string_view name_or_alias) const {
         if (m.name == name_or_alias) return &m;
         if (std::find(m.aliases.begin(), m.aliases.end(), name_or_alias) != m.aliases.end()) return &m;
     }
+    // Ollama's clients name every model with a tag, and an untagged name is "<name>:latest": the same model.
+    constexpr std::string_view latest = ":latest";
+    if (name_or_alias.size() > latest.size() && name_or_alias.ends_with(latest))
+        return find_model(name_or_alias.substr(0, name_or_alias.size() - latest.size()));
     return nullptr;
 }
 

@@ -202,7 +202,8 @@ struct Config {
     std::vector<ModelConfig> models;
     std::vector<std::string> notes;  // things worth telling the user that are not errors (skipped files)
 
-    // By name or alias (exact match); nullptr when unknown.
+    // By name or alias (exact match; "<name>:latest" finds <name>, as Ollama's clients ask); nullptr when
+    // unknown.
     const ModelConfig* find_model(std::string_view name_or_alias) const;
     // Device settings for `id`, or defaults (no reserve, no budget, no margin).
     DeviceConfig device(std::string_view id) const;

@@ -46,6 +46,9 @@ class KindSchema {
     virtual nlohmann::json describe_file(const ModelConfig& model) const;
     // The program it runs, found in engine_dir, then on PATH (Config::programs); empty: none.
     virtual std::string program() const { return {}; }
+    // How to get that program when it is missing, for the error that says so ("bash scripts/setup.sh
+    // --images builds it"); empty: nothing to add.
+    virtual std::string how_to_get() const { return {}; }
     // Whether a model entry of this kind must name a `path`.
     virtual bool needs_path() const { return false; }
 };

@@ -437,9 +437,11 @@ class Loader : public Walker {
             } else if (!ctx_.check_files) {
                 c.programs[std::string(k->name())] = c.engine_dir / program;
             } else {
+                const std::string get = k->how_to_get();
                 error_at(first->line, "engine_dir",
                          program + " not found in " + c.engine_dir.string() + " nor on PATH (model '" +
-                             first->name + "' needs it; set engine_dir to the folder that holds it)");
+                             first->name + "' needs it" + (get.empty() ? "" : ": " + get + ";") +
+                             (get.empty() ? ";" : " or") + " set engine_dir to the folder that holds it)");
             }
             if (!builds.empty()) c.builds[std::string(k->name())] = std::move(builds);
         }

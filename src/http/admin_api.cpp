@@ -87,7 +87,9 @@ boost::asio::awaitable<Reply> AdminApi::answer(const Request& req, const Route& 
             if (name.empty())
                 throw Error(ErrorKind::invalid_request,
                             "POST /api/show needs a JSON body {\"model\": \"<name>\"}");
-            auto shown = ollama_show(co_await view.status(), name);
+            // "<name>:latest" is <name> (config::Config::find_model).
+            const auto* known = view.config().find_model(name);
+            auto shown = ollama_show(co_await view.status(), known ? known->name : name);
             if (!shown) throw no_model(name);
             co_return json_reply(std::move(*shown));
         }

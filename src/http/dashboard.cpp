@@ -23,6 +23,10 @@ namespace bhttp = beast::http;
 using broker::Error;
 using broker::ErrorKind;
 
+std::string_view Dashboard::page_html() {
+    return kDashboardPage;
+}
+
 asio::awaitable<bool> Dashboard::page(beast::tcp_stream& stream, const Request& req) {
     co_await write_text(stream, req.version(), req.keep_alive(), 200, "text/html; charset=utf-8",
                         kDashboardPage);

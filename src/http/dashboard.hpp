@@ -3,6 +3,8 @@
 // (GET /loch/engines/{name}/log?follow=1).
 #pragma once
 
+#include <string_view>
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -25,6 +27,7 @@ class Dashboard {
         : ex_(ex), view_(view), relays_(relays), shutting_down_(shutting_down) {}
 
     boost::asio::awaitable<bool> page(boost::beast::tcp_stream& stream, const Request& req);
+    static std::string_view page_html();  // what page() sends (HEAD / answers its length)
     // The last `lines` lines, then each new one as it is written, as SSE `data:` events holding a JSON
     // string; a comment every 15 s keeps proxies from closing it. Ends when the client leaves or loch shuts
     // down. (Polls the engine's log tail twice a second: a log is not a hot path.)

@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "core/json_text.hpp"
 #include "core/time_text.hpp"
+#include "http/json_body.hpp"
 #include "http/ollama.hpp"
 
 namespace loch::http {
@@ -21,10 +23,6 @@ namespace {
 std::string message_or(const nlohmann::json& e, std::string fallback) {
     const auto it = e.find("message");
     return it != e.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
-std::string dump_json(const json& j) {
-    return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 Error ollama_invalid(const std::string& msg) {
@@ -111,7 +109,7 @@ json map_message(const json& m, std::size_t i) {
             if (!c.is_object() || !c.contains("function")) continue;
             json fn = c["function"];
             if (fn.contains("arguments") && !fn["arguments"].is_string())
-                fn["arguments"] = dump_json(fn["arguments"]);
+                fn["arguments"] = core::json_text(fn["arguments"]);
             calls.push_back({{"id", fmt::format("call_{}", n++)}, {"type", "function"}, {"function", fn}});
         }
         out["tool_calls"] = std::move(calls);
@@ -150,7 +148,7 @@ class OllamaGeneration : public Translation {
         take_usage(j);
         json out = piece(text, tool_calls);
         finish(out, reason);
-        return dump_json(out);
+        return core::json_text(out);
     }
 
     std::string event(std::string_view sse_event) override {
@@ -160,7 +158,9 @@ class OllamaGeneration : public Translation {
         if (j->contains("error")) {
             failed_ = true;
             const auto& e = (*j)["error"];
-            return dump_json({{"error", e.is_object() ? message_or(e, dump_json(e)) : dump_json(e)}}) + "\n";
+            return core::json_text(
+                       {{"error", e.is_object() ? message_or(e, core::json_text(e)) : core::json_text(e)}}) +
+                   "\n";
         }
         if (!j->contains("choices") || !(*j)["choices"].is_array() || (*j)["choices"].empty()) return {};
         const auto& c = (*j)["choices"][0];
@@ -174,18 +174,18 @@ class OllamaGeneration : public Translation {
         if (text.empty()) return {};
         json out = piece(text, nullptr);
         out["done"] = false;
-        return dump_json(out) + "\n";
+        return core::json_text(out) + "\n";
     }
 
     std::string end() override {
         if (failed_) return {};
         json out = piece("", nullptr);
         finish(out, reason_);
-        return dump_json(out) + "\n";
+        return core::json_text(out) + "\n";
     }
 
     std::string stream_error(const Error& e) const override {
-        return dump_json({{"error", e.what()}}) + "\n";
+        return core::json_text({{"error", e.what()}}) + "\n";
     }
     json error_body(const Error& e) const override {
         return {{"error", e.what()}, {"type", broker::to_string(e.kind())}, {"details", e.details()}};
@@ -248,9 +248,9 @@ class OllamaGeneration : public Translation {
     std::string engine_failure(const json& j, std::string_view raw) const {
         std::string msg(raw);
         if (!j.is_discarded() && j.is_object() && j.contains("error"))
-            msg = j["error"].is_object() ? message_or(j["error"], dump_json(j["error"]))
-                                         : dump_json(j["error"]);
-        return dump_json({{"error", msg}});
+            msg = j["error"].is_object() ? message_or(j["error"], core::json_text(j["error"]))
+                                         : core::json_text(j["error"]);
+        return core::json_text({{"error", msg}});
     }
 
     std::string model_;
@@ -273,12 +273,12 @@ class OllamaEmbedding : public Translation {
             std::string msg(engine_body);
             if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_object())
                 msg = message_or(j["error"], msg);
-            return dump_json({{"error", msg}});
+            return core::json_text({{"error", msg}});
         }
         json vectors = json::array();
         for (const auto& d : j["data"])  // (an array: checked above)
             if (d.is_object() && d.contains("embedding")) vectors.push_back(d["embedding"]);
-        if (legacy_) return dump_json({{"embedding", vectors.empty() ? json::array() : vectors[0]}});
+        if (legacy_) return core::json_text({{"embedding", vectors.empty() ? json::array() : vectors[0]}});
         json out = {{"model", model_},
                     {"embeddings", std::move(vectors)},
                     {"total_duration", ns(Clock::now() - started_)},
@@ -286,7 +286,7 @@ class OllamaEmbedding : public Translation {
         if (j.contains("usage") && j["usage"].is_object())
             if (const auto& u = j["usage"]; u.contains("prompt_tokens") && u["prompt_tokens"].is_number())
                 out["prompt_eval_count"] = u["prompt_tokens"];
-        return dump_json(out);
+        return core::json_text(out);
     }
     std::string event(std::string_view) override { return {}; }
     json error_body(const Error& e) const override {
@@ -348,8 +348,8 @@ KeepAlive parse_keep_alive(const json& v) {
 }
 
 OllamaCall translate_ollama(std::string_view path, std::string_view body) {
-    const json in = json::parse(body, nullptr, false);
-    if (in.is_discarded() || !in.is_object()) throw ollama_invalid("the request body must be a JSON object");
+    const json in = parse_json_body(body);
+    if (!in.is_object()) throw ollama_invalid("the request body must be a JSON object");
     if (!in.contains("model") || !in["model"].is_string() || in["model"].get<std::string>().empty())
         throw ollama_invalid("'model' (a model name) is required");
     OllamaCall call;
@@ -375,7 +375,7 @@ OllamaCall translate_ollama(std::string_view path, std::string_view body) {
         map_options(in, out, call);
         out.erase("max_tokens");
         call.translation = std::make_unique<OllamaEmbedding>(call.model, legacy);
-        call.body = dump_json(out);
+        call.body = core::json_text(out);
         return call;
     }
 
@@ -424,7 +424,7 @@ OllamaCall translate_ollama(std::string_view path, std::string_view body) {
     out["stream"] = call.stream;
     if (call.stream) out["stream_options"] = {{"include_usage", true}};
     call.translation = std::make_unique<OllamaGeneration>(call.model, chat);
-    call.body = dump_json(out);
+    call.body = core::json_text(out);
     return call;
 }
 

@@ -9,6 +9,7 @@
 #include "http/audio_length.hpp"
 #include "http/data_url.hpp"
 #include "http/image_size.hpp"
+#include "http/json_body.hpp"
 #include "http/multipart.hpp"
 
 namespace loch::http {
@@ -188,7 +189,7 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
             r.body["size"] = std::to_string((*image)["width"].get<std::uint32_t>()) + "x" +
                              std::to_string((*image)["height"].get<std::uint32_t>());
     } else {
-        r.body = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+        r.body = parse_json_body(body);
     }
     if (r.body.is_discarded()) bad("the request body is not valid JSON", {{"body_bytes", body.size()}});
     if (!r.body.is_object()) bad("the request body must be a JSON object");
@@ -216,6 +217,10 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
         if (m == r.body.end() || m->is_null()) continue;
         if (m->is_number_unsigned()) {
             r.max_tokens = m->get<std::uint64_t>();
+            // OpenAI's and Anthropic's APIs refuse 0 (llama-server would generate a token anyway);
+            // llama.cpp's own n_predict 0 means "evaluate the prompt only" and stays the engine's.
+            if (*r.max_tokens == 0 && std::string_view(key) != "n_predict")
+                bad(std::string("'") + key + "' must be at least 1");
         } else if (m->is_number_integer() && m->get<std::int64_t>() == -1 &&
                    std::string_view(key) == "n_predict") {
             continue;  // llama.cpp's "until the context is full"

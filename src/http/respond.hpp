@@ -27,6 +27,11 @@ boost::asio::awaitable<void> write_text(boost::beast::tcp_stream& stream, unsign
                                         unsigned status, std::string_view content_type, std::string body);
 boost::asio::awaitable<void> write_error(boost::beast::tcp_stream& stream, unsigned version, bool keep_alive,
                                          const broker::Error& e, const std::string& allow = {});
+// The answer to a HEAD request: the status line and headers of an answer whose body would be `body_bytes`
+// long (its Content-Length), and no body.
+boost::asio::awaitable<void> write_head(boost::beast::tcp_stream& stream, unsigned version, bool keep_alive,
+                                        unsigned status, std::string_view content_type,
+                                        std::size_t body_bytes, const std::string& allow = {});
 
 // After an answer to a request whose body was not read to its end (a refusal mid-upload): reads and drops
 // what the client still sends, for a moment and up to 64 MiB, before the connection closes. Closing with

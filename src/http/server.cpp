@@ -357,10 +357,13 @@ asio::awaitable<void> Server::wait_closed() {
 // own, with their figures (http/model_request.cpp).
 asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req, Connection& conn) {
     const auto started = std::chrono::steady_clock::now();
-    const Route r = route(req.method_string(), req.target());
+    const bool head = req.method() == bhttp::verb::head;
+    const Route r =
+        route(head ? std::string_view("GET") : std::string_view(req.method_string()), req.target());
     unsigned status = 200;
     std::string error_type;
-    const bool keep = co_await dispatch(stream, req, r, status, error_type, conn);
+    const bool keep = head ? co_await answer_head(stream, req, r, status, error_type)
+                           : co_await dispatch(stream, req, r, status, error_type, conn);
     using K = Route::Kind;
     const bool model = r.kind == K::openai || r.kind == K::ollama_generation;
     const bool monitoring = r.kind == K::health || r.kind == K::status || r.kind == K::metrics ||
@@ -377,6 +380,61 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req, Co
         journal_.log(rec);
     }
     co_return keep;
+}
+
+asio::awaitable<bool> Server::answer_head(beast::tcp_stream& stream, Request& req, const Route& r,
+                                          unsigned& status, std::string& error_type) {
+    using K = Route::Kind;
+    Reply reply;
+    std::string allow;
+    try {
+        if (r.kind != K::health && r.kind != K::dashboard &&
+            !authorized(req[bhttp::field::authorization], options_.api_keys))
+            throw Error(ErrorKind::unauthorized,
+                        "missing or wrong API key: send 'Authorization: Bearer <key>'");
+        switch (r.kind) {
+            case K::dashboard:
+                reply = Reply{200, {}, std::string(Dashboard::page_html()), "text/html; charset=utf-8"};
+                break;
+            case K::not_found:
+                throw Error(ErrorKind::not_found, "no such endpoint: HEAD " + std::string(req.target()));
+            case K::method_not_allowed:
+                allow = r.allow;
+                throw Error(ErrorKind::method_not_allowed,
+                            "HEAD is not allowed on " + std::string(req.target()) + "; use " + r.allow,
+                            {{"allow", r.allow}});
+            case K::openai:
+            case K::ollama_generation:
+            case K::files:
+            case K::batches:
+                allow = "GET";
+                throw Error(
+                    ErrorKind::method_not_allowed,
+                    "HEAD is answered on loch's own pages and reads, not on " + std::string(req.target()),
+                    {{"allow", allow}});
+            case K::engine_log:
+                if (r.follow) {
+                    allow = "GET";
+                    throw Error(ErrorKind::method_not_allowed, "HEAD does not follow a log; use GET",
+                                {{"allow", allow}});
+                }
+                [[fallthrough]];
+            default:
+                reply = co_await admin_.answer(req, r);
+        }
+    } catch (const Error& e) {
+        reply = Reply{static_cast<unsigned>(status_of(e.kind())), error_body(e), std::nullopt, {}};
+        error_type = broker::to_string(e.kind());
+    } catch (const std::exception& e) {
+        const Error err(ErrorKind::internal, std::string("internal error: ") + e.what());
+        reply = Reply{static_cast<unsigned>(status_of(err.kind())), error_body(err), std::nullopt, {}};
+        error_type = broker::to_string(err.kind());
+    }
+    status = reply.status;
+    const std::size_t bytes = reply.text ? reply.text->size() : dump(reply.body).size();
+    co_await write_head(stream, req.version(), req.keep_alive(), reply.status,
+                        reply.text ? reply.content_type : "application/json", bytes, allow);
+    co_return req.keep_alive();
 }
 
 asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, const Route& r,

@@ -95,6 +95,11 @@ class Server {
     boost::asio::awaitable<void> accept_loop();
     boost::asio::awaitable<void> session(boost::asio::ip::tcp::socket socket);
     boost::asio::awaitable<bool> handle(boost::beast::tcp_stream& stream, Request& req, Connection& conn);
+    // HEAD (Claude Code's first request, uptime checks): the GET answer's status and headers without its
+    // body, for loch's own pages and reads; 405 where a GET would stream or relay (a model, a file, a
+    // followed log).
+    boost::asio::awaitable<bool> answer_head(boost::beast::tcp_stream& stream, Request& req, const Route& r,
+                                             unsigned& status, std::string& error_type);
     boost::asio::awaitable<bool> dispatch(boost::beast::tcp_stream& stream, Request& req, const Route& r,
                                           unsigned& status, std::string& error_type, Connection& conn);
     void close_idle();

@@ -85,3 +85,35 @@ TEST(Tables, StatusListsRequestsInFlightByTheIdLochCancelTakesAndPsAllNamesOther
     EXPECT_NE(all.find("pid 4123, alice"), std::string::npos) << all;
     EXPECT_EQ(ps_table(kStatus, false).find("pid 4123"), std::string::npos);
 }
+
+namespace loch::cli {
+namespace {
+
+// Another program's command line (or a job's) is clipped: the tables stay about as wide as with a short one.
+TEST(Tables, ALongCommandLineDoesNotWidenTheTables) {
+    const auto widest = [](const std::string& text) {
+        std::size_t w = 0, start = 0;
+        for (std::size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+            w = std::max(w, nl - start);
+        return w;
+    };
+    auto status = kStatus;
+    const std::string long_command =
+        "/usr/bin/python3 -m torch.distributed.run --nproc_per_node=4 train.py --config "
+        "configs/very/long/path/"
+        "experiment-2026-12-07.yaml --resume checkpoints/step-120000 --wandb-project something";
+    status["devices"][0]["other_processes"][0]["command"] = long_command;
+    status["holds"][0]["command"] = long_command;
+    EXPECT_LE(widest(ps_table(status, true)), widest(ps_table(kStatus, true)) + 24) << ps_table(status, true);
+    const auto status_lines = status_text(status);
+    const auto other = status_lines.find("  other: ");
+    ASSERT_NE(other, std::string::npos) << status_lines;
+    EXPECT_LE(status_lines.find('\n', other) - other, 80u) << status_lines;
+    for (const auto& text : {ps_table(status, true), status_text(status)}) {
+        EXPECT_NE(text.find("/usr/bin/python3 -m torch"), std::string::npos) << text;  // its start is kept
+        EXPECT_NE(text.find("…"), std::string::npos) << text;                          // and the cut is shown
+    }
+}
+
+}  // namespace
+}  // namespace loch::cli

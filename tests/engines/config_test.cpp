@@ -156,6 +156,11 @@ models:
     EXPECT_EQ(c.find_model("Qwen/Qwen2.5-7B"), &m);
     EXPECT_EQ(c.find_model("qwen-7b"), &m);
     EXPECT_EQ(c.find_model("nope"), nullptr);
+    // Ollama's clients name a model with its tag; an untagged name is ":latest" (issue 53).
+    EXPECT_EQ(c.find_model("qwen-7b:latest"), &m);
+    EXPECT_EQ(c.find_model("Qwen/Qwen2.5-7B:latest"), &m);
+    EXPECT_EQ(c.find_model("qwen-7b:q8"), nullptr);
+    EXPECT_EQ(c.find_model(":latest"), nullptr);
     // Not loopback and API keys set: no warning.
     EXPECT_TRUE(c.notes.empty());
 }
@@ -376,6 +381,7 @@ TEST_F(ConfigTest, MissingLlamaServerIsAnError) {
     ASSERT_EQ(d.size(), 1u);
     EXPECT_EQ(d[0].line, 2);
     EXPECT_THAT(d[0].message, HasSubstr("llama-server not found"));
+    EXPECT_THAT(d[0].message, HasSubstr("bash scripts/setup.sh builds it"));
     // engine_dir in the file points at it.
     EXPECT_NO_THROW(parse(std::string("engine_dir: bin\n") + kMinimal));
 }
@@ -581,6 +587,16 @@ TEST(ConfigExample, ExamplesLochYamlIsValid) {
 
 namespace loch::config {
 namespace {
+
+TEST_F(ConfigTest, AMissingSdServerNamesTheSetupOptionThatBuildsIt) {
+    ctx.exe_dir = dir.path() / "nowhere";
+    const auto d = errors("models:\n  - name: img\n    engine: sd-server\n    path: a.gguf\n");
+    const auto it = std::find_if(d.begin(), d.end(), [](const auto& e) {
+        return e.message.find("sd-server not found") != std::string::npos;
+    });
+    ASSERT_NE(it, d.end());
+    EXPECT_THAT(it->message, HasSubstr("bash scripts/setup.sh --images builds it"));
+}
 
 // The sd-server kind: its section, the argv it starts sd-server with (split model: --diffusion-model and
 // the components, relative to the model's folder), and its refusal of a size above max_size.

@@ -111,7 +111,8 @@ TEST(OllamaApi, BadInputIsAClearErrorNamingTheField) {
         }
         return std::string("accepted");
     };
-    EXPECT_NE(message("/api/chat", "{").find("JSON object"), std::string::npos);
+    EXPECT_NE(message("/api/chat", "{").find("not valid JSON: it ends early"), std::string::npos);
+    EXPECT_NE(message("/api/chat", "[1]").find("JSON object"), std::string::npos);
     EXPECT_NE(message("/api/chat", R"({"messages":[]})").find("'model'"), std::string::npos);
     EXPECT_NE(message("/api/chat", R"({"model":"m","stream":"yes"})").find("'stream'"), std::string::npos);
     EXPECT_NE(message("/api/chat", R"({"model":"m","messages":[{"content":"x"}]})").find("role"),

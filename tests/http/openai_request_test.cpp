@@ -140,3 +140,30 @@ TEST(OpenAIRequest, A1111WithoutAModelAndSizeAuto) {
     r = parse_openai_request(Endpoint::image_generations, R"({"model":"m","prompt":"a cat","size":"auto"})");
     EXPECT_EQ(r.model, "m");
 }
+
+TEST(OpenAIRequest, MalformedJsonSaysWhereItBreaks) {
+    try {
+        parse_openai_request(Endpoint::chat_completions, "{\"model\":\"m\",\n \"messages\": [}");
+        FAIL() << "accepted";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::invalid_request);
+        EXPECT_NE(std::string(e.what()).find("line 2, column 15"), std::string::npos) << e.what();
+        EXPECT_EQ(e.details().at("line"), 2);
+        EXPECT_EQ(e.details().at("column"), 15);
+        EXPECT_EQ(e.details().at("byte"), 29);
+    }
+    // Cut short: the position is the end, and it says so.
+    EXPECT_NE(error_of(Endpoint::chat_completions, R"({"model":"m")").find("ends early"), std::string::npos);
+}
+
+TEST(OpenAIRequest, ZeroMaxTokensIsRefusedAsTheCloudsDo) {
+    for (const char* key : {"max_tokens", "max_completion_tokens", "max_output_tokens"}) {
+        const auto body =
+            std::string(R"({"model":"m","messages":[{"role":"user","content":"x"}],")") + key + "\":0}";
+        EXPECT_NE(error_of(Endpoint::chat_completions, body).find("at least 1"), std::string::npos) << key;
+    }
+    // llama.cpp's own n_predict 0 (evaluate the prompt, generate nothing) stays the engine's.
+    EXPECT_EQ(
+        parse_openai_request(Endpoint::completions, R"({"model":"m","prompt":"a","n_predict":0})").max_tokens,
+        0u);
+}

@@ -53,6 +53,7 @@ boost::asio::awaitable<HttpResponse> do_request(HttpRequest r) {
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
     parser.body_limit(std::uint64_t{256} << 20);
+    if (r.method == http::verb::head) parser.skip(true);  // its Content-Length is the GET's; no body follows
     co_await http::async_read(stream, buffer, parser, asio::use_awaitable);
     const auto& res = parser.get();
 

@@ -171,6 +171,7 @@ class LlamaServerKind final : public Kind {
     void check(config::Walker& w, const YAML::Node& entry, const std::string& path,
                config::ModelConfig& model, bool check_files) const override;
     std::string program() const override { return "llama-server"; }
+    std::string how_to_get() const override { return "bash scripts/setup.sh builds it"; }
     bool needs_path() const override { return true; }
     std::uint32_t slots(const config::ModelConfig& model) const override;
 

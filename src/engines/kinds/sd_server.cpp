@@ -159,6 +159,7 @@ class SdServerKind final : public Kind {
   public:
     std::string_view name() const override { return "sd-server"; }
     std::string program() const override { return "sd-server"; }
+    std::string how_to_get() const override { return "bash scripts/setup.sh --images builds it"; }
     bool needs_path() const override { return true; }
     std::optional<std::uint32_t> cpu_threads(const config::ModelConfig& m, const Placement& where,
                                              std::uint32_t cores, std::uint32_t) const override {

@@ -88,6 +88,9 @@ class VllmKind final : public Kind {
   public:
     std::string_view name() const override { return "vllm"; }
     std::string program() const override { return "vllm"; }
+    std::string how_to_get() const override {
+        return "vLLM's own install (pip install vllm) puts it on PATH";
+    }
     bool needs_path() const override { return true; }  // a folder (Hugging Face layout) or a model file
 
     std::unique_ptr<config::KindSettings> initial_settings() const override {

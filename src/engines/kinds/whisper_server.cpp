@@ -83,6 +83,7 @@ class WhisperServerKind final : public Kind {
   public:
     std::string_view name() const override { return "whisper-server"; }
     std::string program() const override { return "whisper-server"; }
+    std::string how_to_get() const override { return "bash scripts/setup.sh --speech builds it"; }
     bool needs_path() const override { return true; }
     std::optional<std::uint32_t> cpu_threads(const config::ModelConfig& m, const Placement& where,
                                              std::uint32_t cores, std::uint32_t) const override {

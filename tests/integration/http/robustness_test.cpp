@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "fixtures.hpp"
+#include "support/proc_facts.hpp"
 
 using namespace loch;
 using namespace loch::itest;
@@ -78,12 +79,6 @@ class RawConnection {
     int fd_;
 };
 
-int open_fds(int pid) {
-    int n = 0;
-    for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) ++n;
-    return n;
-}
-
 // Every process whose environment has this variable (to find what an engine forked).
 std::vector<int> processes_with_env(const std::string& name, const std::string& value) {
     std::vector<int> out;
@@ -142,6 +137,8 @@ TEST_F(Robust, EveryRouteAnswersAndLochStaysAlive) {
         {"POST", "/api/show", R"({"model":5})", 400},
         {"POST", "/api/show", R"({"model":5,"name":"tiny"})", 200},
         {"POST", "/api/show", R"({"name":"tiny"})", 200},
+        {"POST", "/api/show", R"({"name":"tiny:latest"})", 200},  // Ollama's untagged name
+        {"POST", "/api/show", R"({"name":"tiny:q8"})", 404},
         // The first model request: it waits for the load, and its odd `loch.progress` is no, not a 500.
         {"POST", "/v1/chat/completions", chat("tiny", true, 2, R"({"loch":{"progress":"yes"}})"), 200, true},
         {"GET", "/loch/engines/tiny/log", "", 200},
@@ -156,6 +153,9 @@ TEST_F(Robust, EveryRouteAnswersAndLochStaysAlive) {
         {"POST", "/v1/completions", R"({"model":"tiny","prompt":[-3]})", 400},
         {"POST", "/v1/completions", R"({"model":"tiny","prompt":"Hi","max_tokens":1000000000000})", 400},
         {"POST", "/v1/completions", R"({"model":"tiny","prompt":"Hi","max_tokens":-1})", 400},
+        {"POST", "/v1/completions", R"({"model":"tiny","prompt":"Hi","max_tokens":0})", 400},
+        {"POST", "/api/generate",
+         R"({"model":"tiny:latest","prompt":"Hi","stream":false,"options":{"num_predict":2}})", 200},
         {"POST", "/v1/chat/completions", R"({"model":"tiny","messages":"hi"})", 400},
         {"POST", "/v1/chat/completions", R"([1,2])", 400},
         {"GET", "/loch/engines/tiny/log?lines=abc", "", 200},
@@ -193,6 +193,44 @@ TEST_F(Robust, EveryRouteAnswersAndLochStaysAlive) {
                                               << loch.log();
         ASSERT_EQ(loch.get("/health").status, 200);
     }
+
+    // HEAD (Claude Code's first request, uptime checkers): the GET's status and length, no body; 405 where a
+    // GET would relay or stream.
+    const auto head = [&](const std::string& target) {
+        test::HttpRequest req;
+        req.method = boost::beast::http::verb::head;
+        req.port = loch.port();
+        req.target = target;
+        return test::http_request(req);
+    };
+    const auto page = loch.get("/");
+    ASSERT_EQ(page.status, 200);
+    for (const auto& [target, status] :
+         std::vector<std::pair<std::string, int>>{{"/", 200},
+                                                  {"/health", 200},
+                                                  {"/v1/models", 200},
+                                                  {"/api/version", 200},
+                                                  {"/nothing/here", 404},
+                                                  {"/v1/chat/completions", 405},
+                                                  {"/v1/files", 405},
+                                                  {"/loch/engines/tiny/log?follow=1", 405}}) {
+        SCOPED_TRACE("HEAD " + target);
+        const auto r = head(target);
+        EXPECT_EQ(r.status, status);
+        EXPECT_TRUE(r.body.empty()) << r.body;
+        if (status == 405) EXPECT_FALSE(r.headers.at("allow").empty());
+    }
+    EXPECT_EQ(head("/").headers.at("content-length"), std::to_string(page.body.size()));
+    // No body follows a HEAD answer on a kept connection: the next request's answer comes right after it.
+    RawConnection c(loch.port());
+    ASSERT_TRUE(
+        c.send("HEAD / HTTP/1.1\r\nHost: loch\r\n\r\nGET /health HTTP/1.1\r\nHost: loch\r\n"
+               "Connection: close\r\n\r\n"));
+    const auto both = c.read_all(10s);
+    const auto second = both.find("\r\n\r\n");
+    ASSERT_NE(second, std::string::npos) << both;
+    EXPECT_TRUE(both.substr(second + 4).starts_with("HTTP/1.1 200")) << both;
+    ASSERT_TRUE(loch.process().running());
 }
 
 TEST_F(Robust, HungEngineIsKilledAndReplaced) {
@@ -339,7 +377,7 @@ TEST_F(Robust, ConnectionFloodIsRefusedClearlyAndLeavesNoDescriptors) {
                                        "max_connections: 8\nclient_timeouts: {idle: 5s}\n"));
     ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
     const int pid = loch.process().pid();
-    const int fds_before = open_fds(pid);
+    const int fds_before = test::open_fds(pid);
     {
         // Eight connections each in the middle of a request (an idle one would be closed to make room).
         std::vector<std::unique_ptr<RawConnection>> held;
@@ -367,11 +405,11 @@ TEST_F(Robust, ConnectionFloodIsRefusedClearlyAndLeavesNoDescriptors) {
             return 503;
         }));
     for (auto& f : burst) EXPECT_EQ(f.get(), 200);
-    int fds_after = open_fds(pid);
+    int fds_after = test::open_fds(pid);
     // Idle keep-alive connections to the engine are closed within 5 s (core/http_pool.hpp).
     for (int i = 0; i < 80 && fds_after > fds_before; ++i) {
         std::this_thread::sleep_for(100ms);
-        fds_after = open_fds(pid);
+        fds_after = test::open_fds(pid);
     }
     EXPECT_LE(fds_after, fds_before) << "descriptors grew after the load";
 }
