@@ -64,7 +64,8 @@ TEST_F(BrokerTest, ACancelledWaiterLeavesTheQueueWithItsErrorAndTheOneBehindItMo
     ASSERT_EQ(waiting().size(), 2u);
     EXPECT_EQ(waiting()[0]["request"], "req-2");
     EXPECT_EQ(broker->control().cancel_waiting("no-such", Error(ErrorKind::cancelled, "x")), 0u);
-    EXPECT_EQ(broker->control().cancel_waiting("req-2", Error(ErrorKind::cancelled, "cancelled by a test")), 1u);
+    EXPECT_EQ(broker->control().cancel_waiting("req-2", Error(ErrorKind::cancelled, "cancelled by a test")),
+              1u);
     ASSERT_TRUE(settle(second));
     EXPECT_EQ(error_kind(second), ErrorKind::cancelled);
     const auto left = waiting();
