@@ -297,14 +297,17 @@ void Runner::settle(const std::string& id, const ItemRecord& item, const ItemAns
     --a->counts.running;
     const bool stopped_by_us = answer.error_type == "cancelled" && (r.preempted || r.cancelled);
     if (!unreadable && stopped_by_us && r.cancelled) {
-        // It ran, and the batch's cancel stopped it: it is not one that "never ran" (write_outputs' wording
-        // for the items still queued).
+        // It ran, and the batch's end stopped it — its cancel, or its completion window: it is not one that
+        // "never ran" (write_outputs' wording for the items still queued).
+        const bool cancelled = a->rec.cancelling_at.has_value();
         store_->finish_item(
             id, item.line, answer.status, answer.body,
-            core::json_text({{"code", "batch_cancelled"},
-                             {"message",
-                              "The batch was cancelled while this request ran: loch stopped it "
-                              "before it finished."}}));
+            core::json_text(
+                {{"code", cancelled ? "batch_cancelled" : "batch_expired"},
+                 {"message", cancelled ? "The batch was cancelled while this request ran: loch stopped it "
+                                         "before it finished."
+                                       : "The completion window expired while this request ran: loch stopped "
+                                         "it before it finished."}}));
         ++a->counts.failed;
         return;
     }

@@ -102,9 +102,10 @@ std::string Kind::upstream(std::string_view route, std::string_view, std::string
 
 bool Kind::serves(const config::ModelConfig&, std::string_view route) const {
     // The OpenAI text routes, and what OpenAI-compatible servers answer beside them (the pinned llama-server
-    // serves all six): the Responses API, Anthropic's Messages API, reranking.
+    // serves all eight): the Responses API, Anthropic's Messages API, their token counts, reranking.
     return route == "/v1/chat/completions" || route == "/v1/completions" || route == "/v1/embeddings" ||
-           route == "/v1/responses" || route == "/v1/messages" || route == "/v1/rerank";
+           route == "/v1/responses" || route == "/v1/messages" || route == "/v1/rerank" ||
+           route == "/v1/messages/count_tokens" || route == "/v1/responses/input_tokens";
 }
 
 }  // namespace loch::engines

@@ -16,27 +16,35 @@ using broker::Error;
 using broker::ErrorKind;
 using namespace std::chrono_literals;
 
-// What the engine's answer says it used: OpenAI's `usage`, or llama-server's `timings`.
+// What the engine's answer says it used: a `usage` in OpenAI's chat shape (prompt_tokens, completion_tokens),
+// in the Responses API's or Anthropic's (input_tokens, output_tokens; under `response` or `message` in their
+// stream events), or llama-server's `timings`. A figure the object does not carry is left as it was, so that
+// the events of one stream add up (Anthropic's message_start has the input, its message_delta the output).
 void take_usage(const nlohmann::json& j, observe::RequestRecord& rec) {
     if (!j.is_object()) return;
-    if (j.contains("usage") && j["usage"].is_object()) {
-        const auto& u = j["usage"];
-        if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_unsigned())
-            rec.prompt_tokens = u["prompt_tokens"].get<std::uint64_t>();
-        if (u.contains("completion_tokens") && u["completion_tokens"].is_number_unsigned())
-            rec.completion_tokens = u["completion_tokens"].get<std::uint64_t>();
-        if (const auto d = u.find("prompt_tokens_details"); d != u.end() && d->is_object())
-            if (const auto c = d->find("cached_tokens"); c != d->end() && c->is_number_unsigned())
-                rec.cached_tokens = c->get<std::uint64_t>();
+    const auto number = [](const nlohmann::json& o, std::initializer_list<const char*> keys) {
+        for (const char* k : keys)
+            if (const auto it = o.find(k); it != o.end() && it->is_number_unsigned())
+                return std::optional<std::uint64_t>(it->get<std::uint64_t>());
+        return std::optional<std::uint64_t>();
+    };
+    const nlohmann::json* u = nullptr;
+    for (const char* holder : {"response", "message"})
+        if (const auto h = j.find(holder); h != j.end() && h->is_object())
+            if (const auto it = h->find("usage"); it != h->end() && it->is_object()) u = &*it;
+    if (const auto it = j.find("usage"); it != j.end() && it->is_object()) u = &*it;
+    if (u) {
+        if (const auto n = number(*u, {"prompt_tokens", "input_tokens"})) rec.prompt_tokens = n;
+        if (const auto n = number(*u, {"completion_tokens", "output_tokens"})) rec.completion_tokens = n;
+        if (const auto n = number(*u, {"cache_read_input_tokens"})) rec.cached_tokens = n;
+        for (const char* details : {"prompt_tokens_details", "input_tokens_details"})
+            if (const auto d = u->find(details); d != u->end() && d->is_object())
+                if (const auto n = number(*d, {"cached_tokens"})) rec.cached_tokens = n;
     }
-    if (j.contains("timings") && j["timings"].is_object()) {
-        const auto& t = j["timings"];
-        if (!rec.prompt_tokens && t.contains("prompt_n") && t["prompt_n"].is_number_unsigned())
-            rec.prompt_tokens = t["prompt_n"].get<std::uint64_t>();
-        if (!rec.completion_tokens && t.contains("predicted_n") && t["predicted_n"].is_number_unsigned())
-            rec.completion_tokens = t["predicted_n"].get<std::uint64_t>();
-        if (!rec.cached_tokens && t.contains("cache_n") && t["cache_n"].is_number_unsigned())
-            rec.cached_tokens = t["cache_n"].get<std::uint64_t>();
+    if (const auto t = j.find("timings"); t != j.end() && t->is_object()) {
+        if (!rec.prompt_tokens) rec.prompt_tokens = number(*t, {"prompt_n"});
+        if (!rec.completion_tokens) rec.completion_tokens = number(*t, {"predicted_n"});
+        if (!rec.cached_tokens) rec.cached_tokens = number(*t, {"cache_n"});
     }
 }
 
@@ -55,8 +63,11 @@ std::optional<std::uint64_t> number_after(std::string_view body, std::string_vie
 }  // namespace
 
 void take_usage_scan(std::string_view body, observe::RequestRecord& rec) {
+    // OpenAI's chat shape, else the Responses API's and Anthropic's.
     rec.prompt_tokens = number_after(body, "\"prompt_tokens\":");
+    if (!rec.prompt_tokens) rec.prompt_tokens = number_after(body, "\"input_tokens\":");
     rec.completion_tokens = number_after(body, "\"completion_tokens\":");
+    if (!rec.completion_tokens) rec.completion_tokens = number_after(body, "\"output_tokens\":");
     // (Only after a restore: the one answer whose reuse is checked. A scan for a key is cheap, but not free.)
     if (rec.restore) {
         rec.cached_tokens = number_after(body, "\"cached_tokens\":");

@@ -43,6 +43,10 @@ std::string_view to_string(Endpoint e) {
             return "/v1/messages";
         case Endpoint::rerank:
             return "/v1/rerank";
+        case Endpoint::anthropic_count_tokens:
+            return "/v1/messages/count_tokens";
+        case Endpoint::responses_input_tokens:
+            return "/v1/responses/input_tokens";
     }
     return "?";
 }
@@ -91,8 +95,58 @@ void count_prompt(const nlohmann::json& p, OpenAIRequest& r, const char* field) 
     }
 }
 
-// `where` names the content for an error ("messages[2].content"). Chat's image parts ({"type": "image_url",
-// "image_url": {"url": "data:…"}}) are read here: a vision request is costed by its images.
+// The inline image a content part carries, as a data URL, in each API's own shape — chat completions'
+// {"type": "image_url", "image_url": {"url"}}, the Responses API's {"type": "input_image", "image_url"} and
+// Anthropic's {"type": "image", "source": {"type": "base64", "media_type", "data"} or {"type": "url", "url"}}
+// — with where it sits for an error; nullopt for a part that is no image. Throws (400) for an image part that
+// names no image loch can read.
+struct ImagePart {
+    const std::string* in_body = nullptr;  // the URL as the body holds it (no copy: it is the whole image)
+    std::string built;                     // or built from Anthropic's base64 source
+    std::string where;
+    std::string_view url() const { return in_body ? std::string_view(*in_body) : std::string_view(built); }
+};
+std::optional<ImagePart> image_of(const nlohmann::json& part, std::string_view type, const std::string& at) {
+    if (type == "image_url" || type == "input_image") {
+        const std::string where = at + ".image_url";
+        const auto u = part.find("image_url");
+        const nlohmann::json* url = u == part.end()                        ? nullptr
+                                    : u->is_object() && u->contains("url") ? &(*u)["url"]
+                                                                           : &*u;
+        if (url && url->is_string()) return ImagePart{&url->get_ref<const std::string&>(), {}, where};
+        if (type == "input_image" && part.contains("file_id"))
+            bad(at + ": an image by file_id is not served here; send it inline (image_url "
+                     "\"data:image/…;base64,…\")",
+                {{"param", at}});
+        bad(where + " must be " +
+                (type == "image_url" ? "{\"url\": \"data:image/…;base64,…\"}" : "\"data:image/…;base64,…\""),
+            {{"param", where}});
+    }
+    if (type == "image") {
+        const std::string where = at + ".source";
+        const auto src = part.find("source");
+        // (Pointers, not copies: `data` is the whole image in base64.)
+        const auto field = [&](const char* k) -> const std::string* {
+            if (src == part.end() || !src->is_object()) return nullptr;
+            const auto f = src->find(k);
+            return f != src->end() && f->is_string() && !f->get_ref<const std::string&>().empty()
+                       ? &f->get_ref<const std::string&>()
+                       : nullptr;
+        };
+        const std::string* kind = field("type");
+        if (kind && *kind == "url" && field("url")) return ImagePart{field("url"), {}, where};
+        const std::string *media = field("media_type"), *data = field("data");
+        if (!kind || *kind != "base64" || !media || !data)
+            bad(where + " must be {\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": \"…\"}",
+                {{"param", where}});
+        return ImagePart{nullptr, "data:" + *media + ";base64," + *data, where};
+    }
+    return std::nullopt;
+}
+
+// `where` names the content for an error ("messages[2].content"). Image parts (image_of) are read here, on
+// every route that takes them: a vision request is costed by its images, and one sent to a model without a
+// projector is refused by loch's checks, not failed by the engine.
 void count_message_content(const nlohmann::json& content, OpenAIRequest& r,
                            const std::string& where = "content") {
     if (content.is_null()) return;  // assistant messages with tool calls
@@ -108,15 +162,11 @@ void count_message_content(const nlohmann::json& content, OpenAIRequest& r,
         if (t != part.end() && t->is_string()) r.prompt_bytes += t->get_ref<const std::string&>().size();
         const auto type = part.find("type");
         if (type != part.end() && !type->is_string()) bad("a content part's 'type' must be a string");
-        if (r.endpoint != Endpoint::chat_completions || type == part.end() || *type != "image_url") continue;
-        const std::string at = fmt::format("{}[{}].image_url", where, i);
-        const auto u = part.find("image_url");
-        const nlohmann::json* url = u == part.end()                        ? nullptr
-                                    : u->is_object() && u->contains("url") ? &(*u)["url"]
-                                                                           : &*u;
-        if (!url || !url->is_string())
-            bad(at + " must be {\"url\": \"data:image/…;base64,…\"}", {{"param", at}});
-        const auto img = read_image_url(url->get_ref<const std::string&>(), at);
+        if (type == part.end()) continue;
+        const auto image =
+            image_of(part, type->get_ref<const std::string&>(), fmt::format("{}[{}]", where, i));
+        if (!image) continue;
+        const auto img = read_image_url(image->url(), image->where);
         r.images.push_back({img.bytes, img.width, img.height});
     }
 }
@@ -316,7 +366,8 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
                 r.prompt_bytes = p->get_ref<const std::string&>().size();
             break;
         }
-        case Endpoint::responses: {
+        case Endpoint::responses:
+        case Endpoint::responses_input_tokens: {
             // input: a string, or items ({role, content} messages whose content is text or typed parts);
             // instructions: the system text.
             auto in = r.body.find("input");
@@ -324,9 +375,10 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
             if (in->is_string()) {
                 r.prompt_bytes += in->get_ref<const std::string&>().size();
             } else if (in->is_array()) {
-                for (const auto& item : *in)
-                    if (item.is_object())
-                        if (auto c = item.find("content"); c != item.end()) count_message_content(*c, r);
+                for (std::size_t i = 0; i < in->size(); ++i)
+                    if (const auto& item = (*in)[i]; item.is_object())
+                        if (auto c = item.find("content"); c != item.end())
+                            count_message_content(*c, r, fmt::format("input[{}].content", i));
             } else {
                 bad("'input' must be a string or a list of input items");
             }
@@ -334,15 +386,19 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
                 r.prompt_bytes += i->get_ref<const std::string&>().size();
             break;
         }
-        case Endpoint::anthropic_messages: {
+        case Endpoint::anthropic_messages:
+        case Endpoint::anthropic_count_tokens: {
             auto msgs = r.body.find("messages");
             if (msgs == r.body.end() || !msgs->is_array() || msgs->empty())
                 bad("'messages' must be a non-empty array");
-            for (const auto& m : *msgs) {
+            for (std::size_t i = 0; i < msgs->size(); ++i) {
+                const auto& m = (*msgs)[i];
                 if (!m.is_object()) bad("each message must be an object with 'role' and 'content'");
-                if (auto c = m.find("content"); c != m.end()) count_message_content(*c, r);
+                if (auto c = m.find("content"); c != m.end())
+                    count_message_content(*c, r, fmt::format("messages[{}].content", i));
             }
-            if (auto sys = r.body.find("system"); sys != r.body.end()) count_message_content(*sys, r);
+            if (auto sys = r.body.find("system"); sys != r.body.end())
+                count_message_content(*sys, r, "system");
             break;
         }
         case Endpoint::rerank: {
@@ -371,6 +427,11 @@ OpenAIRequest parse_openai_request(Endpoint endpoint, std::string_view body, std
             r.stream = false;
             break;
         }
+    }
+    // A token count generates nothing and comes whole (the request's own max_tokens, if any, is not spent).
+    if (endpoint == Endpoint::anthropic_count_tokens || endpoint == Endpoint::responses_input_tokens) {
+        r.stream = false;
+        r.max_tokens.reset();
     }
     return r;
 }

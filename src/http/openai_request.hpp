@@ -28,7 +28,11 @@ enum class Endpoint {
     audio_speech,
     responses,           // OpenAI's Responses API (Codex, the Agents SDK)
     anthropic_messages,  // Anthropic's Messages API (Claude Code and the anthropic SDKs)
-    rerank               // llama-server's reranking (Jina/Cohere shape)
+    rerank,              // llama-server's reranking (Jina/Cohere shape)
+    // Token counts of a request, by the engine's tokenizer, nothing generated: Anthropic's
+    // POST /v1/messages/count_tokens and OpenAI's POST /v1/responses/input_tokens.
+    anthropic_count_tokens,
+    responses_input_tokens
 };
 std::string_view to_string(Endpoint e);  // its path: "/v1/chat/completions" (http/routes.hpp has the table)
 

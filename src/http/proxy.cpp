@@ -457,6 +457,14 @@ asio::awaitable<bool> ModelProxy::proxy(beast::tcp_stream& client, Request& req,
                 if (headers_sent || tr) throw engine_answer_error(status, body, lease.model());
             }
             if (headers_sent) throw engine_answer_error(status, body, lease.model());
+            if (status >= 400) {
+                // Relayed as the engine answered it, but recorded and logged for what it is: not an "ok"
+                // (a 500 from the engine is loch's to explain, not the request log's to hide).
+                const Error said = engine_answer_error(status, body, lease.model());
+                rec.error_type = broker::to_string(said.kind());
+                if (status >= 500)
+                    spdlog::warn("request {} ({}): {}", rec.id, call.upstream_path, said.what());
+            }
             if (status < 300) take_usage_scan(body, rec);
             if (status < 300 && lease.kind().reports_progress() && lease.engine())
                 if (auto p = lease.kind().request_progress(lease.engine()->log_tail(40));
@@ -492,7 +500,7 @@ asio::awaitable<bool> ModelProxy::proxy(beast::tcp_stream& client, Request& req,
         rec.status = status;
 
         SseFramer framer;
-        std::string batch, last_data;
+        std::string batch, last_data, first_usage;
         const auto t0 = std::chrono::steady_clock::now();
         std::uint64_t events = 0;
         while (!parser.is_done()) {
@@ -508,12 +516,20 @@ asio::awaitable<bool> ModelProxy::proxy(beast::tcp_stream& client, Request& req,
             std::string_view last;
             batch.clear();
             for (const auto event : read_events) {
-                if (!is_done_event(event) && event.starts_with("data:")) {
+                // Chat's events are `data:` lines; the Responses API's and Anthropic's name their type first.
+                if (!is_done_event(event) &&
+                    (event.starts_with("data:") || event.find("\ndata:") != event.npos)) {
                     if (events++ == 0)
                         rec.ttft_s =
                             rec.queue_wait_s +
                             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                    last = event;
+                    // What it used: the last event with a usage or timings (chat's last chunk, the Responses
+                    // API's response.completed, Anthropic's message_delta — its message_stop follows), and
+                    // the first with a usage (Anthropic's message_start has the input tokens).
+                    if (event.find("\"usage\"") != event.npos || event.find("\"timings\"") != event.npos) {
+                        last = event;
+                        if (first_usage.empty()) first_usage.assign(event);
+                    }
                 }
                 if (tr) batch += tr->event(event);
             }
@@ -527,6 +543,8 @@ asio::awaitable<bool> ModelProxy::proxy(beast::tcp_stream& client, Request& req,
         keep_upstream();
         st->finish();
         // The last chunk carries the usage (with stream_options.include_usage) or llama-server's timings.
+        if (!first_usage.empty())
+            if (auto j = sse_json(first_usage)) take_usage(*j, rec);
         if (auto j = sse_json(last_data)) take_usage(*j, rec);
         if (!rec.completion_tokens && events > 0) rec.completion_tokens = events;  // one token per chunk
         std::string rest = framer.take_rest();

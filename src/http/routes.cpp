@@ -22,6 +22,10 @@ constexpr std::array kRoutes{
     ModelRoute{"/v1/responses", "POST", BodyKind::json, "model", Endpoint::responses},
     ModelRoute{"/v1/messages", "POST", BodyKind::json, "model", Endpoint::anthropic_messages},
     ModelRoute{"/v1/rerank", "POST", BodyKind::json, "model", Endpoint::rerank},
+    ModelRoute{"/v1/messages/count_tokens", "POST", BodyKind::json, "model",
+               Endpoint::anthropic_count_tokens},
+    ModelRoute{"/v1/responses/input_tokens", "POST", BodyKind::json, "model",
+               Endpoint::responses_input_tokens},
 };
 
 }  // namespace

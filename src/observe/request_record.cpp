@@ -12,7 +12,9 @@ namespace loch::observe {
 
 std::string RequestRecord::outcome() const {
     if (client_gone) return "client_gone";
-    return error_type.empty() ? "ok" : error_type;
+    if (!error_type.empty()) return error_type;
+    // An error status nobody named (an engine's answer relayed as it came) is still no success.
+    return status >= 400 ? "http_" + std::to_string(status) : "ok";
 }
 
 std::optional<double> RequestRecord::tokens_per_second() const {

@@ -36,7 +36,8 @@ struct RequestRecord {
     bool client_gone = false;
     std::chrono::system_clock::time_point at = std::chrono::system_clock::now();  // when it arrived
 
-    // "ok", the error type, or "client_gone": the outcome label of loch_requests_total.
+    // "ok", the error type, "http_<status>" for an error status no type names, or "client_gone": the outcome
+    // label of loch_requests_total.
     std::string outcome() const;
     // Generated tokens per second after the first one (streams with a count and a TTFT).
     std::optional<double> tokens_per_second() const;

@@ -81,5 +81,55 @@ TEST(DataUrl, AChatRequestCarriesItsImagesAndTheirBytesAreNotPromptText) {
     }
 }
 
+// Issue 53: the Responses API's and Anthropic's image parts go through the same reading (and so the same
+// checks and cost) as chat completions', instead of reaching the engine unread.
+TEST(DataUrl, ResponsesAndAnthropicImagePartsAreReadToo) {
+    const std::string data = b64(png(640, 480, 100));
+    const nlohmann::json responses = {
+        {"model", "vl"},
+        {"input",
+         {{{"role", "user"},
+           {"content",
+            {{{"type", "input_text"}, {"text", "Describe"}},
+             {{"type", "input_image"}, {"image_url", "data:image/png;base64," + data}}}}}}}};
+    auto r = parse_openai_request(Endpoint::responses, responses.dump());
+    ASSERT_EQ(r.images.size(), 1u);
+    EXPECT_EQ(r.images[0].width, 640u);
+    EXPECT_EQ(r.prompt_bytes, 8u);
+
+    const nlohmann::json messages = {
+        {"model", "vl"},
+        {"max_tokens", 16},
+        {"messages",
+         {{{"role", "user"},
+           {"content",
+            {{{"type", "text"}, {"text", "Describe"}},
+             {{"type", "image"},
+              {"source", {{"type", "base64"}, {"media_type", "image/png"}, {"data", data}}}}}}}}}};
+    r = parse_openai_request(Endpoint::anthropic_messages, messages.dump());
+    ASSERT_EQ(r.images.size(), 1u);
+    EXPECT_EQ(r.images[0].height, 480u);
+
+    const auto refused = [](Endpoint e, const nlohmann::json& body) {
+        try {
+            parse_openai_request(e, body.dump());
+        } catch (const broker::Error& err) {
+            return std::string(err.what());
+        }
+        return std::string("accepted");
+    };
+    auto remote = messages;
+    remote["messages"][0]["content"][1]["source"] = {{"type", "url"}, {"url", "https://x/y.png"}};
+    EXPECT_NE(refused(Endpoint::anthropic_messages, remote).find("messages[0].content[1].source"),
+              std::string::npos);
+    auto no_data = messages;
+    no_data["messages"][0]["content"][1]["source"].erase("data");
+    EXPECT_NE(refused(Endpoint::anthropic_messages, no_data).find("\"type\": \"base64\""), std::string::npos);
+    auto by_id = responses;
+    by_id["input"][0]["content"][1] = {{"type", "input_image"}, {"file_id", "file-1"}};
+    EXPECT_NE(refused(Endpoint::responses, by_id).find("input[0].content[1]: an image by file_id"),
+              std::string::npos);
+}
+
 }  // namespace
 }  // namespace loch::http

@@ -120,6 +120,17 @@ TEST(OpenAIRequest, ResponsesMessagesAndRerank) {
     EXPECT_NE(error_of(Endpoint::anthropic_messages, R"({"model":"m","messages":[]})").find("'messages'"),
               std::string::npos);
 
+    // Token counts (Anthropic's count_tokens, OpenAI's input_tokens): read like their route, nothing
+    // generated.
+    r = parse_openai_request(
+        Endpoint::anthropic_count_tokens,
+        R"({"model":"m","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]})");
+    EXPECT_FALSE(r.stream);
+    EXPECT_FALSE(r.max_tokens);
+    EXPECT_EQ(r.prompt_bytes, 2u);
+    r = parse_openai_request(Endpoint::responses_input_tokens, R"({"model":"m","input":"hello"})");
+    EXPECT_EQ(r.prompt_bytes, 5u);
+
     r = parse_openai_request(Endpoint::rerank, R"({"model":"m","query":"q","documents":["a","bcd"]})");
     EXPECT_FALSE(r.stream);
     EXPECT_EQ(r.prompt_bytes, 4u);  // the longest query + document pair

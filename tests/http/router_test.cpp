@@ -14,6 +14,10 @@ TEST(Router, KnownRoutes) {
     EXPECT_EQ(r.endpoint, Endpoint::chat_completions);
     EXPECT_EQ(route("POST", "/v1/completions").endpoint, Endpoint::completions);
     EXPECT_EQ(route("POST", "/v1/embeddings").endpoint, Endpoint::embeddings);
+    // Anthropic's and OpenAI's token counts are model routes of their own (issue 53).
+    EXPECT_EQ(route("POST", "/v1/messages/count_tokens").endpoint, Endpoint::anthropic_count_tokens);
+    EXPECT_EQ(route("POST", "/v1/responses/input_tokens").endpoint, Endpoint::responses_input_tokens);
+    EXPECT_EQ(route("POST", "/v1/messages/count_tokens").kind, Route::Kind::openai);
     EXPECT_EQ(route("GET", "/loch/status").kind, Route::Kind::status);
     EXPECT_EQ(route("POST", "/loch/plan").kind, Route::Kind::plan);
     EXPECT_EQ(route("GET", "/v1/models?x=1").kind, Route::Kind::models);

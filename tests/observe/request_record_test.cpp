@@ -61,6 +61,17 @@ TEST(RequestRecordLine, EveryFieldParsesBackToTheRecordsObject) {
     expect_same(failed);
 }
 
+TEST(RequestRecordLine, AnErrorStatusIsNeverAnOkOutcome) {
+    RequestRecord r = full();
+    EXPECT_EQ(r.outcome(), "ok");
+    r.status = 500;  // relayed from the engine, no type named
+    EXPECT_EQ(r.outcome(), "http_500");
+    r.error_type = "engine_failed";
+    EXPECT_EQ(r.outcome(), "engine_failed");
+    r.client_gone = true;
+    EXPECT_EQ(r.outcome(), "client_gone");
+}
+
 TEST(RequestRecordLine, OddStringsAreEscapedAndInvalidUtf8Replaced) {
     auto r = full();
     r.model = "quote\" back\\slash";

@@ -2,7 +2,7 @@
 # Real clients in the test: OpenAI's Python client on the Responses API and Anthropic's Python client on the
 # Messages API (pip `openai`, `anthropic`, pinned by scripts/setup.sh), as Codex / the Agents SDK and Claude Code
 # send them, through loch.
-#   api_families.py PORT MODEL responses|responses-stream|messages|messages-stream|messages-error
+#   api_families.py PORT MODEL responses|responses-stream|messages|messages-stream|messages-error|count-tokens
 # Prints one JSON line: {"text": …} (and what the API said about the usage); an API error prints
 # {"status", "type", "message"} and exits 3.
 import json, sys
@@ -31,7 +31,12 @@ try:
     else:
         client = anthropic.Anthropic(base_url=base, api_key="unused", max_retries=0, timeout=300)
         name = "no-such-model" if mode == "messages-error" else model
-        if mode == "messages-stream":
+        if mode == "count-tokens":
+            # Claude Code sizes its context with this before it sends (the engine's tokenizer, through loch).
+            c = client.messages.count_tokens(model=name, system="Be brief.",
+                                             messages=[{"role": "user", "content": "Say hello."}])
+            print(json.dumps({"text": "", "input_tokens": c.input_tokens}))
+        elif mode == "messages-stream":
             with client.messages.stream(model=name, max_tokens=8, extra_body={"temperature": 0},
                                         messages=[{"role": "user", "content": "Say hello."}]) as s:
                 text = "".join(s.text_stream)

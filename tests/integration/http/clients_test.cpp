@@ -39,6 +39,12 @@ TEST(Clients, ResponsesAndMessagesWithTheirOfficialClientsAndRerankPassedThrough
         if (std::string(mode).starts_with("messages")) EXPECT_FALSE(got["stop_reason"].is_null()) << got;
     }
     {
+        // Token counting (Claude Code asks before it sends): the engine's tokenizer, through loch.
+        const auto [rc, got] = family(loch, dir.path(), "count-tokens");
+        EXPECT_EQ(rc, 0) << got << "\n" << loch.log();
+        EXPECT_GT(got.value("input_tokens", 0), 0) << got;
+    }
+    {
         // An error the Anthropic client can read: its status, and loch's type and message in Anthropic's
         // shape.
         const auto [rc, got] = family(loch, dir.path(), "messages-error");

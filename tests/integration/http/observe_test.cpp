@@ -158,6 +158,35 @@ TEST_F(Observe, MetricsParseWithPrometheusParserAndMoveWithTheTrafficAndEveryReq
     for (int i = 0; i < 3; ++i) EXPECT_EQ(own.find(line_for(lines[i])), std::string::npos) << lines[i];
 }
 
+// Issue 53: the coding agents' routes are not blind in requests.jsonl — tokens on each, TTFT on streams.
+TEST_F(Observe, TheRequestLogHasTokensOnEveryRouteAndTimeToFirstTokenOnEveryStream) {
+    LochServer loch(dir.path(),
+                    config(dir, "2GiB", model_entry("demo", models().demo.path(), kArgs), global()));
+    const json messages = {
+        {"model", "demo"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+    const json responses = {{"model", "demo"}, {"max_output_tokens", 4}, {"input", "Hi"}};
+    for (const auto& [route, body] :
+         {std::pair{"/v1/messages", messages}, std::pair{"/v1/responses", responses}}) {
+        ASSERT_EQ(loch.post(route, body.dump()).status, 200) << route;
+        auto streamed = body;
+        streamed["stream"] = true;
+        SseClient s(loch.port(), route, streamed.dump());
+        ASSERT_EQ(s.status(), 200) << route;
+        s.rest();
+    }
+    ASSERT_EQ(lines_in(request_log(), 4), 4u);
+    std::ifstream in(request_log());
+    for (std::string l; std::getline(in, l);) {
+        const auto line = json::parse(l);
+        SCOPED_TRACE(l);
+        EXPECT_EQ(line["outcome"], "ok");
+        EXPECT_GT(line.value("prompt_tokens", 0), 0);
+        EXPECT_GT(line.value("completion_tokens", 0), 0);
+        EXPECT_LE(line.value("completion_tokens", 0), 4);
+        if (line["stream"] == true) EXPECT_TRUE(line.contains("ttft_s"));
+    }
+}
+
 TEST_F(Observe, WithLogLevelDebugLochsOwnLogHasTheSuccessfulRequestsToo) {
     LochServer loch(dir.path(),
                     config(dir, "2GiB", model_entry("demo", models().demo.path(), kArgs), global()),

@@ -60,6 +60,30 @@ TEST(Vision, AChatWithImagesIsAnsweredAndWhatCannotWorkIsRefusedBeforeAnythingSt
     EXPECT_EQ(no_projector.status, 400) << no_projector.body;
     EXPECT_NE(no_projector.body.find("takes no images"), std::string::npos) << no_projector.body;
     EXPECT_NE(no_projector.body.find("mmproj"), std::string::npos) << no_projector.body;
+    // The same on Anthropic's and the Responses API's routes (the engine's 500 before issue 53).
+    const std::string b64 = small.substr(small.find(',') + 1);
+    const nlohmann::json anthropic = {
+        {"model", "text"},
+        {"max_tokens", 8},
+        {"messages",
+         {{{"role", "user"},
+           {"content",
+            {{{"type", "image"},
+              {"source", {{"type", "base64"}, {"media_type", "image/png"}, {"data", b64}}}},
+             {{"type", "text"}, {"text", "Describe"}}}}}}}};
+    const nlohmann::json responses = {{"model", "text"},
+                                      {"max_output_tokens", 8},
+                                      {"input",
+                                       {{{"role", "user"},
+                                         {"content",
+                                          {{{"type", "input_image"}, {"image_url", small}},
+                                           {{"type", "input_text"}, {"text", "Describe"}}}}}}}};
+    for (const auto& [route, body] :
+         {std::pair{"/v1/messages", anthropic}, std::pair{"/v1/responses", responses}}) {
+        const auto r = loch.post(route, body.dump());
+        EXPECT_EQ(r.status, 400) << route << ": " << r.body;
+        EXPECT_NE(r.body.find("takes no images"), std::string::npos) << route << ": " << r.body;
+    }
     // An image to fetch, and bytes that are not an image: 400s naming where.
     auto remote = caption("vl", {"https://example.com/cat.png"});
     const auto r1 = loch.post("/v1/chat/completions", remote.dump());
