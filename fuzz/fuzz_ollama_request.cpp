@@ -2,6 +2,7 @@
 // same bytes as the engine's answer and as one of its SSE events, through the translation. The first byte
 // picks the route. Any outcome but a crash, a leak or an exception other than broker::Error is a finding.
 // fuzz-sources: http/ollama_api.cpp http/ollama.cpp http/translation.cpp http/errors.cpp broker/error.cpp
+// fuzz-sources: http/json_body.cpp
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

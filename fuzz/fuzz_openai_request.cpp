@@ -4,7 +4,7 @@
 // any outcome but a crash, a leak or an exception other than broker::Error is a finding.
 // fuzz-sources: http/openai_request.cpp http/multipart.cpp http/image_size.cpp http/audio_length.cpp
 // fuzz-sources: http/data_url.cpp
-// fuzz-sources: http/sse.cpp broker/error.cpp
+// fuzz-sources: http/sse.cpp broker/error.cpp http/json_body.cpp
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
