@@ -34,6 +34,14 @@ nlohmann::json parse_json_body(std::string_view body) {
                   : fmt::format("the request body is not valid JSON at line {}, column {} (byte {}): {}",
                                 line, column, at, what),
             {{"body_bytes", body.size()}, {"byte", at}, {"line", line}, {"column", column}});
+    } catch (const nlohmann::json::exception& e) {
+        // JSON-shaped, but a value cannot be held: a number beyond a double's range (nlohmann's 406).
+        throw broker::Error(broker::ErrorKind::invalid_request,
+                            e.id == 406
+                                ? "the request body holds a number beyond a double's range (about "
+                                  "±1.8e308): send a smaller one"
+                                : fmt::format("the request body cannot be read as JSON: {}", e.what()),
+                            {{"body_bytes", body.size()}});
     }
 }
 

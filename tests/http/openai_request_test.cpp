@@ -165,6 +165,10 @@ TEST(OpenAIRequest, MalformedJsonSaysWhereItBreaks) {
     }
     // Cut short: the position is the end, and it says so.
     EXPECT_NE(error_of(Endpoint::chat_completions, R"({"model":"m")").find("ends early"), std::string::npos);
+    // A number no double holds is the client's mistake too (a fuzzer found it escaping as a crash).
+    EXPECT_NE(
+        error_of(Endpoint::chat_completions, R"({"model":"m","temperature":1e999})").find("beyond a double"),
+        std::string::npos);
 }
 
 TEST(OpenAIRequest, ZeroMaxTokensIsRefusedAsTheCloudsDo) {
