@@ -92,10 +92,13 @@ std::string config_yaml(const Options& o, const fs::path& file,
     y += "max_wait: 20m\ndevices:\n  " + o.device + ":\n    reserve: 0\n    margin: 0\n";
     if (o.budget) y += fmt::format("    budget: {}\n", o.budget);
     y += "defaults:\n  keep_alive: 1h\n  startup_timeout: 15m\n  watchdog: 10m\nmodels:\n";
+    // The contexts are sized to fill the budget, beyond the model's training context: stretched (YaRN), as
+    // loch refuses a ctx the engine would cap.
     for (const auto& [name, ctx] : models)
-        y +=
-            fmt::format("  - name: {}\n    path: {}\n    devices: [{}]\n    args: {{ctx: {}, parallel: 1}}\n",
-                        name, file.string(), o.device, ctx);
+        y += fmt::format(
+            "  - name: {}\n    path: {}\n    devices: [{}]\n    args: {{ctx: {}, parallel: 1, ctx_extension: "
+            "yarn}}\n",
+            name, file.string(), o.device, ctx);
     return y;
 }
 

@@ -32,14 +32,19 @@ void Broker::check_needs(const Model& m, const RequestNeeds& needs) const {
         source = "the model's configuration";
     }
     if (!slot_ctx || *needs.max_tokens < *slot_ctx) return;
+    // The largest that could ever fit leaves one token for the prompt; the slot it would take holds the
+    // whole max_tokens and a prompt of at least one.
     throw Error(ErrorKind::context_length_exceeded,
-                fmt::format("max_tokens ({}) can never fit the slot context of model '{}' ({} tokens): "
-                            "lower max_tokens, or raise args.ctx",
-                            *needs.max_tokens, m.name(), *slot_ctx),
+                fmt::format("max_tokens ({}) can never fit the slot context of model '{}' ({} tokens): send "
+                            "max_tokens below {} (less the prompt), or {}",
+                            *needs.max_tokens, m.name(), *slot_ctx, *slot_ctx,
+                            m.kind->context_advice(*m.cfg, *needs.max_tokens + 1)),
                 {{"model", m.name()},
                  {"max_tokens", *needs.max_tokens},
                  {"slot_ctx", *slot_ctx},
-                 {"slot_ctx_source", source}});
+                 {"slot_ctx_source", source},
+                 {"largest_max_tokens", *slot_ctx - 1},
+                 {"needed_slot_ctx", *needs.max_tokens + 1}});
 }
 
 std::optional<engines::Refusal> BrokerView::check_before_start(const std::string& name,

@@ -14,7 +14,7 @@ port: 8080
 models_dir: ./models          # every *.gguf here is served; model name = file stem
 defaults:
   args:
-    ctx: 4096
+    ctx: auto                 # each model's training context, at most 32768 tokens
     parallel: 1
     flash_attn: auto
   priority: interactive

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace loch::engines {
 
 namespace asio = boost::asio;
@@ -36,6 +38,10 @@ asio::awaitable<ReadyFacts> Kind::after_ready(asio::any_io_executor, const Engin
 
 std::optional<std::uint64_t> Kind::configured_slot_ctx(const config::ModelConfig&) const {
     return std::nullopt;
+}
+
+std::string Kind::context_advice(const config::ModelConfig& model, std::uint64_t needed) const {
+    return fmt::format("raise the context of model '{}' to at least {} tokens", model.name, needed);
 }
 
 std::uint32_t Kind::slots(const config::ModelConfig& model) const {

@@ -185,6 +185,9 @@ class Kind : public config::KindSchema {
                                                            const config::ModelConfig& model) const;
     // The slot context the config alone implies, before any engine ran (for "max_tokens can never fit").
     virtual std::optional<std::uint64_t> configured_slot_ctx(const config::ModelConfig& model) const;
+    // How a slot of `needed` tokens could be had, for the refusal of a request that needs it: the setting to
+    // raise and its value, or why the model cannot give it. Default: the model's context setting.
+    virtual std::string context_advice(const config::ModelConfig& model, std::uint64_t needed) const;
     // Requests the engine may take at once (the broker's slots): `concurrency`, else the kind's own (at
     // least 1).
     virtual std::uint32_t slots(const config::ModelConfig& model) const;

@@ -133,20 +133,23 @@ std::vector<Preset> make_presets() {
     }
 
     // --- demo: served by the README's first command -------------------------------------------------
+    // Trained for 32k tokens: a coding agent's first request (Codex: an ~11k-token prompt; Claude Code:
+    // max_tokens 32000) fits the slot the embedded default's `ctx: auto` gives it.
     p.push_back({"demo", "Small llama-architecture demo model (about 25 MB, loads in a second)", "synthetic",
-                 llama("loch-demo", 8, 512, 8, 4, 1024, 4096, 4096, 10000.0f, 1e-5f), 0, "q8_0"});
+                 llama("loch-demo", 8, 512, 8, 4, 1024, 4096, 32768, 10000.0f, 1e-5f), 0, "q8_0"});
 
     // --- tiny models of every architecture (CI) -------------------------------------------------------
+    // Trained for 32k tokens, so that the suites' contexts (4096 to 32768) are within what the engine gives.
     p.push_back({"tiny-llama", "Tiny llama (CI)", "synthetic",
-                 llama("tiny-llama", 2, 256, 4, 2, 512, 512, 2048, 10000.0f, 1e-5f), 0, "f16"});
+                 llama("tiny-llama", 2, 256, 4, 2, 512, 512, 32768, 10000.0f, 1e-5f), 0, "f16"});
     {
-        Shape s = llama("tiny-mixtral", 2, 256, 4, 2, 256, 512, 2048, 10000.0f, 1e-5f);
+        Shape s = llama("tiny-mixtral", 2, 256, 4, 2, 256, 512, 32768, 10000.0f, 1e-5f);
         s.n_expert = 4;
         s.n_expert_used = 2;
         p.push_back({"tiny-mixtral", "Tiny llama MoE (Mixtral layout, CI)", "synthetic", s, 0, "f16"});
     }
     {
-        Shape s = llama("tiny-qwen2", 2, 256, 4, 2, 512, 512, 2048, 1000000.0f, 1e-6f);
+        Shape s = llama("tiny-qwen2", 2, 256, 4, 2, 512, 512, 32768, 1000000.0f, 1e-6f);
         s.arch = "qwen2";
         s.attn_bias = true;
         p.push_back({"tiny-qwen2", "Tiny qwen2 (CI)", "synthetic", s, 0, "f16"});
@@ -160,13 +163,13 @@ std::vector<Preset> make_presets() {
                      "synthetic", s, 0, "f16"});
     }
     {
-        Shape s = llama("tiny-qwen3", 2, 256, 4, 2, 512, 512, 2048, 1000000.0f, 1e-6f);
+        Shape s = llama("tiny-qwen3", 2, 256, 4, 2, 512, 512, 32768, 1000000.0f, 1e-6f);
         s.arch = "qwen3";
         s.head_dim = 128;  // Qwen3 decouples head_dim from n_embd / n_head
         p.push_back({"tiny-qwen3", "Tiny qwen3 (CI)", "synthetic", s, 0, "f16"});
     }
     {
-        Shape s = llama("tiny-qwen3moe", 2, 256, 4, 2, 512, 512, 2048, 1000000.0f, 1e-6f);
+        Shape s = llama("tiny-qwen3moe", 2, 256, 4, 2, 512, 512, 32768, 1000000.0f, 1e-6f);
         s.arch = "qwen3moe";
         s.head_dim = 64;
         s.n_expert = 8;
@@ -175,7 +178,7 @@ std::vector<Preset> make_presets() {
         p.push_back({"tiny-qwen3moe", "Tiny qwen3moe (CI)", "synthetic", s, 0, "f16"});
     }
     {
-        Shape s = llama("tiny-gemma3", 6, 256, 4, 2, 512, 512, 2048, 1000000.0f, 1e-6f);
+        Shape s = llama("tiny-gemma3", 6, 256, 4, 2, 512, 512, 32768, 1000000.0f, 1e-6f);
         s.arch = "gemma3";
         s.head_dim = 64;
         s.sliding_window = 64;
@@ -202,7 +205,7 @@ std::vector<Preset> make_presets() {
         s.n_expert_shared = 1;
         s.n_layer_dense_lead = 1;
         s.n_vocab = 512;
-        s.n_ctx_train = 2048;
+        s.n_ctx_train = 32768;
         s.norm_eps = 1e-6f;
         p.push_back({"tiny-deepseek2", "Tiny deepseek2 with latent attention (MLA) and shared experts (CI)",
                      "synthetic", s, 0, "f16"});

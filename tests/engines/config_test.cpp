@@ -745,6 +745,54 @@ TEST_F(ConfigTest, AFlagNobodyClassifiedIsRefusedAndEmbeddingsArePlanned) {
     EXPECT_EQ(st.pooling, "rank");
 }
 
+// Issue 53: llama-server caps every slot at the model's training context (tools/server n_ctx_slot()), so
+// a ctx above it is refused at config time with the figures — or stretched with YaRN when asked, the
+// factor planned so that the engine's stretched context holds the whole slot.
+TEST_F(ConfigTest, AContextAboveTheTrainingContextIsRefusedOrStretchedNeverSilentlyCapped) {
+    const test::SynthModel model({"--preset", "tiny-llama", "--ctx", "4096"}, "short.gguf");
+    const auto entry = [&](const std::string& args) {
+        return "models:\n  - name: a\n    path: " + model.path().string() + "\n    args: {" + args + "}\n";
+    };
+    // Within it: no stretch, no error.
+    auto fits = parse(entry("ctx: 8192, parallel: 2"));
+    const auto argv = engines::llama_server_argv("/bin/llama-server", fits.models.at(0),
+                                                 engines::Placement{"cpu", "cpu", 0}, 40000);
+    EXPECT_EQ(std::find(argv.begin(), argv.end(), "--rope-scaling"), argv.end());
+    // Above it: refused, with the training context, the largest ctx and both fixes.
+    auto d = errors(entry("ctx: 16384"));
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_THAT(d[0].message, HasSubstr("16384 tokens, above the 4096 tokens"));
+    EXPECT_THAT(d[0].message, HasSubstr("at most 4096"));
+    EXPECT_THAT(d[0].message, HasSubstr("ctx_extension: yarn"));
+    d = errors(entry("ctx: 16384, parallel: 2"));  // per slot: 8192 > 4096; the largest ctx is 2 × 4096
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_THAT(d[0].message, HasSubstr("at most 8192"));
+    // Stretched: the engine gets YaRN flags whose factor makes its training context at least the slot.
+    auto stretched = parse(entry("ctx: 10000, ctx_extension: yarn"));
+    const auto y = engines::llama_server_argv("/bin/llama-server", stretched.models.at(0),
+                                              engines::Placement{"cpu", "cpu", 0}, 40000);
+    const auto at = std::find(y.begin(), y.end(), "--rope-scale");
+    ASSERT_NE(at, y.end());
+    EXPECT_EQ(*(std::find(y.begin(), y.end(), "--rope-scaling") + 1), "yarn");
+    EXPECT_EQ(*(std::find(y.begin(), y.end(), "--yarn-orig-ctx") + 1), "4096");
+    const double factor = std::stod(*(at + 1));
+    EXPECT_GE(static_cast<std::uint32_t>(4096.0f / (1.0f / static_cast<float>(factor))), 10000u);
+    EXPECT_LE(factor, 2.4418);  // just enough: 10001 / 4096 = 2.44165…, rounded up in ten-thousandths
+    // YaRN flags of the user's own in extra count the same way; beside ctx_extension they are refused.
+    EXPECT_NO_THROW(parse(entry("ctx: 16384, extra: [--rope-scaling, yarn, --rope-scale, '4']")));
+    EXPECT_THAT(errors(entry("ctx: 16384, extra: [--rope-scaling, linear, --rope-scale, '4']"))[0].message,
+                HasSubstr("above the 4096 tokens"));
+    EXPECT_THAT(errors(entry("ctx: 8192, ctx_extension: yarn, extra: [--rope-scale, '2']"))[0].message,
+                HasSubstr("set one or the other"));
+    // ctx: auto is the training context per slot, at most 32768.
+    const auto a = parse(entry("ctx: auto, parallel: 2"));
+    EXPECT_EQ(engines::llama_args(a.models.at(0)).ctx, 8192u);
+    const test::SynthModel longer({"--preset", "tiny-llama", "--ctx", "131072"}, "long.gguf");
+    const auto b =
+        parse("models:\n  - name: b\n    path: " + longer.path().string() + "\n    args: {ctx: auto}\n");
+    EXPECT_EQ(engines::llama_args(b.models.at(0)).ctx, 32768u);
+}
+
 // Issue 51: LoRA adapters are planned (plan/lora.hpp), not refused: args.lora takes paths or {path, scale},
 // checks each adapter against the model as llama.cpp's loader would, and the engine gets --lora /
 // --lora-scaled beside the plan's pairs.

@@ -45,6 +45,10 @@ std::vector<std::string> llama_server_argv(const std::filesystem::path& binary,
     std::vector<std::string> argv{binary.string(),       "-m",     model.path.string(),       "--host",
                                   "127.0.0.1",           "--port", std::to_string(port),      "-c",
                                   std::to_string(a.ctx), "-np",    std::to_string(a.parallel)};
+    // A context above the training context, stretched as args.ctx_extension asks (the config check refused
+    // one without it): otherwise the engine caps every slot at the training context.
+    const auto yarn = a.yarn_flags();
+    argv.insert(argv.end(), yarn.begin(), yarn.end());
     const int ngl = where.backend == "cpu" ? 0 : a.n_gpu_layers.value_or(kAllLayers);
     argv.insert(argv.end(), {"-ngl", std::to_string(ngl)});
     argv.insert(argv.end(), {"-fa", std::string(to_string(a.flash_attn))});
@@ -140,6 +144,20 @@ std::vector<std::optional<MemoryFigure>> LlamaServerKind::measure_split(
 std::optional<std::uint64_t> LlamaServerKind::configured_slot_ctx(const config::ModelConfig& model) const {
     if (llama_args(model).ctx == 0) return std::nullopt;
     return llama_args(model).slot_ctx();
+}
+
+std::string LlamaServerKind::context_advice(const config::ModelConfig& model, std::uint64_t needed) const {
+    const auto& a = llama_args(model);
+    const std::uint64_t ctx = (needed * a.parallel + 255) / 256 * 256;
+    const auto limit = a.slot_ctx_limit();
+    if (!limit || needed <= *limit)
+        return fmt::format("raise args.ctx of model '{}' to {} ({} slot(s) of {} tokens)", model.name, ctx,
+                           a.parallel, ctx / a.parallel);
+    return fmt::format(
+        "model '{}' gives a slot at most {} tokens (its training context{}): a larger one needs args.ctx "
+        "{} with args.ctx_extension: yarn (YaRN RoPE scaling; answers may degrade), or a model trained for "
+        "longer",
+        model.name, *limit, a.ctx_extension == CtxExtension::yarn ? ", stretched" : "", ctx);
 }
 
 asio::awaitable<ReadyFacts> LlamaServerKind::after_ready(asio::any_io_executor ex,
@@ -278,16 +296,28 @@ asio::awaitable<std::optional<Refusal>> LlamaServerKind::check_request(asio::any
     if (prompt_tokens + max_tokens <= slot_ctx && prompt_tokens < slot_ctx) co_return std::nullopt;
     Refusal no;
     no.kind = Refusal::Kind::context_length_exceeded;
+    // What would fit, and what it would take: the largest max_tokens with this prompt, the slot it needs.
+    const std::uint64_t fits = prompt_tokens < slot_ctx ? slot_ctx - prompt_tokens : 0;
+    const std::uint64_t needed = prompt_tokens + std::max<std::uint64_t>(max_tokens, 1);
+    const std::string advice = r.model ? context_advice(*r.model, needed) : "raise the model's context";
     no.message =
         r.max_tokens
-            ? fmt::format("prompt ({} tokens) + max_tokens ({}) = {} exceeds the slot context ({} tokens)",
-                          prompt_tokens, max_tokens, prompt_tokens + max_tokens, slot_ctx)
-            : fmt::format("the prompt ({} tokens) does not fit the slot context ({} tokens)", prompt_tokens,
-                          slot_ctx);
-    no.details = {{"prompt_tokens", prompt_tokens},
-                  {"max_tokens", max_tokens},
-                  {"slot_ctx", slot_ctx},
-                  {"counted_by", "engine /tokenize"}};
+            ? fmt::format(
+                  "prompt ({} tokens) + max_tokens ({}) = {} exceeds the slot context ({} tokens): {}; "
+                  "or {}",
+                  prompt_tokens, max_tokens, prompt_tokens + max_tokens, slot_ctx,
+                  fits ? fmt::format("max_tokens up to {} fits with this prompt", fits)
+                       : std::string("the prompt alone fills it, so shorten the prompt"),
+                  advice)
+            : fmt::format(
+                  "the prompt ({} tokens) does not fit the slot context ({} tokens): shorten it, or {}",
+                  prompt_tokens, slot_ctx, advice);
+    no.details = {{"prompt_tokens", prompt_tokens}, {"max_tokens", max_tokens},
+                  {"slot_ctx", slot_ctx},           {"largest_max_tokens", fits},
+                  {"needed_slot_ctx", needed},      {"counted_by", "engine /tokenize"}};
+    if (r.model)
+        if (const auto limit = llama_args(*r.model).slot_ctx_limit())
+            no.details["model_slot_ctx_limit"] = *limit;
     if (image_tokens) {
         no.message += fmt::format(" ({} image(s) × {} tokens)", r.images.size(), *facts.image_tokens);
         no.details["image_tokens"] = image_tokens;

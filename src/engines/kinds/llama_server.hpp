@@ -40,8 +40,18 @@ enum class FlashAttn { on, off, auto_ };
 std::string_view to_string(FlashAttn f);  // "on" | "off" | "auto" (llama-server's -fa values)
 
 // The model entry's `args:` (docs/config.md). Unset optionals mean "not passed: the engine's default".
+// args.ctx_extension: what a context above the model's training context is made of. llama-server caps
+// every slot at the training context unless YaRN scaling stretches it (its n_ctx_slot()), so without an
+// extension such a ctx is refused at config time instead of booking KV the engine never uses.
+enum class CtxExtension { none, yarn };
+
 struct LlamaArgs final : config::KindSettings {
-    std::uint32_t ctx = 4096;                 // -c: context per engine (split over `parallel` slots)
+    std::uint32_t ctx = 4096;  // -c: context per engine (split over `parallel` slots)
+    // `ctx: auto`: each slot gets the model's training context, at most kAutoSlotCtx (set by the config
+    // check from the file; 4096 per slot while no file was read).
+    bool ctx_auto = false;
+    static constexpr std::uint32_t kAutoSlotCtx = 32768;
+    CtxExtension ctx_extension = CtxExtension::none;
     std::uint32_t parallel = 1;               // -np: slots (concurrent requests in one engine)
     std::optional<int> n_gpu_layers;          // -ngl: unset = all on the GPU the placement chose
     FlashAttn flash_attn = FlashAttn::auto_;  // -fa
@@ -84,6 +94,12 @@ struct LlamaArgs final : config::KindSettings {
     std::vector<std::string> extra;  // appended verbatim as separate argv entries (never a shell)
 
     std::uint32_t slot_ctx() const { return parallel == 0 ? ctx : ctx / parallel; }
+    // The longest slot context the engine gives this model: its training context, times the YaRN factor
+    // of args.ctx_extension or of RoPE flags in `extra`. nullopt: no file was read.
+    std::optional<std::uint32_t> slot_ctx_limit() const;
+    // The YaRN flags the launch adds: a factor over the training context just large enough for slot_ctx()
+    // (none when it fits, or without args.ctx_extension: yarn).
+    std::vector<std::string> yarn_flags() const;
     std::unique_ptr<config::KindSettings> clone() const override {
         return std::make_unique<LlamaArgs>(*this);
     }
@@ -199,6 +215,9 @@ class LlamaServerKind final : public Kind {
                                                    const EngineAddress& engine,
                                                    const config::ModelConfig& model) const override;
     std::optional<std::uint64_t> configured_slot_ctx(const config::ModelConfig& model) const override;
+    // args.ctx for `needed` tokens per slot (× parallel, in 256s), or, above what the model gives, its
+    // training context and args.ctx_extension.
+    std::string context_advice(const config::ModelConfig& model, std::uint64_t needed) const override;
     // Images (chat's data URLs): refused before anything starts for a model without a projector; on the CPU
     // costed by their size (decoded in host memory); in the slot's context, the projector's tokens each.
     std::optional<Refusal> check_before_start(const config::ModelConfig& model,

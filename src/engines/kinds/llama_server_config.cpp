@@ -130,6 +130,68 @@ const LlamaArgs& llama_args(const config::ModelConfig& model) {
 }
 
 namespace {
+
+// The YaRN stretch that RoPE flags in args.extra ask for: llama.cpp re-sizes the training context to
+// yarn_orig_ctx × rope_scale when the scaling type is yarn and the factor differs from the file's
+// (src/llama-context.cpp, llama_init_from_model); linear scaling leaves it, so the slots stay capped.
+struct ExtraStretch {
+    bool yarn = false;
+    double factor = 0;           // --rope-scale F, or 1 / --rope-freq-scale
+    std::uint32_t orig_ctx = 0;  // --yarn-orig-ctx (0: the file's training context)
+    bool any_rope_flag = false;
+};
+
+ExtraStretch extra_stretch(const std::vector<std::string>& extra) {
+    ExtraStretch x;
+    const auto read = flags::read_extra(flags::llama_server(), extra);
+    const auto* fl = std::get_if<std::vector<flags::ExtraFlag>>(&read);
+    if (!fl) return x;
+    for (const auto& f : *fl) {
+        if (f.name.rfind("--rope-", 0) != 0 && f.name.rfind("--yarn-", 0) != 0) continue;
+        x.any_rope_flag = true;
+        const std::string& v = f.values.empty() ? std::string() : f.values.front();
+        double d = 0;
+        const bool number = std::from_chars(v.data(), v.data() + v.size(), d).ec == std::errc();
+        if (f.name == "--rope-scaling")
+            x.yarn = v == "yarn";
+        else if (f.name == "--rope-scale" && number && d > 0)
+            x.factor = d;
+        else if (f.name == "--rope-freq-scale" && number && d > 0)
+            x.factor = 1.0 / d;
+        else if (f.name == "--yarn-orig-ctx" && number && d >= 1 && d <= 16777216.0)
+            x.orig_ctx = static_cast<std::uint32_t>(d);
+    }
+    return x;
+}
+
+}  // namespace
+
+std::optional<std::uint32_t> LlamaArgs::slot_ctx_limit() const {
+    if (!file) return std::nullopt;
+    const std::uint32_t train = plan::shape_of(*file).n_ctx_train;
+    if (train == 0) return std::nullopt;  // the engine then takes -c as it is
+    if (ctx_extension == CtxExtension::yarn) return std::max(train, slot_ctx());
+    const auto x = extra_stretch(extra);
+    if (x.yarn && x.factor > 1.0) {
+        const double stretched = static_cast<double>(x.orig_ctx ? x.orig_ctx : train) * x.factor;
+        return static_cast<std::uint32_t>(std::min(stretched, 16777216.0));
+    }
+    return train;
+}
+
+std::vector<std::string> LlamaArgs::yarn_flags() const {
+    if (ctx_extension != CtxExtension::yarn || !file) return {};
+    const std::uint32_t train = plan::shape_of(*file).n_ctx_train;
+    if (train == 0 || slot_ctx() <= train) return {};
+    // The factor in ten-thousandths, rounded up with a token to spare: the engine computes the stretched
+    // context in float (orig / (1 / factor)) and truncates it.
+    const auto ten_thousandths = (std::uint64_t{slot_ctx() + 1} * 10000 + train - 1) / train;
+    return {"--rope-scaling",  "yarn",
+            "--rope-scale",    fmt::format("{}.{:04}", ten_thousandths / 10000, ten_thousandths % 10000),
+            "--yarn-orig-ctx", std::to_string(train)};
+}
+
+namespace {
 // A file a model entry names beside its model (a projector, an adapter, a draft): a relative path is in the
 // model file's folder.
 std::filesystem::path beside_model(const config::ModelConfig& model, const std::filesystem::path& p) {
@@ -202,7 +264,21 @@ config::Walker::Keys LlamaServerKind::keys(config::Walker& w, config::KindSettin
              w.walk(
                  node, path,
                  {
-                     {"ctx", w.integer_into(a.ctx, 16, 1 << 24)},
+                     {"ctx",
+                      [&](auto&, auto& v, auto& k) {
+                          if (v.IsScalar() && config::ascii_lower(v.Scalar()) == "auto") {
+                              a.ctx_auto = true;
+                          } else if (auto x = w.integer(v, k, 16, 1 << 24)) {
+                              a.ctx = static_cast<std::uint32_t>(*x);
+                              a.ctx_auto = false;
+                          }
+                      }},
+                     {"ctx_extension",
+                      [&](auto&, auto& v, auto& k) {
+                          if (auto x = w.choice<CtxExtension>(
+                                  v, k, {{"none", CtxExtension::none}, {"yarn", CtxExtension::yarn}}))
+                              a.ctx_extension = *x;
+                      }},
                      {"parallel", w.integer_into(a.parallel, 1, 256)},
                      {"n_gpu_layers",
                       [&](auto&, auto& v, auto& k) {
@@ -326,6 +402,25 @@ namespace {
 // The cache-type combinations the pinned llama.cpp refuses at context creation for this model
 // (src/llama-context.cpp, llama_init_from_model): said here, at config time, with the reason, instead of an
 // engine that exits 1 at its first start.
+// A slot context above what the engine gives this model: llama-server would cap each slot at the training
+// context (tools/server n_ctx_slot()) while loch booked the KV for all of it — refused, with the figures and
+// both ways out.
+void check_context_against_model(config::Walker& w, const YAML::Node& entry, const std::string& path,
+                                 const LlamaArgs& a) {
+    const auto limit = a.slot_ctx_limit();
+    if (!limit || a.slot_ctx() <= *limit) return;
+    const bool stretched = *limit != plan::shape_of(*a.file).n_ctx_train;
+    w.error(entry, path + ".args.ctx",
+            fmt::format("ctx {} gives each of its {} slot(s) {} tokens, above the {} tokens the engine gives "
+                        "this model ({}): llama-server would cap every slot at {} while loch booked memory "
+                        "for {}. Set args.ctx to at most {}, or stretch the context with YaRN RoPE scaling "
+                        "(args.ctx_extension: yarn; answers may degrade beyond the training context)",
+                        a.ctx, a.parallel, a.slot_ctx(), *limit,
+                        stretched ? "its training context stretched by args.extra's YaRN flags"
+                                  : "its training context, the file's context_length",
+                        *limit, a.slot_ctx(), std::uint64_t{*limit} * a.parallel));
+}
+
 void check_cache_types_against_model(config::Walker& w, const YAML::Node& entry, const std::string& path,
                                      const config::ModelConfig& m) {
     const auto& a = llama_args(m);
@@ -446,7 +541,16 @@ void check_draft(config::Walker& w, const YAML::Node& entry, const std::string& 
 
 void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const std::string& path,
                             config::ModelConfig& m, bool check_files) const {
+    if (llama_args(m).ctx_auto) {  // before the file is read: 4096 per slot (the file's figure below)
+        auto fallback = std::make_unique<LlamaArgs>(llama_args(m));
+        fallback->ctx = 4096 * fallback->parallel;
+        m.settings = std::move(fallback);
+    }
     const LlamaArgs a = llama_args(m);  // a copy: m.settings is replaced below (the file kept)
+    if (a.ctx_extension != CtxExtension::none && extra_stretch(a.extra).any_rope_flag)
+        w.error(entry, path + ".args.ctx_extension",
+                "args.extra already has RoPE/YaRN flags: loch plans the stretch from ctx_extension alone, so "
+                "set one or the other");
     if (a.ctx / a.parallel < 16) {
         w.error(entry, path + ".args",
                 "ctx " + std::to_string(a.ctx) + " over parallel " + std::to_string(a.parallel) + " leaves " +
@@ -481,9 +585,14 @@ void LlamaServerKind::check(config::Walker& w, const YAML::Node& entry, const st
     try {  // read once, kept for the planner (a file llama.cpp cannot read either: its start says why)
         auto with_file = std::make_unique<LlamaArgs>(a);
         with_file->file = std::make_shared<const gguf::Model>(gguf::for_planning(gguf::read_model(m.path)));
+        if (with_file->ctx_auto) {
+            const std::uint32_t train = plan::shape_of(*with_file->file).n_ctx_train;
+            if (train > 0) with_file->ctx = std::min(train, LlamaArgs::kAutoSlotCtx) * with_file->parallel;
+        }
         m.settings = std::move(with_file);
     } catch (const std::exception&) {
     }
+    check_context_against_model(w, entry, path, llama_args(m));
     check_cache_types_against_model(w, entry, path, m);
     check_projector(w, entry, path, m);
     check_lora(w, entry, path, m);

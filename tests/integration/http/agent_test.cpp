@@ -34,7 +34,7 @@ std::string agent_config(const test::TempDir& dir, std::uint16_t port, const std
     const fs::path file = models().longctx.path();
     return config(dir, "400MiB",
                   model_entry("chat", models().tiny.path(), kArgs) + "  - name: huge\n    path: " +
-                      file.string() + "\n    args: {ctx: 1048576, parallel: 1}\n",
+                      file.string() + "\n    args: {ctx: 1048576, parallel: 1, ctx_extension: yarn}\n",
                   "agent: {port: " + std::to_string(port) + "}\n" + extra);
 }
 

@@ -470,6 +470,13 @@ TEST_F(Serve, PromptPlusMaxTokensBeyondTheSlotIs400WithNumbers) {
     EXPECT_EQ(e["type"], "context_length_exceeded");
     EXPECT_EQ(e["slot_ctx"], 256);
     EXPECT_EQ(e["max_tokens"], 1000);
+    // What would fit and what it would take (issue 53): the largest max_tokens, the ctx that gives the
+    // slot, within the model's training context.
+    EXPECT_EQ(e["largest_max_tokens"], 255);
+    EXPECT_EQ(e["needed_slot_ctx"], 1001);
+    EXPECT_NE(e["message"].get<std::string>().find("raise args.ctx of model 'tiny' to 2048"),
+              std::string::npos)
+        << e["message"];
     EXPECT_EQ(loch.engine_status("tiny")["state"], "stopped") << "an engine was started for a junk request";
     EXPECT_EQ(loch.engine_status("tiny")["runs"], 0);
     // A long prompt plus a max_tokens that fits alone: counted by the engine's tokenizer.
@@ -483,6 +490,35 @@ TEST_F(Serve, PromptPlusMaxTokensBeyondTheSlotIs400WithNumbers) {
     EXPECT_EQ(e["type"], "context_length_exceeded");
     EXPECT_GT(e["prompt_tokens"].get<int>(), 100);
     EXPECT_EQ(e["counted_by"], "engine /tokenize");
+    const int prompt = e["prompt_tokens"].get<int>();
+    EXPECT_EQ(e["largest_max_tokens"].get<int>(), std::max(0, 256 - prompt));
+    EXPECT_EQ(e["needed_slot_ctx"].get<int>(), prompt + 100);
+    EXPECT_EQ(e["model_slot_ctx_limit"], 32768);  // tiny-llama's training context
+    EXPECT_NE(
+        e["message"].get<std::string>().find(prompt < 256 ? "fits with this prompt" : "the prompt alone"),
+        std::string::npos)
+        << e["message"];
+}
+
+// Issue 53: a ctx above the training context is either refused at config time or stretched with YaRN; the
+// real engine then gives every slot the context loch booked (it capped it at the training context before).
+TEST_F(Serve, AContextBeyondTheTrainingContextIsStretchedAndTheEngineGivesAllOfIt) {
+    const test::SynthModel short_ctx({"--preset", "tiny-llama", "--weights", "small", "--ctx", "1024"},
+                                     "short.gguf");
+    LochServer loch(dir.path(), config(dir, "512MiB",
+                                       model_entry("tiny", short_ctx.path(),
+                                                   "    args:\n      ctx: 4096\n      parallel: 1\n"
+                                                   "      threads: 1\n      ctx_extension: yarn\n")));
+    ASSERT_EQ(loch.post("/v1/chat/completions", chat("tiny", false, 2)).status, 200);
+    EXPECT_EQ(loch.engine_status("tiny")["slot_ctx"], 4096) << loch.engine_status("tiny").dump();
+    // A prompt past the training context but within the stretched slot is served, not refused.
+    std::string words;
+    for (int i = 0; i < 700; ++i) words += "word ";
+    json body = json::parse(chat("tiny", false, 4));
+    body["messages"][0]["content"] = words;
+    const auto r = loch.post("/v1/chat/completions", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_GT(json::parse(r.body)["usage"]["prompt_tokens"].get<int>(), 1024);
 }
 
 TEST_F(Serve, OllamaClientsCanListModelsAndOpenAIClientsCanAskForOne) {

@@ -211,9 +211,11 @@ std::string ask(const std::string& model, int max_tokens = 4, const std::string&
     return chat(model, false, max_tokens, extra);
 }
 
+// Contexts sized for memory, beyond the file's training context (65536): stretched, as loch requires.
 std::string entry(const std::string& name, const fs::path& file, int ctx) {
     return "  - name: " + name + "\n    path: " + file.string() +
-           "\n    args:\n      ctx: " + std::to_string(ctx) + "\n      parallel: 1\n      threads: 1\n";
+           "\n    args:\n      ctx: " + std::to_string(ctx) +
+           "\n      parallel: 1\n      threads: 1\n      ctx_extension: yarn\n";
 }
 
 }  // namespace
