@@ -193,6 +193,8 @@ void run_serve(const ServeOptions& o) {
     so.batch_dir = cfg.state_dir / "batches";
     so.max_batch_file_bytes = cfg.max_batch_file_bytes;
     so.batch_concurrency = cfg.batch_concurrency;
+    so.responses_max_age = cfg.responses.max_age;
+    so.responses_max_bytes = cfg.responses.max_bytes;
     http::Server server(ex, broker, so);
     const auto port = server.listen();
     std::optional<balancer::AgentServer> agent;

@@ -156,6 +156,12 @@ struct SlotSaveConfig {
 };
 
 // How long loch waits on a client connection (http/server.hpp has the rules).
+// The Responses API's stored responses (responses/store.hpp): kept this long, and at most this much.
+struct StoredResponses {
+    Seconds max_age{30 * 24 * 3600};
+    std::uint64_t max_bytes = std::uint64_t{1} << 30;
+};
+
 struct ClientTimeouts {
     Seconds idle{30};    // keep-alive connection without a request
     Seconds header{10};  // first byte of a request → its whole header
@@ -187,6 +193,7 @@ struct Config {
     std::uint64_t max_body_bytes = 16 * 1024 * 1024;  // request body size limit
     // A Batch API input file (POST /v1/files): streamed to disk, never held in memory.
     std::uint64_t max_batch_file_bytes = std::uint64_t{2} << 30;
+    StoredResponses responses;
     // A batch's items in flight per model at once; 0 = the model's slots (docs/batches.md).
     std::uint32_t batch_concurrency = 0;
     ClientTimeouts client_timeouts;

@@ -268,6 +268,8 @@ class Loader : public Walker {
                   [&](auto&, auto& v, auto& k) {
                       if (auto b = size(v, k, 1024)) c.max_batch_file_bytes = *b;
                   }},
+                 {"responses",
+                  [&](auto&, auto& v, auto& k) { walk_stored_responses(*this, v, k, c.responses); }},
                  {"batch_concurrency",
                   [&](auto&, auto& v, auto& k) {
                       if (auto x = integer(v, k, 0, 1024))

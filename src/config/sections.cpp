@@ -17,6 +17,20 @@ void walk_queue(Walker& w, const YAML::Node& node, const std::string& path, Queu
            });
 }
 
+void walk_stored_responses(Walker& w, const YAML::Node& node, const std::string& path, StoredResponses& r) {
+    w.walk(node, path,
+           {
+               {"max_age",
+                [&](auto&, auto& v, auto& k) {
+                    if (auto d = w.duration(v, k, Seconds{1})) r.max_age = *d;
+                }},
+               {"max_bytes",
+                [&](auto&, auto& v, auto& k) {
+                    if (auto b = w.size(v, k, 0)) r.max_bytes = *b;
+                }},
+           });
+}
+
 void walk_client_timeouts(Walker& w, const YAML::Node& node, const std::string& path, ClientTimeouts& t) {
     w.walk(node, path,
            {

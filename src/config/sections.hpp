@@ -16,6 +16,7 @@
 namespace loch::config {
 
 void walk_queue(Walker& w, const YAML::Node& node, const std::string& path, QueueLimits& q);
+void walk_stored_responses(Walker& w, const YAML::Node& node, const std::string& path, StoredResponses& r);
 void walk_client_timeouts(Walker& w, const YAML::Node& node, const std::string& path, ClientTimeouts& t);
 // Also checks backoff_max ≥ backoff_initial.
 void walk_restart(Walker& w, const YAML::Node& node, const std::string& path, RestartConfig& r);

@@ -30,6 +30,7 @@
 #include "http/openai_request.hpp"
 #include "http/relays.hpp"
 #include "http/request_journal.hpp"
+#include "http/responses_api.hpp"
 #include "http/router.hpp"
 #include "http/server_options.hpp"
 #include "http/translation.hpp"
@@ -53,9 +54,16 @@ class ModelProxy {
     using Request = boost::beast::http::request<boost::beast::http::string_body>;
 
     // `options` and `pool` are the server's (a reload changes its keys, the pool outlives every relay).
+    // `responses`: the Responses API's store (POST /v1/responses is reshaped and kept through it).
     ModelProxy(boost::asio::any_io_executor ex, broker::Broker& broker, core::HttpPool& pool,
-               RequestJournal& journal, const ServerOptions& options, Relays& relays)
-        : ex_(ex), broker_(broker), pool_(pool), journal_(journal), options_(options), relays_(relays) {}
+               RequestJournal& journal, const ServerOptions& options, Relays& relays, ResponsesApi& responses)
+        : ex_(ex),
+          broker_(broker),
+          pool_(pool),
+          journal_(journal),
+          options_(options),
+          relays_(relays),
+          responses_(responses) {}
 
     // A model request of either API: the proxy, then its record to the request log and the metrics. Whether
     // the connection stays open.
@@ -80,6 +88,7 @@ class ModelProxy {
     RequestJournal& journal_;
     const ServerOptions& options_;
     Relays& relays_;
+    ResponsesApi& responses_;
 };
 
 }  // namespace loch::http

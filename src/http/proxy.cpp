@@ -22,6 +22,7 @@
 
 #include "core/io_now.hpp"
 #include "engines/engine_client.hpp"
+#include "http/anthropic_shape.hpp"
 #include "http/engine_answer.hpp"
 #include "http/errors.hpp"
 #include "http/model_proxy.hpp"
@@ -212,6 +213,15 @@ asio::awaitable<bool> ModelProxy::proxy(beast::tcp_stream& client, Request& req,
     broker::Lease lease;
     Translation* tr = call.translation;
     std::optional<ModelRename> rename;
+    // Anthropic's routes answer in Anthropic's shape (msg_ ids, its error types and 529), errors included:
+    // `shape` renders an error before or after the lease; tr takes it once the engine answers.
+    std::optional<AnthropicShape> anthropic;
+    if (!tr &&
+        (call.endpoint == Endpoint::anthropic_messages || call.endpoint == Endpoint::anthropic_count_tokens))
+        anthropic.emplace();
+    // The Responses API's: reshaped as OpenAI's and kept (http/responses_api.hpp).
+    std::optional<ResponsesShape> responses;
+    const auto shape = [&]() -> Translation* { return tr ? tr : anthropic ? &*anthropic : nullptr; };
     const auto write_body = [&](std::string_view bytes) { return write_body_bytes(client, bytes, chunked); };
     const auto gone = [&] {
         rec.client_gone = true;
@@ -219,6 +229,9 @@ asio::awaitable<bool> ModelProxy::proxy(beast::tcp_stream& client, Request& req,
         return false;
     };
     try {
+        // A previous_response_id becomes the stored conversation before anything counts the prompt.
+        if (!tr && call.endpoint == Endpoint::responses)
+            if (auto turn = responses_.prepare(req.body())) responses.emplace(responses_, std::move(*turn));
         std::string_view content_type = "application/json";
         if (const auto ct = req.find(bhttp::field::content_type); ct != req.end())
             content_type = std::string_view(ct->value().data(), ct->value().size());
@@ -306,7 +319,13 @@ asio::awaitable<bool> ModelProxy::proxy(beast::tcp_stream& client, Request& req,
                 if (auto restored = co_await conversations.restore(lease, view, req.body()))
                     rec.restore = std::move(*restored);  // confirmed by the answer (Conversations::confirm)
         }
-        if (!tr && !lease.kind().names_model_as_configured()) {
+        if (anthropic) {
+            if (!lease.kind().names_model_as_configured()) anthropic.emplace(lease.model());
+            tr = &*anthropic;
+        } else if (responses) {
+            responses->name_model(lease.model());
+            tr = &*responses;
+        } else if (!tr && !lease.kind().names_model_as_configured()) {
             rename.emplace(lease.model());
             tr = &*rename;
         }
@@ -563,17 +582,18 @@ asio::awaitable<bool> ModelProxy::proxy(beast::tcp_stream& client, Request& req,
     if (st->client_gone) co_return gone();
     rec.error_type = broker::to_string(err->kind());
     if (!headers_sent) {
-        rec.status = static_cast<unsigned>(status_of(err->kind()));
-        if (tr) {
-            co_await write_json(client, v, keep, rec.status, tr->error_body(*err), err->retry_after_s());
+        if (auto* t = shape()) {
+            rec.status = t->error_status(*err);
+            co_await write_json(client, v, keep, rec.status, t->error_body(*err), err->retry_after_s());
         } else {
+            rec.status = static_cast<unsigned>(status_of(err->kind()));
             co_await write_error(client, v, keep, *err);
         }
         co_return keep;
     }
     // Mid-stream: an SSE error event (or the translation's error line), then a clean end of the body.
     spdlog::warn("stream of '{}' ended by error: {}", lease.valid() ? lease.model() : rec.model, err->what());
-    const std::string ev = tr ? tr->stream_error(*err) : sse_error_event(*err);
+    const std::string ev = shape() ? shape()->stream_error(*err) : sse_error_event(*err);
     co_await write_body(ev);
     if (chunked) co_await core::io_now::write(client, bhttp::make_chunk_last(), kClientWriteTimeout);
     co_return false;

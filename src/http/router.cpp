@@ -80,6 +80,24 @@ Route route(std::string_view method, std::string_view target) {
         r.model_route = m;
         return check(method, m->method, r);
     }
+    if (constexpr std::string_view responses = "/v1/responses/"; path.starts_with(responses)) {
+        // GET|DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items (after the model routes:
+        // /v1/responses/input_tokens is one)
+        const auto rest = path.substr(responses.size());
+        const auto slash = rest.find('/');
+        Route r = with(Route::Kind::stored_response);
+        r.engine = std::string(rest.substr(0, slash));
+        if (r.engine.empty()) return with(Route::Kind::not_found);
+        if (slash == std::string_view::npos) {
+            if (method == "GET" || method == "DELETE") return r;
+            Route bad = with(Route::Kind::method_not_allowed);
+            bad.allow = "GET, DELETE";
+            return bad;
+        }
+        if (rest.substr(slash) != "/input_items") return with(Route::Kind::not_found);
+        r.path = "input_items";
+        return check(method, "GET", r);
+    }
     if (path == "/loch/status") return check(method, "GET", with(Route::Kind::status));
     if (path == "/loch/holds") {
         if (method == "POST") return with(Route::Kind::hold_create);

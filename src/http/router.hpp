@@ -38,8 +38,9 @@ struct Route {
         hold_release,       // DELETE /loch/holds/{id}
         files,              // /v1/files[/{id}[/content]]: the Batch API's files (http/batch_api.hpp)
         batches,            // /v1/batches[/{id}[/cancel]]: the Batch API's batches (http/batch_api.hpp)
-        requests_list,      // GET /loch/requests: the model requests in flight (queued or running)
-        request_cancel,     // DELETE /loch/requests/{id}: cancel a request (or a hold) by its id
+        stored_response,  // GET|DELETE /v1/responses/{id}, GET …/{id}/input_items (http/responses_api.hpp)
+        requests_list,    // GET /loch/requests: the model requests in flight (queued or running)
+        request_cancel,   // DELETE /loch/requests/{id}: cancel a request (or a hold) by its id
         not_found,
         method_not_allowed,
     };

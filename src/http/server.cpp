@@ -20,6 +20,7 @@
 #include "batch/store.hpp"
 #include "core/io_now.hpp"
 #include "http/admin_api.hpp"
+#include "http/anthropic_shape.hpp"
 #include "http/deadlines.hpp"
 #include "http/errors.hpp"
 #include "http/listener.hpp"
@@ -47,7 +48,8 @@ Server::Server(asio::any_io_executor ex, broker::Broker& broker, ServerOptions o
       loop_lag_(
           ex, [this] { return describe_activity(); }, [this](double s) { metrics_.observe_loop_lag(s); },
           observe::LoopLag::Options{}, [this] { return !sessions_.empty() || !relays_.empty(); }),
-      proxy_(ex, broker, pool_, journal_, options_, relays_),
+      responses_(options_),
+      proxy_(ex, broker, pool_, journal_, options_, relays_, responses_),
       dashboard_(ex, broker.view(), relays_, shutting_down_),
       admin_(broker, metrics_,
              {.in_flight = [this] { return relays_.in_flight(); },
@@ -407,6 +409,7 @@ asio::awaitable<bool> Server::answer_head(beast::tcp_stream& stream, Request& re
             case K::ollama_generation:
             case K::files:
             case K::batches:
+            case K::stored_response:
                 allow = "GET";
                 throw Error(
                     ErrorKind::method_not_allowed,
@@ -457,6 +460,9 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
                 co_return co_await batch_api_.files_route(stream, req, r);
             case Route::Kind::batches:
                 co_return co_await batch_api_.batches_route(stream, req, r);
+            case Route::Kind::stored_response:
+                co_await write_json(stream, v, keep, 200, responses_.answer(req, r));
+                co_return keep;
             case Route::Kind::dashboard:
                 co_return co_await dashboard_.page(stream, req);
             case Route::Kind::engine_log:
@@ -488,13 +494,19 @@ asio::awaitable<bool> Server::dispatch(beast::tcp_stream& stream, Request& req, 
     }
     status = static_cast<unsigned>(status_of(err->kind()));
     error_type = broker::to_string(err->kind());
-    // Ollama's namespace (/api/…) answers in Ollama's error shape: its clients read `error` as a string.
+    // Ollama's namespace (/api/…) answers in Ollama's error shape: its clients read `error` as a string;
+    // Anthropic's (/v1/messages…) in Anthropic's (http/anthropic_shape.hpp).
     const bool ollama = std::string_view(req.target()).starts_with("/api/");
-    if (ollama)
+    const bool anthropic = std::string_view(req.target()).starts_with("/v1/messages");
+    if (ollama) {
         co_await write_json(stream, v, keep, status,
                             ollama_error_body(err->what(), error_type, err->details()), err->retry_after_s());
-    else
+    } else if (anthropic) {
+        status = anthropic_status(*err);
+        co_await write_json(stream, v, keep, status, anthropic_error_body(*err), err->retry_after_s(), allow);
+    } else {
         co_await write_error(stream, v, keep, *err, allow);
+    }
     co_return keep;
 }
 

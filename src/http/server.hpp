@@ -133,10 +133,11 @@ class Server {
     std::uint16_t port_ = 0;
     std::uint64_t shed_connections_ = 0;  // idle connections closed at the cap
     observe::LoopLag loop_lag_;
-    ModelProxy proxy_;     // every model request (http/model_proxy.hpp)
-    Dashboard dashboard_;  // the page and a followed log (http/dashboard.hpp)
-    AdminApi admin_;       // the routes that answer from what loch knows (http/admin_api.hpp)
-    BatchApi batch_api_;   // the Batch API's files and batches (http/batch_api.hpp)
+    ResponsesApi responses_;  // the Responses API's stored responses (http/responses_api.hpp)
+    ModelProxy proxy_;        // every model request (http/model_proxy.hpp)
+    Dashboard dashboard_;     // the page and a followed log (http/dashboard.hpp)
+    AdminApi admin_;          // the routes that answer from what loch knows (http/admin_api.hpp)
+    BatchApi batch_api_;      // the Batch API's files and batches (http/batch_api.hpp)
     std::shared_ptr<bool> alive_;
 };
 

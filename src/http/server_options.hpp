@@ -40,6 +40,9 @@ struct ServerOptions {
     std::filesystem::path batch_dir;
     std::uint64_t max_batch_file_bytes = std::uint64_t{2} << 30;
     unsigned batch_concurrency = 0;  // a batch's items in flight per model; 0 = the model's slots
+    // The Responses API's stored responses (in batch_dir's database): kept this long, at most this much.
+    std::chrono::seconds responses_max_age{30 * 24 * 3600};
+    std::uint64_t responses_max_bytes = std::uint64_t{1} << 30;
 };
 
 }  // namespace loch::http

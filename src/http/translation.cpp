@@ -14,6 +14,10 @@ nlohmann::json Translation::error_body(const broker::Error& e) const {
     return http::error_body(e);
 }
 
+unsigned Translation::error_status(const broker::Error& e) const {
+    return static_cast<unsigned>(status_of(e.kind()));
+}
+
 std::optional<nlohmann::json> sse_json(std::string_view event) {
     std::string data;
     bool any = false;

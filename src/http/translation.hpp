@@ -27,6 +27,8 @@ class Translation {
     // An error mid-stream, and the body of one before anything was sent.
     virtual std::string stream_error(const broker::Error& e) const;
     virtual nlohmann::json error_body(const broker::Error& e) const;
+    // The HTTP status of an error answered before anything was sent (default: loch's for its kind).
+    virtual unsigned error_status(const broker::Error& e) const;
 };
 
 // The JSON of an SSE event's data (its `data:` lines joined), if it is JSON; nullopt for comments,

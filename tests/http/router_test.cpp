@@ -139,6 +139,23 @@ TEST(Router, TheBatchApisFilesByMethodAndId) {
     EXPECT_EQ(route("GET", "/v1/files//content").kind, Route::Kind::not_found);
 }
 
+TEST(Router, StoredResponsesByMethodAndIdBesideTheModelRoutes) {
+    auto r = route("GET", "/v1/responses/resp_1");
+    EXPECT_EQ(r.kind, Route::Kind::stored_response);
+    EXPECT_EQ(r.engine, "resp_1");
+    EXPECT_EQ(r.path, "");
+    EXPECT_EQ(route("DELETE", "/v1/responses/resp_1").kind, Route::Kind::stored_response);
+    r = route("GET", "/v1/responses/resp_1/input_items?order=asc");
+    EXPECT_EQ(r.kind, Route::Kind::stored_response);
+    EXPECT_EQ(r.path, "input_items");
+    EXPECT_EQ(route("POST", "/v1/responses/resp_1").allow, "GET, DELETE");
+    EXPECT_EQ(route("DELETE", "/v1/responses/resp_1/input_items").allow, "GET");
+    EXPECT_EQ(route("GET", "/v1/responses/resp_1/other").kind, Route::Kind::not_found);
+    // The model routes under the same prefix stay model routes.
+    EXPECT_EQ(route("POST", "/v1/responses").kind, Route::Kind::openai);
+    EXPECT_EQ(route("POST", "/v1/responses/input_tokens").kind, Route::Kind::openai);
+}
+
 TEST(QueryParam, ValuesArePercentDecodedAndAbsentKeysOrUnparsableTargetsGiveNothing) {
     EXPECT_EQ(query_param("/v1/batches?after=batch_1&limit=20", "limit"), "20");
     EXPECT_EQ(query_param("/v1/batches?limit=20&after=batch%5F1%20x", "after"), "batch_1 x");

@@ -36,7 +36,10 @@ TEST(Clients, ResponsesAndMessagesWithTheirOfficialClientsAndRerankPassedThrough
         EXPECT_EQ(rc, 0) << mode << ": " << got << "\n" << loch.log();
         EXPECT_TRUE(got.contains("text")) << mode << ": " << got;
         if (std::string(mode) == "responses-stream") EXPECT_EQ(got["completed"], true) << got;
-        if (std::string(mode).starts_with("messages")) EXPECT_FALSE(got["stop_reason"].is_null()) << got;
+        if (std::string(mode).starts_with("messages")) {
+            EXPECT_FALSE(got["stop_reason"].is_null()) << got;
+            EXPECT_TRUE(got.value("id", "").starts_with("msg_")) << mode << ": " << got;  // as the cloud's
+        }
     }
     {
         // Token counting (Claude Code asks before it sends): the engine's tokenizer, through loch.
@@ -45,12 +48,13 @@ TEST(Clients, ResponsesAndMessagesWithTheirOfficialClientsAndRerankPassedThrough
         EXPECT_GT(got.value("input_tokens", 0), 0) << got;
     }
     {
-        // An error the Anthropic client can read: its status, and loch's type and message in Anthropic's
-        // shape.
+        // An error the Anthropic client can read: its status, Anthropic's type, loch's type and message, in
+        // Anthropic's shape.
         const auto [rc, got] = family(loch, dir.path(), "messages-error");
         ASSERT_EQ(rc, 3) << got;
         EXPECT_EQ(got["status"], 404) << got;
-        EXPECT_EQ(got["type"], "model_not_found") << got;
+        EXPECT_EQ(got["type"], "not_found_error") << got;  // Anthropic's type; loch's beside it
+        EXPECT_EQ(got["loch_type"], "model_not_found") << got;
         EXPECT_EQ(got["top_type"], "error") << got;
         EXPECT_NE(got["message"].get<std::string>().find("no-such-model"), std::string::npos) << got;
     }
@@ -67,6 +71,33 @@ TEST(Clients, ResponsesAndMessagesWithTheirOfficialClientsAndRerankPassedThrough
     EXPECT_GE(routes["/v1/responses"], 2) << loch.log();
     EXPECT_GE(routes["/v1/messages"], 3);
     EXPECT_GE(routes["/v1/rerank"], 1);
+}
+
+// Issue 53: the Responses API as OpenAI defines it, owned by loch — the SDK's accumulating stream helper,
+// stored responses read back, listed and deleted, and a second turn that names the first only by its id (the
+// engine refuses previous_response_id: loch replays the stored conversation).
+TEST(Clients, TheResponsesApiIsStreamedStoredAndContinuedWithTheOfficialClient) {
+    test::TempDir dir{"loch-itest-responses"};
+    LochServer loch(dir.path(), config(dir, "1GiB", model_entry("tiny", models().tiny.path(), kArgs)));
+    {
+        const auto [rc, got] = family(loch, dir.path(), "responses-helper");
+        ASSERT_EQ(rc, 0) << got << "\n" << loch.log();
+        EXPECT_EQ(got["deltas"], got["text"]) << got;
+        EXPECT_TRUE(got.value("id", "").starts_with("resp_")) << got;
+        EXPECT_EQ(got["model"], "tiny") << got;
+    }
+    const auto [rc, got] = family(loch, dir.path(), "responses-turns");
+    ASSERT_EQ(rc, 0) << got << "\n" << loch.log();
+    EXPECT_EQ(got["retrieved"], got["first"]) << got;
+    EXPECT_EQ(got["previous"], got["first"]) << got;
+    EXPECT_EQ(got["input_items"], json::array({"message"})) << got;  // the second turn's own input
+    EXPECT_EQ(got["input_roles"], json::array({"user"})) << got;
+    EXPECT_EQ(got["after_delete"], "not found") << got;
+    EXPECT_EQ(got["chained"], "not found") << got;
+    // The engine saw the first turn again: more input tokens than the second prompt alone.
+    EXPECT_GT(got["usage_second"].get<int>(), got["usage_first"].get<int>()) << got;
+    // loch still answers after all of it.
+    EXPECT_EQ(loch.get("/health").status, 200);
 }
 
 }  // namespace
