@@ -4,7 +4,7 @@
 // any outcome but a crash, a leak or an exception other than broker::Error is a finding.
 // fuzz-sources: http/openai_request.cpp http/multipart.cpp http/image_size.cpp http/audio_length.cpp
 // fuzz-sources: http/data_url.cpp
-// fuzz-sources: http/sse.cpp broker/error.cpp http/json_body.cpp
+// fuzz-sources: http/sse.cpp broker/error.cpp http/json_body.cpp responses/shape.cpp
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -15,6 +15,7 @@
 #include "http/image_size.hpp"
 #include "http/openai_request.hpp"
 #include "http/sse.hpp"
+#include "responses/shape.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
@@ -36,6 +37,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             endpoint, body, form ? "multipart/form-data; boundary=\"XyZ\"" : "application/json");
         if (r.model.empty()) __builtin_trap();  // accepted requests always name a model
     } catch (const loch::broker::Error&) {
+    }
+    // The Responses API's own reading: the bytes as a client's input, a stored response to continue from,
+    // and an engine's stream event (responses/shape.hpp).
+    if (const auto j = nlohmann::json::parse(body, nullptr, false); !j.is_discarded()) {
+        const auto items =
+            loch::responses::input_items(j.is_object() ? j.value("input", nlohmann::json()) : j);
+        if (!items.is_array()) __builtin_trap();
+        (void)loch::responses::next_context(items, j);
+        loch::responses::EventShaper shaper(
+            loch::responses::echoed_fields(j.is_object() ? j : nlohmann::json::object(), "m", ""), 0);
+        const auto shaped = shaper.shape(j);
+        if (j.is_object() && !shaped.contains("sequence_number")) __builtin_trap();
+        (void)loch::responses::complete_response(j, nlohmann::json::object(), 0);
     }
     // The same bytes as an upstream SSE stream, split at an arbitrary point: no byte may be lost.
     loch::http::SseFramer framer(64);
