@@ -246,7 +246,28 @@ else
   echo "$PY_PINS" >"$PYENV/PINS"
 fi
 
-# ---------------------------------------------------------------- 3d. deployment checks' tools
+# ---------------------------------------------------------------- 3d. coding agents
+# The coding agents people point at loch (issue 53): Claude Code and Codex, the official CLIs from npm, pinned,
+# in a folder of their own (cached; reinstalled only when the pins change). Each ships its native binary as an
+# npm package for the platform; nothing is fetched from elsewhere.
+AGENT_PINS="@anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0"
+AGENTS=$CACHE/agents
+step "Coding agents for the tests ($AGENT_PINS)"
+if ((!WITH_TESTS)); then
+  skip "not asked for (--all)"
+elif [[ -x $AGENTS/node_modules/.bin/claude && -x $AGENTS/node_modules/.bin/codex &&
+  "$(cat "$AGENTS/PINS" 2>/dev/null)" == "$AGENT_PINS" ]]; then
+  skip "installed in $AGENTS"
+else
+  rm -rf "$AGENTS"
+  mkdir -p "$AGENTS"
+  # shellcheck disable=SC2086
+  (cd "$AGENTS" && npm install --silent --no-audit --no-fund --prefix "$AGENTS" $AGENT_PINS) ||
+    fetch_failed "$AGENT_PINS from npm's registry" "npm install $AGENT_PINS"
+  echo "$AGENT_PINS" >"$AGENTS/PINS"
+fi
+
+# ---------------------------------------------------------------- 3e. deployment checks' tools
 step "Deployment checks' tools (podman, helm, kubernetes-validate, yamllint: scripts/setup-deploy.sh)"
 if ((WITH_TESTS)); then
   bash "$ROOT/scripts/setup-deploy.sh"

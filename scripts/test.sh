@@ -22,6 +22,7 @@ stage() {
 stage "Setup (scripts/setup.sh --all)"
 bash "$ROOT/scripts/setup.sh" --all
 export LOCH_TEST_PYTHON=${LOCH_CACHE_DIR:-/var/cache/loch}/py/bin/python3
+export LOCH_TEST_AGENTS=${LOCH_CACHE_DIR:-/var/cache/loch}/agents/node_modules/.bin
 # Artifacts the tests keep (the dashboard's screenshot).
 export LOCH_TEST_ARTIFACTS=${LOCH_TEST_ARTIFACTS:-$ROOT/build/test-artifacts}
 mkdir -p "$LOCH_TEST_ARTIFACTS"

@@ -522,9 +522,26 @@ asio::awaitable<bool> ModelProxy::proxy(beast::tcp_stream& client, Request& req,
         std::string batch, last_data, first_usage;
         const auto t0 = std::chrono::steady_clock::now();
         std::uint64_t events = 0;
+        // Once the final event is out, a client that hangs up has its whole answer (Codex closes right after
+        // response.completed): the request is answered, and a translation ends as it would have.
+        bool answered = false;
+        // The last chunk carries the usage (with stream_options.include_usage) or llama-server's timings.
+        const auto take_stream_usage = [&] {
+            if (!first_usage.empty())
+                if (auto j = sse_json(first_usage)) take_usage(*j, rec);
+            if (auto j = sse_json(last_data)) take_usage(*j, rec);
+            if (!rec.completion_tokens && events > 0) rec.completion_tokens = events;  // one token per chunk
+        };
+        const auto gone_or_answered = [&] {
+            if (!answered) return gone();
+            rec.status = status;
+            take_stream_usage();
+            if (tr) (void)tr->end();
+            return false;
+        };
         while (!parser.is_done()) {
             if (const auto ec = co_await read_piece()) {
-                if (st->client_gone) co_return gone();
+                if (st->client_gone) co_return gone_or_answered();
                 Error failure =
                     co_await upstream_failure(broker_.view(), lease, oreq.stream, watchdog, st->abort, ec);
                 throw failure;
@@ -556,16 +573,13 @@ asio::awaitable<bool> ModelProxy::proxy(beast::tcp_stream& client, Request& req,
             // Untranslated, the events of this read leave as they came: one run of the framer's bytes.
             if (co_await write_body(tr ? std::string_view(batch) : framer.complete())) {
                 st->client_gone = true;
-                co_return gone();
+                co_return gone_or_answered();
             }
+            answered = answered || is_final_event(read_events.back());
         }
         keep_upstream();
         st->finish();
-        // The last chunk carries the usage (with stream_options.include_usage) or llama-server's timings.
-        if (!first_usage.empty())
-            if (auto j = sse_json(first_usage)) take_usage(*j, rec);
-        if (auto j = sse_json(last_data)) take_usage(*j, rec);
-        if (!rec.completion_tokens && events > 0) rec.completion_tokens = events;  // one token per chunk
+        take_stream_usage();
         std::string rest = framer.take_rest();
         if (tr) rest = (rest.empty() ? std::string() : tr->event(rest)) + tr->end();
         if (!rest.empty()) co_await write_body(rest);

@@ -46,4 +46,16 @@ bool is_done_event(std::string_view event) {
     return event == "data: [DONE]" || event == "data:[DONE]";
 }
 
+bool is_final_event(std::string_view event) {
+    if (is_done_event(event)) return true;
+    for (const std::string_view type :
+         {"response.completed", "response.incomplete", "response.failed", "message_stop"})
+        if (event.find(type) != std::string_view::npos &&
+            (event.starts_with("event: ")
+                 ? event.substr(7).starts_with(type)
+                 : event.find("\"type\":\"" + std::string(type) + "\"") != std::string_view::npos))
+            return true;
+    return false;
+}
+
 }  // namespace loch::http

@@ -39,5 +39,9 @@ class SseFramer {
 
 // True for `data: [DONE]` (OpenAI's end-of-stream marker).
 bool is_done_event(std::string_view event);
+// True for the event after which a client has its whole answer: chat's [DONE], the Responses API's
+// response.completed / incomplete / failed, Anthropic's message_stop. A client may close the connection
+// right after it (Codex does) without having left early.
+bool is_final_event(std::string_view event);
 
 }  // namespace loch::http

@@ -116,8 +116,10 @@ int main(int argc, char** argv) {
     app.add_option("--preset", preset, "Start from a preset (see --list-presets)");
     app.add_option("--quant,--type", quant,
                    "Quantization: a llama.cpp file type (q4_k_m, q8_0, f16, ...) or a tensor type");
-    app.add_option("--weights", weights,
-                   "zeros (sparse file) or small (deterministic values); default: zeros above 1 GB");
+    app.add_option(
+        "--weights", weights,
+        "zeros (sparse file), small (deterministic values) or brief (small, and answers end after a "
+        "few sampled tokens: the demo's); default: zeros above 1 GB, brief for the demo");
     app.add_option("--out,-o", out, "Output GGUF file");
     app.add_option("--arch", arch, "Architecture: llama, qwen2, qwen3, qwen3moe, gemma3, deepseek2");
     app.add_option("--name", name, "general.name");
@@ -257,12 +259,15 @@ int main(int argc, char** argv) {
         if (!preset.empty() && s.n_ctx_train == 0) s.n_ctx_train = 4096;
 
         const auto model = loch::synth::build_model(s, quant.empty() ? default_quant : quant);
-        const auto w =
-            weights.empty() ? loch::synth::default_weights(model) : loch::synth::parse_weights(weights);
+        const auto w = weights.empty() ? loch::synth::default_weights(model, preset)
+                                       : loch::synth::parse_weights(weights);
         const auto size = loch::synth::write_model(out, model, w);
         fmt::print("{}: {} {} layers, {:.3f} B params, {} tensors, {} ({} bytes), weights {}\n", out, s.arch,
                    s.n_layer, static_cast<double>(model.parameter_count()) / 1e9, model.tensors.size(),
-                   human_bytes(size), size, w == loch::synth::Weights::zeros ? "zeros" : "small");
+                   human_bytes(size), size,
+                   w == loch::synth::Weights::zeros   ? "zeros"
+                   : w == loch::synth::Weights::brief ? "brief"
+                                                      : "small");
         return 0;
     } catch (const loch::synth::SynthError& e) {
         std::fprintf(stderr, "loch-synth: %s\n", e.what());

@@ -94,10 +94,17 @@ void lay_out(gguf::Model& model);
 enum class Weights {
     zeros,  // sparse file: only the header costs disk space
     small,  // small deterministic values from a fixed-seed hash of (tensor, position)
+    // `small`, and a model that answers briefly: every token's embedding has one large component, which the
+    // output layer reads as "▁hi" (logit L + 1) or end of text (L); sampled at temperature 0.8–1 an answer
+    // ends after ~3 tokens (an agent's turn completes), greedy decoding never ends ("hi hi hi …", the
+    // suites' long streams). The demo's default. Needs token_embd, output_norm and output of f32, f16 or
+    // q8_0 and a vocabulary with "▁hi".
+    brief,
 };
-Weights parse_weights(std::string_view s);  // "zeros" | "small"; throws SynthError
-// Presets above 1 GB default to zeros, smaller models to small values.
-Weights default_weights(const gguf::Model& model);
+Weights parse_weights(std::string_view s);  // "zeros" | "small" | "brief"; throws SynthError
+// Presets above 1 GB default to zeros, smaller models to small values; the demo preset (`preset`) to
+// brief where its shape still allows it.
+Weights default_weights(const gguf::Model& model, std::string_view preset = {});
 
 // Writes the GGUF file (same arguments ⇒ same bytes) and returns its size in bytes.
 std::uint64_t write_model(const std::filesystem::path& path, const gguf::Model& model, Weights weights);

@@ -2,6 +2,7 @@
 // types random bytes are valid quants as long as the fp16 scales are finite, so each block gets random
 // bytes with its scale fields (d, dmin/m) overwritten by a small constant: no NaN/Inf can arise.
 #include <array>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -138,16 +139,107 @@ void fill_small(const gguf::TensorInfo& t, std::uint64_t tensor_key, std::uint64
     }
 }
 
+// Weights::brief: one value written over a row's first element — and the rest of that first block zeroed,
+// so that a quantized block's shared scale does not make its neighbours as large.
+struct Planted {
+    std::string tensor;
+    std::int64_t row = -1;  // -1: every row
+    float value = 0;
+};
+
+std::uint16_t f16_bits(float v) {
+    const _Float16 h = static_cast<_Float16>(v);
+    std::uint16_t bits = 0;
+    std::memcpy(&bits, &h, sizeof bits);
+    return bits;
+}
+
+// The first block (q8_0: 34 bytes; a float type: its first element) of each planted row, as bytes.
+std::vector<std::byte> planted_block(GgmlType type, float value) {
+    std::vector<std::byte> b;
+    const auto put = [&](std::uint64_t v, unsigned n) {
+        for (unsigned i = 0; i < n; ++i) b.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xff));
+    };
+    switch (type) {
+        case GgmlType::F32: {
+            std::uint32_t bits = 0;
+            std::memcpy(&bits, &value, sizeof bits);
+            put(bits, 4);
+            break;
+        }
+        case GgmlType::F16:
+            put(f16_bits(value), 2);
+            break;
+        case GgmlType::Q8_0:  // d = value / 127, q[0] = 127, q[1..31] = 0
+            put(f16_bits(value / 127.0f), 2);
+            put(127, 1);
+            for (int i = 1; i < 32; ++i) put(0, 1);
+            break;
+        default:
+            throw SynthError(
+                fmt::format("--weights brief: no planted value for type {}", gguf::traits(type).name));
+    }
+    return b;
+}
+
+void plant(const gguf::TensorInfo& t, const Planted& p, std::uint64_t offset, std::span<std::byte> out) {
+    const auto block = planted_block(t.type, p.value);
+    const auto& tr = gguf::traits(t.type);
+    const std::uint64_t row_bytes = t.dims.at(0) / tr.block_size * tr.type_size;
+    const std::uint64_t rows = t.dims.size() > 1 ? t.dims[1] : 1;
+    const std::uint64_t first = p.row < 0 ? offset / row_bytes : static_cast<std::uint64_t>(p.row);
+    const std::uint64_t last = p.row < 0 ? rows : first + 1;
+    for (std::uint64_t r = first; r < last && r * row_bytes < offset + out.size(); ++r)
+        for (std::size_t i = 0; i < block.size(); ++i) {
+            const std::uint64_t at = r * row_bytes + i;
+            if (at >= offset && at < offset + out.size()) out[at - offset] = block[i];
+        }
+}
+
+// Where Weights::brief writes (synth.hpp says why): ĥ's first component is ~sqrt(n_embd) for every token,
+// so logits are ~sqrt(n_embd) × output[row][0]: "▁hi" one above end of text, both well above the rest.
+std::vector<Planted> brief_plan(const gguf::Model& model) {
+    const auto* tokens = model.metadata.find("tokenizer.ggml.tokens");
+    const auto eos = model.metadata.get_uint("tokenizer.ggml.eos_token_id");
+    const auto embd = model.arch_uint("embedding_length");
+    std::int64_t hi = -1;
+    if (const auto* list = tokens ? tokens->as_array() : nullptr)
+        for (std::size_t i = 0; i < list->items.size(); ++i)
+            if (const auto* text = list->items[i].as_string(); text && *text == "\xE2\x96\x81hi")
+                hi = static_cast<std::int64_t>(i);
+    bool has_output = false;
+    for (const auto& t : model.tensors) has_output = has_output || t.name == "output.weight";
+    if (hi < 0 || !eos || !embd || !has_output)
+        throw SynthError(
+            "--weights brief needs a llama-style model with its own output layer and \"▁hi\" in its "
+            "vocabulary (the demo preset's)");
+    const float scale = std::sqrt(static_cast<float>(*embd));
+    const float eos_logit = 11.5f;  // e^11.5 ≈ 10 × what the other ~4000 tokens' logits add up to
+    return {{"token_embd.weight", -1, 8.0f},
+            {"output_norm.weight", 0, 1.0f},
+            {"output.weight", static_cast<std::int64_t>(*eos), eos_logit / scale},
+            {"output.weight", hi, (eos_logit + 1.0f) / scale}};
+}
+
 }  // namespace
 
 Weights parse_weights(std::string_view s) {
     if (s == "zeros") return Weights::zeros;
     if (s == "small") return Weights::small;
-    throw SynthError(fmt::format("unknown weights '{}' (known: zeros, small)", s));
+    if (s == "brief") return Weights::brief;
+    throw SynthError(fmt::format("unknown weights '{}' (known: zeros, small, brief)", s));
 }
 
-Weights default_weights(const gguf::Model& model) {
-    return model.tensor_bytes() > (std::uint64_t{1} << 30) ? Weights::zeros : Weights::small;
+Weights default_weights(const gguf::Model& model, std::string_view preset) {
+    if (model.tensor_bytes() > (std::uint64_t{1} << 30)) return Weights::zeros;
+    if (preset == "demo") {
+        try {
+            (void)brief_plan(model);
+            return Weights::brief;
+        } catch (const SynthError&) {  // reshaped past it (a vocabulary without "▁hi"): small values
+        }
+    }
+    return Weights::small;
 }
 
 std::uint64_t write_model(const std::filesystem::path& path, const gguf::Model& model, Weights weights) {
@@ -156,10 +248,13 @@ std::uint64_t write_model(const std::filesystem::path& path, const gguf::Model& 
         const auto ty = t.type;
         if (ty != GgmlType::F32 && ty != GgmlType::F16 && ty != GgmlType::BF16) scale_fields(ty);
     }
-    return gguf::write_file(path, model,
-                            [](const gguf::TensorInfo& t, std::uint64_t offset, std::span<std::byte> out) {
-                                fill_small(t, kSeed ^ name_hash(t.name), offset, out);
-                            });
+    const auto brief = weights == Weights::brief ? brief_plan(model) : std::vector<Planted>{};
+    return gguf::write_file(
+        path, model, [&brief](const gguf::TensorInfo& t, std::uint64_t offset, std::span<std::byte> out) {
+            fill_small(t, kSeed ^ name_hash(t.name), offset, out);
+            for (const auto& p : brief)
+                if (p.tensor == t.name) plant(t, p, offset, out);
+        });
 }
 
 }  // namespace loch::synth

@@ -77,3 +77,15 @@ TEST(Sse, ATerminatorSplitAcrossReadsIsFoundOnce) {
     EXPECT_EQ(end[0], "data: y\n\n");
     EXPECT_FALSE(f.mid_event());
 }
+
+// The events after which a client has its whole answer (a client may hang up right after them).
+TEST(Sse, TheFinalEventOfEachFamilyIsKnownAndNoOtherIs) {
+    using loch::http::is_final_event;
+    EXPECT_TRUE(is_final_event("data: [DONE]\n\n"));
+    EXPECT_TRUE(is_final_event("event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n"));
+    EXPECT_TRUE(is_final_event("data: {\"type\":\"response.incomplete\",\"response\":{}}\n\n"));
+    EXPECT_TRUE(is_final_event("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"));
+    EXPECT_FALSE(is_final_event("event: response.output_text.delta\ndata: {\"delta\":\"response.completed\"}\n\n"));
+    EXPECT_FALSE(is_final_event("data: {\"choices\":[{\"delta\":{\"content\":\"message_stop\"}}]}\n\n"));
+    EXPECT_FALSE(is_final_event("event: message_delta\ndata: {\"type\":\"message_delta\"}\n\n"));
+}

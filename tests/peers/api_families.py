@@ -2,7 +2,7 @@
 # Real clients in the test: OpenAI's Python client on the Responses API and Anthropic's Python client on the
 # Messages API (pip `openai`, `anthropic`, pinned by scripts/setup.sh), as Codex / the Agents SDK and Claude Code
 # send them, through loch.
-#   api_families.py PORT MODEL responses|responses-stream|responses-helper|responses-turns|messages|
+#   api_families.py PORT MODEL responses|responses-stream|responses-helper|responses-turns|responses-hangup|messages|
 #                   messages-stream|messages-error|count-tokens
 # Prints one JSON line: {"text": …} (and what the API said about the usage, the message's id); an API error
 # prints {"status", "type", "message", "loch_type"} and exits 3.
@@ -27,6 +27,19 @@ try:
                 final = s.get_final_response()
             print(json.dumps({"text": final.output_text, "deltas": deltas, "id": final.id,
                               "model": final.model}))
+        elif mode == "responses-hangup":
+            # As Codex does: read the stream until response.completed, then close the connection at once.
+            import httpx
+            rid = None
+            with httpx.stream("POST", base + "/v1/responses", timeout=300,
+                              json={"model": model, "input": "Say hello.", "max_output_tokens": 8, "stream": True,
+                                    "temperature": 0}) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data:") and '"response.completed"' in line:
+                        rid = json.loads(line[5:])["response"]["id"]
+                        break
+            kept = client.responses.retrieve(rid)
+            print(json.dumps({"text": kept.output_text, "id": rid, "status": kept.status}))
         elif mode == "responses-turns":
             # Multi-turn as the Agents SDK does it: the second turn names the first by its id only.
             first = client.responses.create(model=model, input="My name is Ada.", max_output_tokens=8,

@@ -74,7 +74,12 @@ TEST(Presets, DemoIsSmallButReal) {
     const auto model = build_model(p->shape, p->default_quant);
     EXPECT_GT(model.file_size, 2u << 20);
     EXPECT_LT(model.file_size, 32u << 20);
-    EXPECT_EQ(default_weights(model), Weights::small);
+    EXPECT_EQ(default_weights(model), Weights::small);  // as a shape, nothing says it is the demo
+    EXPECT_EQ(default_weights(model, "demo"), Weights::brief);
+    // Reshaped past what brief needs (no "▁hi" in 300 tokens): small values.
+    auto shape = p->shape;
+    shape.n_vocab = 300;
+    EXPECT_EQ(default_weights(build_model(shape, p->default_quant), "demo"), Weights::small);
 }
 
 TEST(Presets, LargePresetsDefaultToSparseZeros) {

@@ -130,6 +130,43 @@ TEST(Write, SmallWeightsAreFiniteForEveryQuantization) {
     }
 }
 
+// The demo's brief weights (synth.hpp): the values planted where the logits are read, and nowhere else.
+TEST(Write, BriefWeightsPlantTheEndOfTextAndHiLogitsAndTheEmbeddingComponent) {
+    test::TempDir dir;
+    const auto model = build_model(find_preset("demo")->shape, "q8_0");
+    const auto path = dir / "demo.gguf";
+    write_model(path, model, Weights::brief);
+    const auto bytes = read_file(path);
+    const auto layout = gguf::layout(model);
+    const auto q8_value = [&](const std::string& tensor, std::uint64_t row, std::uint64_t element) {
+        std::size_t i = 0;
+        while (model.tensors[i].name != tensor) ++i;
+        const auto& t = model.tensors[i];
+        const std::uint64_t row_bytes = t.dims[0] / 32 * 34;
+        const std::size_t at =
+            layout.data_offset + layout.tensor_offsets[i] + row * row_bytes + element / 32 * 34;
+        _Float16 d;
+        std::memcpy(&d, &bytes[at], 2);
+        return static_cast<float>(d) *
+               static_cast<float>(static_cast<std::int8_t>(bytes[at + 2 + element % 32]));
+    };
+    const auto* embd = model.find_tensor("token_embd.weight");
+    ASSERT_EQ(embd->type, gguf::GgmlType::Q8_0);
+    for (const std::uint64_t row : {std::uint64_t{0}, std::uint64_t{7}, embd->dims[1] - 1}) {
+        EXPECT_NEAR(q8_value("token_embd.weight", row, 0), 8.0f, 0.01f) << row;
+        EXPECT_EQ(q8_value("token_embd.weight", row, 1), 0.0f) << row;  // the rest of the block zeroed
+    }
+    const float scale = std::sqrt(512.0f);
+    EXPECT_NEAR(q8_value("output.weight", 2, 0) * scale, 11.5f, 0.05f);  // </s>
+    const float hi = q8_value("output.weight", 760, 0) * scale;          // "▁hi"
+    EXPECT_NEAR(hi, 12.5f, 0.05f);
+    EXPECT_LT(std::abs(q8_value("output.weight", 761, 0)), 0.2f);  // any other token: a small value
+    EXPECT_GT(check_finite(model, bytes), 1000u);
+    // Not the small weights' bytes.
+    write_model(dir / "small.gguf", model, Weights::small);
+    EXPECT_FALSE(bytes == read_file(dir / "small.gguf"));
+}
+
 TEST(Write, ZeroWeightsOfABigPresetAreASparseFile) {
     test::TempDir dir;
     const auto model = build_model(find_preset("llama-3.1-8b")->shape, "q4_k_m");

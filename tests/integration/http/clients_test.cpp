@@ -96,6 +96,24 @@ TEST(Clients, TheResponsesApiIsStreamedStoredAndContinuedWithTheOfficialClient) 
     EXPECT_EQ(got["chained"], "not found") << got;
     // The engine saw the first turn again: more input tokens than the second prompt alone.
     EXPECT_GT(got["usage_second"].get<int>(), got["usage_first"].get<int>()) << got;
+    {
+        // A client that hangs up right after response.completed (Codex) got its whole answer: the response
+        // is kept, and the request log says 200, not 499.
+        const auto [hrc, hung] = family(loch, dir.path(), "responses-hangup");
+        ASSERT_EQ(hrc, 0) << hung << "\n" << loch.log();
+        EXPECT_EQ(hung["status"], "completed") << hung;
+        std::this_thread::sleep_for(300ms);
+        std::ifstream log(dir.path() / "state" / "logs" / "requests.jsonl");
+        int answered = 0, gone = 0;
+        for (std::string line; std::getline(log, line);) {
+            const auto j = json::parse(line);
+            if (j.value("route", "") != "/v1/responses") continue;
+            answered += j.value("status", 0) == 200;
+            gone += j.value("status", 0) == 499;
+        }
+        EXPECT_EQ(gone, 0);
+        EXPECT_GE(answered, 4);  // the stream helper, two turns, the hung-up one (a third turn was refused)
+    }
     // loch still answers after all of it.
     EXPECT_EQ(loch.get("/health").status, 200);
 }

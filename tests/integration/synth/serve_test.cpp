@@ -71,6 +71,31 @@ TEST(Demo, DemoModelAnswers) {
     expect_completion(engine, "demo");
 }
 
+// The demo answers briefly (synth.hpp, Weights::brief): sampled, an answer ends after a few tokens — so a
+// coding agent's turn completes — and greedy decoding never ends, which the suites' long streams rely on.
+TEST(Demo, ASampledAnswerEndsWithinAFewTokensAndAGreedyOneRunsToItsLimit) {
+    auto model = SynthModel::preset("demo");
+    EngineProcess engine(model.path(), kServerArgs);
+    int tokens = 0;
+    for (int seed = 1; seed <= 10; ++seed) {
+        const auto res = engine.post_json(
+            "/v1/chat/completions",
+            R"({"messages":[{"role":"user","content":"Hello"}],"max_tokens":64,"temperature":1,"seed":)" +
+                std::to_string(seed) + "}");
+        ASSERT_EQ(res.status, 200) << res.body;
+        const auto body = nlohmann::json::parse(res.body);
+        EXPECT_EQ(body["choices"][0]["finish_reason"], "stop") << res.body;
+        tokens += body["usage"]["completion_tokens"].get<int>();
+    }
+    EXPECT_LT(tokens, 10 * 16) << "answers should end after a few tokens";
+    const auto greedy = engine.post_json(
+        "/v1/chat/completions",
+        R"({"messages":[{"role":"user","content":"Hello"}],"max_tokens":16,"temperature":0})");
+    const auto body = nlohmann::json::parse(greedy.body);
+    EXPECT_EQ(body["choices"][0]["finish_reason"], "length") << greedy.body;
+    EXPECT_EQ(body["usage"]["completion_tokens"], 16);
+}
+
 TEST(Shapes, CustomShapeWithPerLayerKvHeadArrayLoads) {
     // clang-format off
     SynthModel model({"--arch", "qwen3", "--layers", "3", "--embd", "128", "--heads", "4", "--kv-heads", "2,2,2",
