@@ -85,7 +85,8 @@ TEST(Sse, TheFinalEventOfEachFamilyIsKnownAndNoOtherIs) {
     EXPECT_TRUE(is_final_event("event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n"));
     EXPECT_TRUE(is_final_event("data: {\"type\":\"response.incomplete\",\"response\":{}}\n\n"));
     EXPECT_TRUE(is_final_event("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"));
-    EXPECT_FALSE(is_final_event("event: response.output_text.delta\ndata: {\"delta\":\"response.completed\"}\n\n"));
+    EXPECT_FALSE(
+        is_final_event("event: response.output_text.delta\ndata: {\"delta\":\"response.completed\"}\n\n"));
     EXPECT_FALSE(is_final_event("data: {\"choices\":[{\"delta\":{\"content\":\"message_stop\"}}]}\n\n"));
     EXPECT_FALSE(is_final_event("event: message_delta\ndata: {\"type\":\"message_delta\"}\n\n"));
 }
