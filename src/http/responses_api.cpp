@@ -1,14 +1,16 @@
 #include "http/responses_api.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 
+#include "batch/store.hpp"
 #include "broker/error.hpp"
 #include "core/json_text.hpp"
+#include "core/time_text.hpp"
 #include "http/query.hpp"
 #include "responses/store.hpp"
 
@@ -19,12 +21,6 @@ using broker::ErrorKind;
 using nlohmann::json;
 
 namespace {
-
-std::int64_t unix_now() {
-    return std::chrono::duration_cast<std::chrono::seconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 Error not_kept(const std::string& id) {
     return Error(ErrorKind::not_found,
@@ -147,9 +143,24 @@ void ResponsesApi::keep(const ResponseTurn& turn, const json& response) {
         if (const auto gone = s->put(r, unix_now()); gone > 0)
             spdlog::info("responses: {} older stored response(s) removed (responses.max_age, max_bytes)",
                          gone);
+        checkpoint_now_and_then(r.response.size() + r.input.size() + r.context.size());
     } catch (const std::exception& e) {
         spdlog::error("response {} not kept: {}", response.value("id", ""), e.what());
     }
+}
+
+void ResponsesApi::checkpoint_now_and_then(std::uint64_t bytes_kept) {
+    unchecked_bytes_ += bytes_kept;
+    if (unchecked_bytes_ < (4u << 20) || checkpointing_->exchange(true)) return;
+    unchecked_bytes_ = 0;
+    boost::asio::post(work_, [db = options_.batch_dir / "batches.sqlite3", flag = checkpointing_] {
+        try {
+            batch::Store::checkpoint(db);
+        } catch (const std::exception& e) {
+            spdlog::warn("responses: {} (tried again after the next 4 MiB kept)", e.what());
+        }
+        flag->store(false);
+    });
 }
 
 void ResponsesShape::name_model(const std::string& model) {

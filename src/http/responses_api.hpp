@@ -5,11 +5,13 @@
 // putting the stored conversation before its input, so that multi-turn works on any engine.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <nlohmann/json.hpp>
@@ -56,9 +58,15 @@ class ResponsesApi {
 
   private:
     responses::Store* store();  // opened at first use; null without a state folder
+    // The write-ahead log's pages copied into the database (its fsync) on a worker, every few MiB kept: the
+    // store's connection never checkpoints on the loop (responses/store.hpp).
+    void checkpoint_now_and_then(std::uint64_t bytes_kept);
     const ServerOptions& options_;
     std::unique_ptr<responses::Store> store_;
     bool store_failed_ = false;
+    std::uint64_t unchecked_bytes_ = 0;
+    std::shared_ptr<std::atomic<bool>> checkpointing_ = std::make_shared<std::atomic<bool>>(false);
+    boost::asio::thread_pool work_{1};  // last: joined (a checkpoint finished) before the rest goes
 };
 
 // The engine's Responses answer, whole or streamed, as OpenAI's; kept through `api` when it completes.

@@ -5,7 +5,8 @@
 //
 // Kept within an age and a size (config `responses:`): every put removes what is older than the age, then
 // the oldest until the table is under the size. Not thread-safe: one owner on loch's io_context; every call
-// is a short indexed statement committed without an fsync (the batch runner's checkpoint copies the log).
+// is a short indexed statement committed without an fsync (http/responses_api checkpoints the log off the
+// loop every few MiB kept).
 #pragma once
 
 #include <cstdint>
