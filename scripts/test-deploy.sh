@@ -122,7 +122,7 @@ if want image; then
   status=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/models")
   [[ $status == 401 ]] || fail "no key: expected 401, got $status"
   curl -fsS -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
-    -d '{"model":"demo","messages":[{"role":"user","content":"Hello"}],"max_tokens":8}' \
+    -d '{"model":"demo","messages":[{"role":"user","content":"Hello"}],"max_tokens":8,"temperature":0}' \
     "http://127.0.0.1:$port/v1/chat/completions" >"$work/answer.json"
   python3 - "$work/answer.json" <<'PY'
 import json, sys

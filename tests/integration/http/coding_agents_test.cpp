@@ -28,14 +28,7 @@ struct EmbeddedDefault {
                                               std::to_string(port), "--state-dir", (dir / "state").string(),
                                               "--log-dir", (dir / "logs").string()},
                      dir / "loch.log");
-        const auto deadline = std::chrono::steady_clock::now() + 20s;
-        while (std::chrono::steady_clock::now() < deadline && proc->running()) {
-            try {
-                if (test::http_get(port, "/health", 1s).status == 200) return;
-            } catch (const std::exception&) {
-            }
-            std::this_thread::sleep_for(50ms);
-        }
+        if (answers(*proc, port, "/health")) return;
         throw std::runtime_error("loch serve did not come up:\n" + proc->log_tail());
     }
     std::uint16_t port = 0;

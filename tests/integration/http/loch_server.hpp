@@ -27,6 +27,21 @@ inline fs::path bin() {
     return LOCH_BIN_DIR;
 }
 
+// Waits until `proc` answers 200 on `path` at `port` (polled every `every`); false when it ended first or
+// `limit` passed.
+inline bool answers(test::Process& proc, std::uint16_t port, const std::string& path,
+                    std::chrono::milliseconds limit = 20s, std::chrono::milliseconds every = 50ms) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline && proc.running()) {
+        try {
+            if (test::http_get(port, path, 1s).status == 200) return true;
+        } catch (const std::exception&) {
+        }
+        std::this_thread::sleep_for(every);
+    }
+    return false;
+}
+
 // `loch serve --config <dir>/loch.yaml --port <free>`, ready once /health answers.
 class LochServer {
   public:
@@ -42,14 +57,7 @@ class LochServer {
                                              std::to_string(port_)};
             args.insert(args.end(), extra.begin(), extra.end());
             proc_.emplace(bin() / "loch", args, dir / ("loch." + std::to_string(port_) + ".log"));
-            const auto deadline = std::chrono::steady_clock::now() + 20s;
-            while (std::chrono::steady_clock::now() < deadline && proc_->running()) {
-                try {
-                    if (test::http_get(port_, "/health", 1s).status == 200) return;
-                } catch (const std::exception&) {
-                }
-                std::this_thread::sleep_for(50ms);
-            }
+            if (answers(*proc_, port_, "/health")) return;
             if (proc_->log().find("cannot listen") == std::string::npos) break;
         }
         throw std::runtime_error("loch serve did not come up; log:\n" + proc_->log_tail());

@@ -170,14 +170,7 @@ class Balancer {
                                      "LOCH_BOX3=" + net.address(3), "/usr/sbin/haproxy", "-db", "-f",
                                      (fs::path(LOCH_SOURCE_DIR) / "deploy/haproxy.cfg").string()},
             dir.path() / "haproxy.log");
-        const auto until = std::chrono::steady_clock::now() + 20s;
-        while (std::chrono::steady_clock::now() < until && proc_->running()) {
-            try {
-                if (test::http_get(stats_, "/stats;csv", 1s).status == 200) return;
-            } catch (const std::exception&) {
-            }
-            std::this_thread::sleep_for(100ms);
-        }
+        if (answers(*proc_, stats_, "/stats;csv", 20s, 100ms)) return;
         throw std::runtime_error("haproxy did not come up:\n" + proc_->log_tail());
     }
     ~Balancer() {
