@@ -22,12 +22,15 @@ using nlohmann::json;
 
 namespace {
 
-Error not_kept(const std::string& id) {
+// `param`: the request's field that named it, when one did (previous_response_id).
+Error not_kept(const std::string& id, const std::string& param = {}) {
+    nlohmann::json details = {{"id", id}};
+    if (!param.empty()) details["param"] = param;
     return Error(ErrorKind::not_found,
-                 fmt::format("no stored response '{}': it was sent with store: false, deleted, or is older "
+                 fmt::format("{}no stored response '{}': it was sent with store: false, deleted, or is older "
                              "than loch keeps them (responses.max_age, responses.max_bytes in loch.yaml)",
-                             id),
-                 {{"id", id}});
+                             param.empty() ? "" : param + ": ", id),
+                 std::move(details));
 }
 
 // The input items as listed: each with an id (the client's, else one derived from the response's).
@@ -109,11 +112,7 @@ std::optional<ResponseTurn> ResponsesApi::prepare(std::string& body) {
         t.previous = p->get<std::string>();
         auto* s = store();
         const auto kept = s ? s->get(t.previous) : std::nullopt;
-        if (!kept) {
-            Error e = not_kept(t.previous);
-            throw Error(ErrorKind::not_found, fmt::format("previous_response_id: {}", e.what()),
-                        {{"param", "previous_response_id"}, {"id", t.previous}});
-        }
+        if (!kept) throw not_kept(t.previous, "previous_response_id");
         context = responses::next_context(json::parse(kept->context), json::parse(kept->response));
         j.erase("previous_response_id");
     }

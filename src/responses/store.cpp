@@ -3,6 +3,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace loch::responses {
@@ -26,6 +27,8 @@ Store::Store(const std::filesystem::path& path, Retention keep) : keep_(keep) {
         db_->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0;");
         db_->setBusyTimeout(1000);
         db_->exec(kSchema);
+        bytes_ = static_cast<std::uint64_t>(
+            db_->execAndGet("SELECT COALESCE(SUM(bytes), 0) FROM responses").getInt64());
     } catch (const std::exception& e) {
         throw std::runtime_error(
             fmt::format("cannot open the responses store {}: {}", path.string(), e.what()));
@@ -34,16 +37,25 @@ Store::Store(const std::filesystem::path& path, Retention keep) : keep_(keep) {
 
 Store::~Store() = default;
 
+std::size_t Store::remove_counted(SQLite::Statement& q) {
+    std::size_t rows = 0;
+    for (; q.executeStep(); ++rows) bytes_ -= std::min<std::uint64_t>(bytes_, q.getColumn(0).getInt64());
+    return rows;
+}
+
 std::size_t Store::put(const StoredResponse& r, std::int64_t now) {
-    SQLite::Statement q(*db_, "INSERT OR REPLACE INTO responses VALUES(?,?,?,?,?,?,?)");
+    (void)remove(r.id);  // one of the same id is replaced: its bytes go first
+    const std::uint64_t size = r.response.size() + r.input.size() + r.context.size();
+    SQLite::Statement q(*db_, "INSERT INTO responses VALUES(?,?,?,?,?,?,?)");
     q.bind(1, r.id);
     q.bind(2, r.created_at);
     q.bind(3, r.model);
-    q.bind(4, static_cast<std::int64_t>(r.response.size() + r.input.size() + r.context.size()));
+    q.bind(4, static_cast<std::int64_t>(size));
     q.bind(5, r.response);
     q.bind(6, r.input);
     q.bind(7, r.context);
     q.exec();
+    bytes_ += size;
     return expire(now);
 }
 
@@ -63,30 +75,26 @@ std::optional<StoredResponse> Store::get(const std::string& id) const {
 }
 
 bool Store::remove(const std::string& id) {
-    SQLite::Statement q(*db_, "DELETE FROM responses WHERE id=?");
+    SQLite::Statement q(*db_, "DELETE FROM responses WHERE id=? RETURNING bytes");
     q.bind(1, id);
-    return q.exec() > 0;
-}
-
-std::uint64_t Store::bytes() const {
-    return static_cast<std::uint64_t>(
-        db_->execAndGet("SELECT COALESCE(SUM(bytes), 0) FROM responses").getInt64());
+    return remove_counted(q) > 0;
 }
 
 std::size_t Store::expire(std::int64_t now) {
     std::size_t removed = 0;
     {
-        SQLite::Statement q(*db_, "DELETE FROM responses WHERE created_at < ?");
+        SQLite::Statement q(*db_, "DELETE FROM responses WHERE created_at < ? RETURNING bytes");
         q.bind(1, now - keep_.max_age_s);
-        removed += static_cast<std::size_t>(q.exec());
+        removed += remove_counted(q);
     }
     // Over the size: the oldest go first, one statement for all of them (a running sum from the newest).
-    if (bytes() > keep_.max_bytes) {
+    if (bytes_ > keep_.max_bytes) {
         SQLite::Statement q(*db_,
                             "DELETE FROM responses WHERE id IN (SELECT id FROM (SELECT id, SUM(bytes) OVER "
-                            "(ORDER BY created_at DESC, rowid DESC) AS kept FROM responses) WHERE kept > ?)");
+                            "(ORDER BY created_at DESC, rowid DESC) AS kept FROM responses) WHERE kept > ?) "
+                            "RETURNING bytes");
         q.bind(1, static_cast<std::int64_t>(keep_.max_bytes));
-        removed += static_cast<std::size_t>(q.exec());
+        removed += remove_counted(q);
     }
     return removed;
 }

@@ -17,7 +17,8 @@
 
 namespace SQLite {
 class Database;
-}
+class Statement;
+}  // namespace SQLite
 
 namespace loch::responses {
 
@@ -48,12 +49,15 @@ class Store {
     std::size_t put(const StoredResponse& r, std::int64_t now);
     std::optional<StoredResponse> get(const std::string& id) const;
     bool remove(const std::string& id);
-    std::uint64_t bytes() const;  // what the kept responses take (their texts)
+    std::uint64_t bytes() const { return bytes_; }  // what the kept responses take (their texts)
 
   private:
     std::size_t expire(std::int64_t now);
+    // Runs a DELETE … RETURNING bytes; takes what it removed off bytes_. Returns how many rows.
+    std::size_t remove_counted(SQLite::Statement& q);
     std::unique_ptr<SQLite::Database> db_;
     Retention keep_;
+    std::uint64_t bytes_ = 0;  // summed once at open, then kept by every write (no scan per put)
 };
 
 }  // namespace loch::responses

@@ -45,6 +45,10 @@ TEST(ResponsesStore, OlderThanTheAgeOrBeyondTheSizeGoesOldestFirst) {
     // The same file, opened again: still there (the batch store's database is shared by both).
     Store again(dir.path() / "db.sqlite3");
     EXPECT_TRUE(again.get("later"));
+    EXPECT_EQ(again.bytes(), s.bytes());  // the total kept by every write is the table's
+    // One of the same id replaces the other: its bytes are counted once.
+    again.put(response("later", 1250, 3), 1250);
+    EXPECT_EQ(again.bytes(), 14u + 7u);
 }
 
 }  // namespace
