@@ -206,6 +206,72 @@ VULKAN_SDK=""
 [[ " ${BACKENDS[*]} " == *" vulkan "* ]] && vulkan_sdk
 export VULKAN_SDK
 
+# ---------------------------------------------------------------- 3c. Python test peers
+# Real clients in the tests: Ollama's Python client and Prometheus' own text-format parser, pinned, in a venv
+# from PyPI (cached; rebuilt only when the pins change).
+PY_PINS="ollama==0.6.1 prometheus_client==0.23.1 openai==1.109.1 anthropic==2.10.0"
+PYENV=$CACHE/py
+python_peers() {
+  if [[ -x $PYENV/bin/python3 && "$(cat "$PYENV/PINS" 2>/dev/null)" == "$PY_PINS" ]]; then
+    skip "venv cached at $PYENV"
+    return
+  fi
+  rm -rf "$PYENV"
+  /usr/bin/python3 -m venv "$PYENV"
+  # shellcheck disable=SC2086
+  "$PYENV/bin/pip" install --quiet --disable-pip-version-check $PY_PINS ||
+    fetch_failed "$PY_PINS from PyPI" "pip install $PY_PINS"
+  echo "$PY_PINS" >"$PYENV/PINS"
+  echo "    installed in $PYENV"
+}
+
+# ---------------------------------------------------------------- 3d. coding agents
+# The coding agents people point at loch (issue 53): Claude Code and Codex, the official CLIs from npm, pinned,
+# in a folder of their own (cached; reinstalled only when the pins change). Each ships its native binary as an
+# npm package for the platform; nothing is fetched from elsewhere.
+AGENT_PINS="@anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0"
+AGENTS=$CACHE/agents
+coding_agents() {
+  if [[ -x $AGENTS/node_modules/.bin/claude && -x $AGENTS/node_modules/.bin/codex &&
+    "$(cat "$AGENTS/PINS" 2>/dev/null)" == "$AGENT_PINS" ]]; then
+    skip "installed in $AGENTS"
+    return
+  fi
+  rm -rf "$AGENTS"
+  mkdir -p "$AGENTS"
+  # shellcheck disable=SC2086
+  (cd "$AGENTS" && npm install --silent --no-audit --no-fund --prefix "$AGENTS" $AGENT_PINS) ||
+    fetch_failed "$AGENT_PINS from npm's registry" "npm install $AGENT_PINS"
+  echo "$AGENT_PINS" >"$AGENTS/PINS"
+  echo "    installed in $AGENTS"
+}
+
+# The tests' downloads (3c, 3d: network and unpacking, little CPU) go on while the engines compile; each says
+# how it went after the engines (on a cold machine this hides a minute or two of the test command's setup).
+BACKGROUND=()  # "pid:log:title" of each download running beside the builds
+in_background() {  # in_background TITLE FUNCTION
+  local log; log=$(mktemp)
+  "$2" >"$log" 2>&1 &
+  BACKGROUND+=("$!:$log:$1")
+}
+finish_background() {
+  local job pid log title rc
+  for job in "${BACKGROUND[@]}"; do
+    IFS=: read -r pid log title <<<"$job"
+    step "$title"
+    rc=0
+    wait "$pid" || rc=$?
+    cat "$log"
+    rm -f "$log"
+    ((rc == 0)) || exit "$rc"
+  done
+  BACKGROUND=()
+}
+if ((WITH_TESTS)); then
+  in_background "Python test peers ($PY_PINS)" python_peers
+  in_background "Coding agents for the tests ($AGENT_PINS)" coding_agents
+fi
+
 ENGINES=(llama)
 ((WITH_IMAGES)) && ENGINES+=(sd)
 ((WITH_SPEECH)) && ENGINES+=(whisper)
@@ -227,44 +293,11 @@ for backend in cpu "${BACKENDS[@]}"; do
 done
 ((WITH_IMAGES)) || skip "the image engine (sd-server) not asked for (--images or --all builds it, about 6 minutes on 2 cores)"
 ((WITH_SPEECH)) || skip "the speech engine (whisper-server) not asked for (--speech or --all, about 3 minutes on 2 cores)"
-
-# ---------------------------------------------------------------- 3c. Python test peers
-# Real clients in the tests: Ollama's Python client and Prometheus' own text-format parser, pinned, in a venv
-# from PyPI (cached; rebuilt only when the pins change).
-PY_PINS="ollama==0.6.1 prometheus_client==0.23.1 openai==1.109.1 anthropic==2.10.0"
-PYENV=$CACHE/py
-step "Python test peers ($PY_PINS)"
-if ((!WITH_TESTS)); then
-  skip "not asked for (--all)"
-elif [[ -x $PYENV/bin/python3 && "$(cat "$PYENV/PINS" 2>/dev/null)" == "$PY_PINS" ]]; then
-  skip "venv cached at $PYENV"
+if ((WITH_TESTS)); then
+  finish_background
 else
-  rm -rf "$PYENV"
-  /usr/bin/python3 -m venv "$PYENV"
-  # shellcheck disable=SC2086
-  "$PYENV/bin/pip" install --quiet --disable-pip-version-check $PY_PINS
-  echo "$PY_PINS" >"$PYENV/PINS"
-fi
-
-# ---------------------------------------------------------------- 3d. coding agents
-# The coding agents people point at loch (issue 53): Claude Code and Codex, the official CLIs from npm, pinned,
-# in a folder of their own (cached; reinstalled only when the pins change). Each ships its native binary as an
-# npm package for the platform; nothing is fetched from elsewhere.
-AGENT_PINS="@anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0"
-AGENTS=$CACHE/agents
-step "Coding agents for the tests ($AGENT_PINS)"
-if ((!WITH_TESTS)); then
+  step "Python test peers and coding agents"
   skip "not asked for (--all)"
-elif [[ -x $AGENTS/node_modules/.bin/claude && -x $AGENTS/node_modules/.bin/codex &&
-  "$(cat "$AGENTS/PINS" 2>/dev/null)" == "$AGENT_PINS" ]]; then
-  skip "installed in $AGENTS"
-else
-  rm -rf "$AGENTS"
-  mkdir -p "$AGENTS"
-  # shellcheck disable=SC2086
-  (cd "$AGENTS" && npm install --silent --no-audit --no-fund --prefix "$AGENTS" $AGENT_PINS) ||
-    fetch_failed "$AGENT_PINS from npm's registry" "npm install $AGENT_PINS"
-  echo "$AGENT_PINS" >"$AGENTS/PINS"
 fi
 
 # ---------------------------------------------------------------- 3e. deployment checks' tools

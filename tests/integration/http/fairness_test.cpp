@@ -171,7 +171,17 @@ TEST_F(Fairness, ASteadyLoadOnOneModelNeverStarvesAnotherWithOneEngineKilledAndO
             EXPECT_NE(a.error_type, "queue_timeout") << a_other;
         }
     ASSERT_EQ(b_answers.size(), 7u);
-    for (const auto& b : b_answers) {
+    for (std::size_t k = 0; k < b_answers.size(); ++k) {
+        const auto& b = b_answers[k];
+        // A race the test cannot close: between the status read that saw B's new engine loading and the
+        // SIGSTOP, a tiny model can finish loading and answer the request in flight. Then the engine that
+        // stops is a ready one, and the next request meets it: loch's watchdog ends that one explicitly
+        // (and replaces the engine), which is the behaviour wanted for a hung engine, not starvation.
+        const bool met_the_stopped_engine = k == 5 && b_while_stopped.status == 200;
+        if (met_the_stopped_engine && b.status == 504) {
+            EXPECT_EQ(b.error_type, "watchdog_timeout") << b_text;
+            continue;
+        }
         EXPECT_EQ(b.status, 200) << b_text;
         EXPECT_LE(b.seconds, bound) << b_text << " (A's median " << a_median << " s)";
     }
