@@ -6,7 +6,7 @@
 # by the thread's comm. Prints CPU % of one core for both, their ratio, and loch's wakeups per second with the
 # threads that make them.
 #   bash bench/idle.sh                 (SECONDS_IDLE=60 SETTLE=5; needs build/bin from scripts/setup.sh)
-#   MAX_CPU_PCT=0.5 MAX_WAKEUPS=1.5 bash bench/idle.sh  the CI guard (scripts/test.sh): exits 1 when loch's
+#   MAX_CPU_PCT=0.05 MAX_WAKEUPS=0.6 bash bench/idle.sh  the CI guard (scripts/test.sh): exits 1 when loch's
 #                                      idle CPU or its wakeups per second exceed either bound
 set -euo pipefail
 R=$(cd "$(dirname "$0")/.." && pwd)

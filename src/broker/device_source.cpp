@@ -9,6 +9,7 @@
 
 #include "devices/apu_tuning.hpp"
 #include "devices/probe.hpp"
+#include "devices/processes.hpp"
 
 namespace loch::broker {
 
@@ -118,30 +119,23 @@ std::optional<DeviceSnapshot> snapshot_of(const devices::Device& d) {
 std::vector<int> ProbedDevices::group_members(int pgid) {
     const auto now = std::chrono::steady_clock::now();
     for (auto it = groups_.begin(); it != groups_.end();)  // forget groups not asked about for a while
-        it = now - it->second.at > std::chrono::minutes(2) ? groups_.erase(it) : std::next(it);
-    if (auto it = groups_.find(pgid); it != groups_.end() && now - it->second.at < std::chrono::seconds(30))
-        return it->second.members;
-    std::vector<int> out;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-        const std::string name = e.path().filename().string();
-        if (name.empty() ||
-            !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
-            continue;
-        std::ifstream in(e.path() / "stat");
-        std::string stat;
-        std::getline(in, stat);
-        // "pid (comm) state ppid pgrp …": comm may hold spaces and parentheses; fields follow the last ')'.
-        const auto close = stat.rfind(')');
-        if (close == std::string::npos) continue;
-        std::istringstream rest(stat.substr(close + 1));
-        std::string state;
-        int ppid = 0, pgrp = 0;
-        if (rest >> state >> ppid >> pgrp && pgrp == pgid) out.push_back(std::stoi(name));
+        it = now - it->second.asked > std::chrono::minutes(2) ? groups_.erase(it) : std::next(it);
+    auto it = groups_.find(pgid);
+    if (it != groups_.end() && now - it->second.scanned < kGroupRescanEvery) {
+        // Known: its members and their descendants (a few reads), not every process on the machine.
+        if (auto members = devices::group_by_descent(pgid, it->second.members)) {
+            it->second.members = std::move(*members);
+            it->second.asked = now;
+            return it->second.members;
+        }
+        if (now - it->second.scanned < std::chrono::seconds(30)) {  // no children files: a scan at most
+            it->second.asked = now;                                 // every 30 s
+            return it->second.members;
+        }
     }
-    if (out.empty()) out.push_back(pgid);
-    groups_[pgid] = {out, now};
-    return out;
+    auto members = devices::group_by_scan(pgid);
+    groups_[pgid] = {members, now, now};
+    return members;
 }
 
 std::optional<std::uint64_t> ProbedDevices::resident_bytes(int pid) {

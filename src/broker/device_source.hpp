@@ -97,9 +97,11 @@ class ProbedDevices : public DeviceSource {
           software_vulkan_(software_vulkan) {}
     std::vector<DeviceSnapshot> snapshot() override;
     std::optional<std::uint64_t> resident_bytes(int pid) override;  // /proc/PID/status VmRSS
-    // /proc/*/stat field 5, rescanned at most every 30 s per group (an engine forks its workers at start;
-    // a scan of every process each tick would be the idle cost of loch).
+    // Found by descent from the members known (devices::group_by_descent: a few reads per member); the
+    // whole of /proc (every process's stat) is read for a group at most every kGroupRescanEvery, which finds
+    // an orphaned member the descent cannot. (A scan each tick was most of an idle loch's CPU: issue 55.)
     std::vector<int> group_members(int pgid) override;
+    static constexpr std::chrono::minutes kGroupRescanEvery{5};
     std::optional<devices::ProcessInfo> describe(int pid) override { return devices::describe_process(pid); }
     std::vector<std::pair<int, std::uint64_t>> largest_resident(std::size_t n) override {
         return devices::largest_resident(n);
@@ -120,7 +122,8 @@ class ProbedDevices : public DeviceSource {
     std::chrono::steady_clock::time_point nvml_retry_at_{};
     struct Group {
         std::vector<int> members;
-        std::chrono::steady_clock::time_point at;
+        std::chrono::steady_clock::time_point scanned;  // the last read of all of /proc for it
+        std::chrono::steady_clock::time_point asked;
     };
     std::map<int, Group> groups_;
 };

@@ -28,4 +28,17 @@ std::optional<ProcessInfo> describe_process(int pid, const std::filesystem::path
 std::vector<std::pair<int, std::uint64_t>> largest_resident(std::size_t n,
                                                             const std::filesystem::path& proc = "/proc");
 
+// The processes of process group `pgid` found by descent, without reading every process: the leader and
+// the `known` members (those still alive and still in the group), then their children and theirs, through
+// each thread's /proc/PID/task/TID/children. Cost: a few reads per member, not one per process on the
+// machine. It misses only a member whose parent left before it was seen (an orphan reparented elsewhere):
+// callers rescan the whole of /proc now and then (group_by_scan). nullopt where the kernel has no children
+// files (CONFIG_PROC_CHILDREN): scan instead.
+std::optional<std::vector<int>> group_by_descent(int pgid, const std::vector<int>& known,
+                                                 const std::filesystem::path& proc = "/proc");
+
+// Every process whose /proc/PID/stat names group `pgid` (a read of every process on the machine). The
+// leader alone when none does (it may have exited).
+std::vector<int> group_by_scan(int pgid, const std::filesystem::path& proc = "/proc");
+
 }  // namespace loch::devices

@@ -156,6 +156,7 @@ struct Process::Impl {
         : out(ex),
           pidfd(ex),
           writes(ex),
+          size_events(ex),
           exit_signal(ex),
           output_signal(ex),
           drain_timer(ex),
@@ -171,11 +172,12 @@ struct Process::Impl {
     std::chrono::system_clock::time_point started_at{};
     asio::posix::stream_descriptor out;
     asio::posix::stream_descriptor pidfd;
-    asio::posix::stream_descriptor writes;  // inotify on the log file while output is watched
-    asio::steady_timer exit_signal;         // never expires: cancelled to wake every waiter at exit
-    asio::steady_timer output_signal;       // never expires: cancelled when the process writes (watched)
-    asio::steady_timer drain_timer;         // bounds the wait for the pipe's EOF after the process ended
-    asio::steady_timer rotate_timer;        // with a log file: the size check
+    asio::posix::stream_descriptor writes;       // inotify on the log file while output is watched
+    asio::posix::stream_descriptor size_events;  // inotify on the log file: wakes the size check
+    asio::steady_timer exit_signal;              // never expires: cancelled to wake every waiter at exit
+    asio::steady_timer output_signal;            // never expires: cancelled when the process writes (watched)
+    asio::steady_timer drain_timer;              // bounds the wait for the pipe's EOF after the process ended
+    asio::steady_timer rotate_timer;             // with a log file: the size check
     Fd log_fd;
     std::filesystem::path log_file;
     std::uint64_t log_max_bytes = 0;
@@ -234,6 +236,7 @@ struct Process::Impl {
         exited = true;
         exit_signal.cancel();
         rotate_timer.cancel();
+        if (size_events.is_open()) size_events.cancel();
         stop_watching_output();
     }
 
@@ -325,14 +328,33 @@ asio::awaitable<void> watch_log_writes(std::shared_ptr<Process::Impl> impl) {
     }
 }
 
+// With a log file: its size is checked (for rotation) after the engine writes to it, at most once per
+// log_check_every — inotify's IN_MODIFY wakes the check, so an idle engine, which writes nothing, costs loch
+// no wake at all (issue 55). Where inotify is unavailable: a check every log_check_every.
+// (The watch is set up by spawn(), before the child can write: a write before it would wake nothing.)
 asio::awaitable<void> watch_log_size(std::shared_ptr<Process::Impl> impl) {
+    const bool on_writes = impl->size_events.is_open();
+    std::array<char, 4096> events{};
     while (!impl->exited) {
-        impl->rotate_timer.expires_after(impl->log_check_every);
         boost::system::error_code ec;
+        if (on_writes) {
+            // A read, not a readiness wait: the reactor's epoll is edge-triggered, and the events queued
+            // during the pause below came with no wait pending; a read takes them at once.
+            co_await impl->size_events.async_read_some(asio::buffer(events),
+                                                       asio::redirect_error(asio::use_awaitable, ec));
+            if (ec || impl->exited) break;
+            // The events are only a wake-up: drop the rest (the kernel merges repeats of one meanwhile).
+            while (::read(impl->size_events.native_handle(), events.data(), events.size()) > 0) {
+            }
+            impl->rotate_if_large();
+        }
+        // Writes during this pause are queued and wake the next check at once, after it.
+        impl->rotate_timer.expires_after(impl->log_check_every);
         co_await impl->rotate_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
         if (ec || impl->exited) break;
-        impl->rotate_if_large();
+        if (!on_writes) impl->rotate_if_large();
     }
+    close_deregistered(impl->size_events);
 }
 
 // A pidfd turns readable when its process exits; a wake without an exit (a stale reactor event, an error) is
@@ -420,6 +442,10 @@ std::unique_ptr<Process> Process::spawn(asio::any_io_executor ex, const SpawnSpe
         write_all(impl->log_fd.get(), header + " ----\n");
         impl->log_start = impl->log_size();
         impl->eof = true;  // nothing to drain
+        // What wakes the size check (watch_log_size): the child's writes, watched from before it starts.
+        Fd events(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+        if (events.get() >= 0 && ::inotify_add_watch(events.get(), impl->log_file.c_str(), IN_MODIFY) >= 0)
+            impl->size_events.assign(events.release());
     }
     const int child_out = spec.log_file.empty() ? out_w.get() : impl->log_fd.get();
 
@@ -483,6 +509,7 @@ Process::~Process() {
     if (!impl_->reaped) ::kill(-impl_->pid, SIGKILL);
     impl_->drain_timer.cancel();
     impl_->rotate_timer.cancel();
+    if (impl_->size_events.is_open()) impl_->size_events.cancel();
     impl_->stop_watching_output();
     if (!impl_->try_reap()) return;  // watch_exit finishes the job
     if (!impl_->exited) impl_->mark_exited();

@@ -28,7 +28,7 @@ class LoopLag {
     struct Options {
         std::chrono::milliseconds period{100};
         std::chrono::milliseconds warn_over{250};
-        std::chrono::milliseconds idle_period{10000};
+        std::chrono::milliseconds idle_period{60000};
     };
     // `describe`: what was running, for the warning; `on_sample`: each lag in seconds (the metrics'
     // histogram).

@@ -1,10 +1,14 @@
 // Naming processes from a /proc tree and a passwd file (devices/processes.hpp): a fake tree in a temporary
 // folder, so that the cases (a user passwd does not list, a kernel thread, a long command line, a process
 // that is gone) do not depend on this machine; and this machine's own process as the real case.
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -78,4 +82,99 @@ TEST(Processes, ThisProcessOnThisMachine) {
     ASSERT_TRUE(p);
     EXPECT_NE(p->command.find("test_devices"), std::string::npos) << p->command;
     EXPECT_FALSE(p->user.empty());
+}
+
+// A process group in a fake /proc: stat (pgrp is the 5th field) and each thread's children file.
+struct FakeGroup : FakeProc {
+    void process(int pid, int pgrp, const std::map<int, std::string>& children_by_thread,
+                 const std::string& comm = "engine") {
+        const auto d = proc() / std::to_string(pid);
+        fs::create_directories(d);
+        std::ofstream(d / "stat") << pid << " (" << comm << ") S 1 " << pgrp << " " << pgrp << " 0 -1\n";
+        for (const auto& [tid, children] : children_by_thread) {
+            fs::create_directories(d / "task" / std::to_string(tid));
+            std::ofstream(d / "task" / std::to_string(tid) / "children") << children;
+        }
+    }
+};
+
+TEST(ProcessGroups, DescentFindsChildrenOfEveryThreadAndSkipsThoseThatLeftTheGroup) {
+    FakeGroup f;
+    f.process(10, 10, {{10, "11 12 "}, {13, "14 "}});  // the leader; thread 13 forked 14
+    f.process(11, 10, {{11, "15 "}});
+    f.process(12, 10, {{12, ""}});
+    f.process(14, 10, {{14, ""}});
+    f.process(15, 99, {{15, "16 "}}, "a (tricky) name");  // left the group (setpgid), its child came back
+    f.process(16, 10, {{16, ""}});
+    f.process(20, 10, {{20, ""}});  // an orphan of the group: its parent is gone, init adopted it
+    f.process(30, 30, {{30, ""}});  // another group
+    const auto found = loch::devices::group_by_descent(10, {}, f.proc());
+    ASSERT_TRUE(found.has_value());
+    EXPECT_EQ(*found, (std::vector<int>{10, 11, 12, 14, 16}));
+    // The scan reads every process: it finds the orphan too, which is why the broker rescans now and then.
+    EXPECT_EQ(loch::devices::group_by_scan(10, f.proc()), (std::vector<int>{10, 11, 12, 14, 16, 20}));
+    // Once known (from a scan), the orphan is kept by the descent while it lives.
+    EXPECT_EQ(*loch::devices::group_by_descent(10, {10, 11, 12, 14, 16, 20}, f.proc()),
+              (std::vector<int>{10, 11, 12, 14, 16, 20}));
+    fs::remove_all(f.proc() / "20");
+    EXPECT_EQ(*loch::devices::group_by_descent(10, {10, 11, 12, 14, 16, 20}, f.proc()),
+              (std::vector<int>{10, 11, 12, 14, 16}));
+}
+
+TEST(ProcessGroups, WithoutChildrenFilesTheCallerIsToldToScanAndAGoneGroupIsItsLeader) {
+    FakeGroup f;
+    f.process(10, 10, {});
+    fs::create_directories(f.proc() / "10" / "task" / "10");  // a kernel without CONFIG_PROC_CHILDREN
+    EXPECT_FALSE(loch::devices::group_by_descent(10, {}, f.proc()).has_value());
+    EXPECT_EQ(*loch::devices::group_by_descent(77, {78}, f.proc()), std::vector<int>{77});
+    EXPECT_EQ(loch::devices::group_by_scan(77, f.proc()), std::vector<int>{77});
+}
+
+// The real kernel: a leader, its two children and a grandchild whose parent exited (an orphan): the descent
+// from the leader finds the three it can reach, the scan all four, and the descent from the scanned members
+// all four again.
+TEST(ProcessGroups, OnThisMachineTheDescentAgreesWithTheScanOnceTheOrphanIsKnown) {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    const pid_t leader = ::fork();
+    ASSERT_GE(leader, 0);
+    if (leader == 0) {
+        ::setpgid(0, 0);
+        ::close(ready[0]);
+        for (int i = 0; i < 2; ++i)
+            if (::fork() == 0) {
+                ::execl("/bin/sleep", "sleep", "20", nullptr);
+                ::_exit(127);
+            }
+        if (const pid_t middle = ::fork(); middle == 0) {  // leaves an orphan behind
+            if (::fork() == 0) {
+                ::execl("/bin/sleep", "sleep", "20", nullptr);
+                ::_exit(127);
+            }
+            ::_exit(0);
+        } else {
+            int st = 0;
+            ::waitpid(middle, &st, 0);
+        }
+        const char done = 1;
+        if (::write(ready[1], &done, 1) != 1) ::_exit(126);
+        ::close(ready[1]);
+        ::execl("/bin/sleep", "sleep", "20", nullptr);
+        ::_exit(127);
+    }
+    ::setpgid(leader, leader);
+    ::close(ready[1]);
+    char done = 0;
+    ASSERT_EQ(::read(ready[0], &done, 1), 1);
+    ::close(ready[0]);
+    const auto scanned = loch::devices::group_by_scan(leader);
+    const auto descended = loch::devices::group_by_descent(leader, {});
+    const auto again = loch::devices::group_by_descent(leader, scanned);
+    ::kill(-leader, SIGKILL);
+    int st = 0;
+    ::waitpid(leader, &st, 0);
+    EXPECT_EQ(scanned.size(), 4u);
+    if (!descended) GTEST_SKIP() << "this kernel has no /proc/PID/task/TID/children";
+    EXPECT_EQ(descended->size(), 3u);
+    EXPECT_EQ(again, scanned);
 }

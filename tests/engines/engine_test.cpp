@@ -371,6 +371,18 @@ TEST(ProcessLog, FileIsRotatedWhileTheChildWritesAndTheTailIsThisRunsOnly) {
     EXPECT_GE(std::filesystem::file_size(dir / "e.log.1"), 1000u);  // the copy has the 200 lines
     EXPECT_LT(std::filesystem::file_size(dir / "e.log"), 100u);     // the child kept writing at the start
     EXPECT_EQ(p->output_tail(5), std::vector<std::string>{"after"});
+
+    // Silent first, longer than many check intervals (an idle engine: no check runs, its writes wake it),
+    // then the same burst: rotated all the same.
+    std::filesystem::remove(dir / "e.log.1");
+    spec.argv = {"/bin/sh", "-c",
+                 "sleep 0.5; i=0; while [ $i -lt 200 ]; do echo line-$i; i=$((i+1)); done; sleep 0.4; "
+                 "echo after"};
+    auto quiet_first = Process::spawn(ioc.get_executor(), spec);
+    EXPECT_EQ(run(ioc, quiet_first->async_wait()), 0);
+    ASSERT_TRUE(std::filesystem::exists(dir / "e.log.1"));
+    EXPECT_GE(std::filesystem::file_size(dir / "e.log.1"), 1000u);
+    EXPECT_EQ(quiet_first->output_tail(5), std::vector<std::string>{"after"});
 }
 
 TEST(ProcessLog, WithoutAFileTheOutputIsKeptInTheRing) {
