@@ -122,19 +122,20 @@ std::vector<int> ProbedDevices::group_members(int pgid) {
         it = now - it->second.asked > std::chrono::minutes(2) ? groups_.erase(it) : std::next(it);
     auto it = groups_.find(pgid);
     if (it != groups_.end() && now - it->second.scanned < kGroupRescanEvery) {
+        it->second.asked = now;
+        // Asked again within a tick or two (a busy tick asks for each engine twice): as found.
+        if (now - it->second.found < kGroupRefindEvery) return it->second.members;
         // Known: its members and their descendants (a few reads), not every process on the machine.
         if (auto members = devices::group_by_descent(pgid, it->second.members)) {
             it->second.members = std::move(*members);
-            it->second.asked = now;
+            it->second.found = now;
             return it->second.members;
         }
-        if (now - it->second.scanned < std::chrono::seconds(30)) {  // no children files: a scan at most
-            it->second.asked = now;                                 // every 30 s
-            return it->second.members;
-        }
+        // No children files here: the scan below, at most every 30 s.
+        if (now - it->second.scanned < std::chrono::seconds(30)) return it->second.members;
     }
     auto members = devices::group_by_scan(pgid);
-    groups_[pgid] = {members, now, now};
+    groups_[pgid] = {members, now, now, now};
     return members;
 }
 

@@ -100,8 +100,10 @@ class ProbedDevices : public DeviceSource {
     // Found by descent from the members known (devices::group_by_descent: a few reads per member); the
     // whole of /proc (every process's stat) is read for a group at most every kGroupRescanEvery, which finds
     // an orphaned member the descent cannot. (A scan each tick was most of an idle loch's CPU: issue 55.)
+    // Between two finds a group's members are as last found, for kGroupRefindEvery.
     std::vector<int> group_members(int pgid) override;
     static constexpr std::chrono::minutes kGroupRescanEvery{5};
+    static constexpr std::chrono::seconds kGroupRefindEvery{5};
     std::optional<devices::ProcessInfo> describe(int pid) override { return devices::describe_process(pid); }
     std::vector<std::pair<int, std::uint64_t>> largest_resident(std::size_t n) override {
         return devices::largest_resident(n);
@@ -123,6 +125,7 @@ class ProbedDevices : public DeviceSource {
     struct Group {
         std::vector<int> members;
         std::chrono::steady_clock::time_point scanned;  // the last read of all of /proc for it
+        std::chrono::steady_clock::time_point found;    // the last time its members were looked for
         std::chrono::steady_clock::time_point asked;
     };
     std::map<int, Group> groups_;
