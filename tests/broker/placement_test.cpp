@@ -1,15 +1,13 @@
 // One device vocabulary: the runtime ordinal an engine gets comes from the probe, never from the id's digits.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 
 #include "broker/device_source.hpp"
 #include "broker/footprint.hpp"
 #include "devices/probe.hpp"
 #include "engines/kinds/llama_server.hpp"
+#include "support/sleeping_group.hpp"
 
 namespace loch::broker {
 namespace {
@@ -47,38 +45,15 @@ namespace loch::broker {
 namespace {
 
 TEST(ProbedDevices, GroupMembersAreEveryProcessOfTheGroup) {
-    // A leader in its own group with two children, like a server and its workers. The leader says on a
-    // pipe when both children exist (they are in its group from their fork).
-    int ready[2];
-    ASSERT_EQ(::pipe(ready), 0);
-    const pid_t leader = ::fork();
-    ASSERT_GE(leader, 0);
-    if (leader == 0) {
-        ::setpgid(0, 0);
-        ::close(ready[0]);
-        for (int i = 0; i < 2; ++i)
-            if (::fork() == 0) {
-                ::execl("/bin/sleep", "sleep", "5", nullptr);
-                ::_exit(127);
-            }
-        const char done = 1;
-        if (::write(ready[1], &done, 1) != 1) ::_exit(126);
-        ::close(ready[1]);
-        ::execl("/bin/sleep", "sleep", "5", nullptr);
-        ::_exit(127);
-    }
-    ::setpgid(leader, leader);
-    ::close(ready[1]);
-    char done = 0;
-    ASSERT_EQ(::read(ready[0], &done, 1), 1);
-    ::close(ready[0]);
+    // A leader in its own group with two children, like a server and its workers.
+    const test::SleepingGroup group(2);
+    ASSERT_GT(group.leader(), 0);
     ProbedDevices probe;
-    const std::vector<int> members = probe.group_members(leader);
-    ::kill(-leader, SIGKILL);
-    int st = 0;
-    ::waitpid(leader, &st, 0);
+    const std::vector<int> members = probe.group_members(group.leader());
     EXPECT_EQ(members.size(), 3u);
-    EXPECT_NE(std::find(members.begin(), members.end(), leader), members.end());
+    EXPECT_NE(std::find(members.begin(), members.end(), group.leader()), members.end());
+    // Asked again (a find by descent from the members known, or as found): the same.
+    EXPECT_EQ(probe.group_members(group.leader()), members);
 }
 
 }  // namespace

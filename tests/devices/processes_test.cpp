@@ -1,8 +1,6 @@
 // Naming processes from a /proc tree and a passwd file (devices/processes.hpp): a fake tree in a temporary
 // folder, so that the cases (a user passwd does not list, a kernel thread, a long command line, a process
 // that is gone) do not depend on this machine; and this machine's own process as the real case.
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -13,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "devices/processes.hpp"
+#include "support/sleeping_group.hpp"
 
 namespace fs = std::filesystem;
 using loch::devices::describe_process;
@@ -134,45 +133,11 @@ TEST(ProcessGroups, WithoutChildrenFilesTheCallerIsToldToScanAndAGoneGroupIsItsL
 // from the leader finds the three it can reach, the scan all four, and the descent from the scanned members
 // all four again.
 TEST(ProcessGroups, OnThisMachineTheDescentAgreesWithTheScanOnceTheOrphanIsKnown) {
-    int ready[2];
-    ASSERT_EQ(::pipe(ready), 0);
-    const pid_t leader = ::fork();
-    ASSERT_GE(leader, 0);
-    if (leader == 0) {
-        ::setpgid(0, 0);
-        ::close(ready[0]);
-        for (int i = 0; i < 2; ++i)
-            if (::fork() == 0) {
-                ::execl("/bin/sleep", "sleep", "20", nullptr);
-                ::_exit(127);
-            }
-        if (const pid_t middle = ::fork(); middle == 0) {  // leaves an orphan behind
-            if (::fork() == 0) {
-                ::execl("/bin/sleep", "sleep", "20", nullptr);
-                ::_exit(127);
-            }
-            ::_exit(0);
-        } else {
-            int st = 0;
-            ::waitpid(middle, &st, 0);
-        }
-        const char done = 1;
-        if (::write(ready[1], &done, 1) != 1) ::_exit(126);
-        ::close(ready[1]);
-        ::execl("/bin/sleep", "sleep", "20", nullptr);
-        ::_exit(127);
-    }
-    ::setpgid(leader, leader);
-    ::close(ready[1]);
-    char done = 0;
-    ASSERT_EQ(::read(ready[0], &done, 1), 1);
-    ::close(ready[0]);
-    const auto scanned = loch::devices::group_by_scan(leader);
-    const auto descended = loch::devices::group_by_descent(leader, {});
-    const auto again = loch::devices::group_by_descent(leader, scanned);
-    ::kill(-leader, SIGKILL);
-    int st = 0;
-    ::waitpid(leader, &st, 0);
+    const loch::test::SleepingGroup group(2, 1);
+    ASSERT_GT(group.leader(), 0);
+    const auto scanned = loch::devices::group_by_scan(group.leader());
+    const auto descended = loch::devices::group_by_descent(group.leader(), {});
+    const auto again = loch::devices::group_by_descent(group.leader(), scanned);
     EXPECT_EQ(scanned.size(), 4u);
     if (!descended) GTEST_SKIP() << "this kernel has no /proc/PID/task/TID/children";
     EXPECT_EQ(descended->size(), 3u);
