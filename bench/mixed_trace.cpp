@@ -1,7 +1,15 @@
-// mixed-trace: what scheduling earns when models share a device (issue 33; docs/performance.md). One seeded
-// trace — a person chatting (Poisson arrivals, streamed), an image every ~20 s, and a captioning-like batch
-// (many short items at batch priority, two workers that always have one waiting) — on a device budget that
-// holds two of the three models at once, run against `loch serve` under three policies on the same engines:
+// mixed-trace: what scheduling earns when models share a device (issues 33, 54; docs/performance.md). Three
+// seeded traces, held constant (issue 54), each on a device budget that holds all but one of its models:
+//
+//   mixed        a person chatting (Poisson arrivals, streamed), an image every ~20 s, and a captioning-like
+//                batch (many short items at batch priority, workers that always have one waiting);
+//   two-people   two people, each chatting with a model of their own (Poisson, streamed), and the batch on
+//                a third: two of the three fit, so every policy must swap;
+//   image-burst  bursts of images queued at batch priority (a batch of pictures) beside a person in one
+//                long conversation (a long first message, then turns that grow it): the chat model and the
+//                image model do not fit together, so the conversation must survive evictions.
+//
+// run against `loch serve` under three policies on the same engines:
 //
 //   loch           loch's broker as it ships;
 //   fifo-lock      llama-swap's default: one model at a time, one queue in arrival order, no priorities;
@@ -15,7 +23,8 @@
 // loch's ratios to both anchors. Goals (issue 33): interactive p95 ≥ 3× better than fifo-lock, batch
 // throughput ≥ 0.9× of it, no OOM.
 //
-//   mixed-trace --loch build/bin/loch [--seconds 60] [--rounds 2] [--seed 7] [--json OUT] [--gpu nvidia:0]
+//   mixed-trace --loch build/bin/loch [--trace mixed|two-people|image-burst] [--seconds 60] [--rounds 2]
+//               [--seed 7] [--json OUT] [--device nvidia:0]
 // Exit status 0 when it ran (goals are reported, not enforced: a bench, not a test); 2 when loch's own
 // policy failed a request or answered no chat (the CI smoke, scripts/test.sh, runs 15 s per policy).
 #include <CLI/CLI.hpp>
@@ -54,8 +63,10 @@ struct Options {
     std::string captioner =
         "--arch llama --layers 12 --embd 1024 --heads 16 --ff 2816 --vocab 32000 "
         "--ctx 4096 --weights zeros";
-    double seconds = 60, chat_gap_s = 4, image_every_s = 20;
+    std::string trace = "mixed";
+    double seconds = 60, chat_gap_s = 4, image_every_s = 20, burst_every_s = 30;
     int rounds = 2, chat_tokens = 16, item_tokens = 24, workers = 2, image_side = 128, threads = 2;
+    int burst_images = 3, context_words = 600;  // image-burst: images per burst, the conversation's opening
     unsigned seed = 7;
     std::vector<std::string> policies = {"loch", "fifo-lock", "keepalive-lru"};
 };
@@ -100,28 +111,54 @@ class Bench {
     int run() {
         fs::create_directories(o_.work);
         bin_ = fs::absolute(o_.loch).parent_path();
-        if (!synth("chat.gguf", words(o_.chat)) || !synth("captioner.gguf", words(o_.captioner)) ||
-            !synth("flux.gguf", {"--diffusion", "flux-tiny"}) ||
-            !synth("clip-l.gguf", {"--diffusion", "clip-l", "--type", "q8_0"}) ||
-            !synth("taef1.gguf", {"--diffusion", "taef1"}))
+        if (o_.trace != "mixed" && o_.trace != "two-people" && o_.trace != "image-burst")
+            return fail("--trace is mixed, two-people or image-burst, not '" + o_.trace + "'");
+        const auto& names = models();
+        const auto has = [&](const char* m) {
+            return std::find(names.begin(), names.end(), m) != names.end();
+        };
+        if (!synth("chat.gguf", words(o_.chat)) || (has("chat2") && !synth("chat2.gguf", words(o_.chat))) ||
+            (has("captioner") && !synth("captioner.gguf", words(o_.captioner))) ||
+            (has("image") && (!synth("flux.gguf", {"--diffusion", "flux-tiny"}) ||
+                              !synth("clip-l.gguf", {"--diffusion", "clip-l", "--type", "q8_0"}) ||
+                              !synth("taef1.gguf", {"--diffusion", "taef1"}))))
             return fail("loch-synth failed: see " + o_.work + "/synth.log");
-        // The budget: any two of the three, never all three (their reservations as loch plans them).
+        // The budget: all of the trace's models but one, never all (their reservations as loch plans them):
+        // the total less half the smallest.
         const auto sizes = planned();
-        if (sizes.size() != 3) return fail("could not plan the three models: see " + o_.work + "/plan.log");
+        if (sizes.size() != names.size())
+            return fail("could not plan the trace's models: see " + o_.work + "/plan.log");
         std::uint64_t total = 0, least = UINT64_MAX;
-        for (const auto& [m, b] : sizes) total += b, least = std::min(least, b);
+        std::string planned_text;
+        for (const auto& m : names) {
+            total += sizes.at(m), least = std::min(least, sizes.at(m));
+            planned_text += fmt::format("{}{} {:.0f}", planned_text.empty() ? "" : ", ", m,
+                                        double(sizes.at(m)) / 1048576);
+        }
         budget_ = total - least / 2;
         std::printf(
-            "mixed-trace: %.0f s per policy and round, %d round(s), seed %u, on %s; budget %.0f MiB "
-            "(chat %.0f, captioner %.0f, image %.0f MiB planned: any two fit, not three)\n",
-            o_.seconds, o_.rounds, o_.seed, o_.device.c_str(), double(budget_) / 1048576,
-            double(sizes.at("chat")) / 1048576, double(sizes.at("captioner")) / 1048576,
-            double(sizes.at("image")) / 1048576);
-        std::printf(
-            "  trace: a person chats every %.1f s on average (%d tokens, streamed), an image (%dx%d) "
-            "every ~%.0f s, %d batch workers (items of %d tokens, batch priority)\n",
-            o_.chat_gap_s, o_.chat_tokens, o_.image_side, o_.image_side, o_.image_every_s, o_.workers,
-            o_.item_tokens);
+            "mixed-trace: trace %s, %.0f s per policy and round, %d round(s), seed %u, on %s; budget %.0f "
+            "MiB (%s MiB planned: all but one fit)\n",
+            o_.trace.c_str(), o_.seconds, o_.rounds, o_.seed, o_.device.c_str(), double(budget_) / 1048576,
+            planned_text.c_str());
+        if (o_.trace == "mixed")
+            std::printf(
+                "  a person chats every %.1f s on average (%d tokens, streamed), an image (%dx%d) every "
+                "~%.0f "
+                "s, %d batch workers (items of %d tokens, batch priority)\n",
+                o_.chat_gap_s, o_.chat_tokens, o_.image_side, o_.image_side, o_.image_every_s, o_.workers,
+                o_.item_tokens);
+        else if (o_.trace == "two-people")
+            std::printf(
+                "  two people chat every %.1f s on average each, one with chat, one with chat2 (%d tokens, "
+                "streamed); %d batch workers on the captioner (items of %d tokens, batch priority)\n",
+                o_.chat_gap_s, o_.chat_tokens, o_.workers, o_.item_tokens);
+        else
+            std::printf(
+                "  a burst of %d images (%dx%d, batch priority) every ~%.0f s; a person in one conversation "
+                "(opened with %d words, a turn every %.1f s on average, %d tokens, streamed)\n",
+                o_.burst_images, o_.image_side, o_.image_side, o_.burst_every_s, o_.context_words,
+                o_.chat_gap_s, o_.chat_tokens);
         std::map<std::string, Figures> all;
         for (int round = 0; round < o_.rounds; ++round)
             for (const auto& p : o_.policies) {
@@ -160,24 +197,38 @@ class Bench {
                                              600s) == 0;
     }
 
+    // The trace's models, as named in loch's config.
+    const std::vector<std::string>& models() const {
+        static const std::vector<std::string> mixed{"chat", "captioner", "image"},
+            two_people{"chat", "chat2", "captioner"}, image_burst{"chat", "image"};
+        return o_.trace == "two-people" ? two_people : o_.trace == "image-burst" ? image_burst : mixed;
+    }
+
     std::string config(const std::string& policy, std::uint64_t budget) const {
         const fs::path w = o_.work;
         const std::string devices = o_.device == "cpu" ? "" : fmt::format(", devices: [{}]", o_.device);
         // Ollama's default keep_alive is 5 minutes; loch's and llama-swap's keep a model until evicted.
         const std::string keep = policy == "keepalive-lru" ? ", keep_alive: 5m" : "";
-        return fmt::format(
+        std::string yaml = fmt::format(
             "listen: 127.0.0.1\nstate_dir: {}\nengine_dir: {}\nqueue: {{interactive: 4096, batch: 4096}}\n"
-            "devices:\n  {}: {{budget: {}}}\nmodels:\n"
-            "  - {{name: chat, path: {}, args: {{ctx: 4096, parallel: 2, threads: {}}}{}{}}}\n"
-            "  - {{name: captioner, path: {}, priority: batch, args: {{ctx: 4096, parallel: 2, threads: "
-            "{}}}{}{}}}\n"
-            "  - {{name: image, engine: sd-server, path: {}, sd: {{clip_l: {}, taesd: {}, steps: 2, threads: "
-            "{}, "
-            "max_size: 512x512}}{}{}}}\n",
-            (w / ("state-" + policy)).string(), bin_.string(), o_.device, budget, (w / "chat.gguf").string(),
-            o_.threads, devices, keep, (w / "captioner.gguf").string(), o_.threads, devices, keep,
-            (w / "flux.gguf").string(), (w / "clip-l.gguf").string(), (w / "taef1.gguf").string(), o_.threads,
-            devices, keep);
+            "devices:\n  {}: {{budget: {}}}\nmodels:\n",
+            (w / ("state-" + policy)).string(), bin_.string(), o_.device, budget);
+        // image-burst's conversation is long: each of the chat's two slots holds the whole training context.
+        const int chat_ctx = o_.trace == "image-burst" ? 8192 : 4096;
+        for (const auto& m : models()) {
+            if (m == "image")
+                yaml += fmt::format(
+                    "  - {{name: image, engine: sd-server, path: {}, sd: {{clip_l: {}, taesd: {}, steps: 2, "
+                    "threads: {}, max_size: {}x{}}}{}{}}}\n",
+                    (w / "flux.gguf").string(), (w / "clip-l.gguf").string(), (w / "taef1.gguf").string(),
+                    o_.threads, std::max(512, o_.image_side), std::max(512, o_.image_side), devices, keep);
+            else
+                yaml += fmt::format(
+                    "  - {{name: {}, path: {}{}, args: {{ctx: {}, parallel: 2, threads: {}}}{}{}}}\n", m,
+                    (w / (m + ".gguf")).string(), m == "captioner" ? ", priority: batch" : "",
+                    m == "captioner" ? 4096 : chat_ctx, o_.threads, devices, keep);
+        }
+        return yaml;
     }
 
     std::unique_ptr<loch::test::Process> start(const std::string& policy, std::uint64_t budget) {
@@ -199,7 +250,7 @@ class Bench {
         auto loch = start("loch", std::uint64_t{1} << 40);
         if (!loch) return out;
         std::ofstream log(fs::path(o_.work) / "plan.log");
-        for (const char* m : {"chat", "captioner", "image"}) {
+        for (const auto& m : models()) {
             const auto r = loch::test::http_post_json(port_, "/loch/plan", json{{"model", m}}.dump(), 300s);
             log << r.body << "\n";
             const auto j = json::parse(r.body, nullptr, false);
@@ -211,13 +262,39 @@ class Bench {
         return out;
     }
 
-    std::string chat_body(int i) const {
+    std::string chat_body(const std::string& model, int i) const {
         return json{
-            {"model", "chat"},
+            {"model", model},
             {"stream", true},
             {"max_tokens", o_.chat_tokens},
             {"ignore_eos", true},
             {"messages", json::array({{{"role", "user"}, {"content", fmt::format("Question {}?", i)}}})}}
+            .dump();
+    }
+
+    // image-burst's person: one conversation, its opening long (a document pasted in), then turn after turn
+    // (the bench's own stand-ins for the answers: the same prefix every time, as a client resends it).
+    std::string conversation_body(int turn) const {
+        std::string opening = "Please keep this report in mind:";
+        for (int k = 0; k < o_.context_words; ++k) opening += fmt::format(" w{}", k % 997);
+        json messages = json::array({{{"role", "user"}, {"content", opening}}});
+        for (int t = 0; t < turn; ++t) {
+            messages.push_back({{"role", "assistant"}, {"content", fmt::format("Noted, part {}.", t)}});
+            messages.push_back({{"role", "user"}, {"content", fmt::format("And part {}?", t + 1)}});
+        }
+        return json{{"model", "chat"},
+                    {"stream", true},
+                    {"max_tokens", o_.chat_tokens},
+                    {"ignore_eos", true},
+                    {"messages", messages}}
+            .dump();
+    }
+
+    std::string image_body(int i) const {
+        return json{{"model", "image"},
+                    {"prompt", fmt::format("a lighthouse, take {}", i)},
+                    {"size", fmt::format("{}x{}", o_.image_side, o_.image_side)},
+                    {"response_format", "b64_json"}}
             .dump();
     }
 
@@ -233,12 +310,30 @@ class Bench {
         std::mt19937 rng(o_.seed + unsigned(round));
         std::exponential_distribution<double> gap(1.0 / o_.chat_gap_s);
         std::uniform_real_distribution<double> jitter(0.75, 1.25);
-        std::vector<std::pair<double, std::string>> arrivals;  // (second, kind)
-        for (double t = gap(rng); t < o_.seconds; t += gap(rng)) arrivals.emplace_back(t, "chat");
-        for (double t = o_.image_every_s * jitter(rng) / 2; t < o_.seconds;
-             t += o_.image_every_s * jitter(rng))
-            arrivals.emplace_back(t, "image");
+        // (second, what): "chat:<model>" a person's question, "turn" the next turn of image-burst's
+        // conversation, "image" one picture for a person, "burst" a batch of pictures.
+        std::vector<std::pair<double, std::string>> arrivals;
+        const auto poisson = [&](const std::string& what) {
+            for (double t = gap(rng); t < o_.seconds; t += gap(rng)) arrivals.emplace_back(t, what);
+        };
+        const auto every = [&](double mean_gap, const std::string& what) {
+            for (double t = mean_gap * jitter(rng) / 2; t < o_.seconds; t += mean_gap * jitter(rng))
+                arrivals.emplace_back(t, what);
+        };
+        if (o_.trace == "mixed") {
+            poisson("chat:chat");
+            every(o_.image_every_s, "image");
+        } else if (o_.trace == "two-people") {
+            poisson("chat:chat");
+            poisson("chat:chat2");
+        } else {
+            poisson("turn");
+            every(o_.burst_every_s, "burst");
+        }
         std::sort(arrivals.begin(), arrivals.end());
+        const auto& names = models();
+        const int batch_workers =
+            std::find(names.begin(), names.end(), "captioner") != names.end() ? o_.workers : 0;
 
         std::mutex mu;
         std::vector<Done> done;
@@ -267,7 +362,7 @@ class Bench {
         };
         std::vector<std::thread> workers;
         std::atomic<bool> stop{false};
-        for (int w = 0; w < o_.workers; ++w)
+        for (int w = 0; w < batch_workers; ++w)
             workers.emplace_back([&, w] {
                 for (int i = 0; !stop; ++i)
                     send("item", fmt::format("item-{}-{}", w, i), "/v1/chat/completions",
@@ -281,22 +376,24 @@ class Bench {
                          true);
             });
         std::vector<std::thread> people;
-        int n = 0;
-        for (const auto& [at, kind] : arrivals) {
+        int n = 0, turns = 0;
+        for (const auto& [at, what] : arrivals) {
             std::this_thread::sleep_until(
                 t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at)));
             const int i = n++;
-            if (kind == "chat")
+            if (what.starts_with("chat:"))
                 people.emplace_back(send, "chat", fmt::format("chat-{}", i), "/v1/chat/completions",
-                                    chat_body(i), false);
-            else
+                                    chat_body(what.substr(5), i), false);
+            else if (what == "turn")
+                people.emplace_back(send, "chat", fmt::format("turn-{}", i), "/v1/chat/completions",
+                                    conversation_body(turns++), false);
+            else if (what == "image")
                 people.emplace_back(send, "image", fmt::format("image-{}", i), "/v1/images/generations",
-                                    json{{"model", "image"},
-                                         {"prompt", fmt::format("a lighthouse, take {}", i)},
-                                         {"size", fmt::format("{}x{}", o_.image_side, o_.image_side)},
-                                         {"response_format", "b64_json"}}
-                                        .dump(),
-                                    false);
+                                    image_body(i), false);
+            else
+                for (int b = 0; b < o_.burst_images; ++b)
+                    people.emplace_back(send, "batch-image", fmt::format("burst-{}-{}", i, b),
+                                        "/v1/images/generations", image_body(i * 100 + b), true);
         }
         std::this_thread::sleep_until(
             t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.seconds)));
@@ -339,10 +436,10 @@ class Bench {
             running.emplace_back(d.sent + wait, d.answered);
             if (d.kind == "chat" && rec != records.end() && rec->second.contains("ttft_s"))
                 f.chat_ttft.push_back(rec->second["ttft_s"].get<double>());
-            else if (d.kind == "image")
+            else if (d.kind == "image" || d.kind == "batch-image")
                 f.image_s.push_back(d.answered - d.sent);
-            else if (d.kind == "item" && d.answered <= o_.seconds)
-                f.items += 1;
+            // The batch's work done in the window: captions, or image-burst's pictures.
+            if ((d.kind == "item" || d.kind == "batch-image") && d.answered <= o_.seconds) f.items += 1;
         }
         // Busy: the union of the running intervals inside the window.
         std::sort(running.begin(), running.end());
@@ -393,7 +490,74 @@ class Bench {
                     static_cast<unsigned long long>(l.ooms));
                 out["loch"]["vs_" + std::string(anchor)] = {{"p95_better", p95}, {"throughput_ratio", tput}};
             }
-        if (!o_.json_out.empty()) std::ofstream(o_.json_out) << out.dump(2) << "\n";
+        out["trace"] = o_.trace;
+        if (o_.json_out.empty()) return;
+        std::ofstream(o_.json_out) << out.dump(2) << "\n";
+        const auto svg = fs::path(o_.json_out).replace_extension(".svg");
+        std::ofstream(svg) << plot(out);
+        std::printf("figures: %s, plot: %s\n", o_.json_out.c_str(), svg.string().c_str());
+    }
+
+    // The figures as a picture (issue 54): per policy, the person's time to first token (p50 and p95) and
+    // the batch's items per minute, side by side, each panel scaled to its largest bar. Plain SVG.
+    std::string plot(const json& out) const {
+        struct Panel {
+            const char* title;
+            std::vector<std::pair<const char*, const char*>> bars;  // (key, legend)
+            const char* unit;
+        };
+        const std::vector<Panel> panels = {
+            {"the person: time to first token",
+             {{"chat_ttft_p50_s", "p50"}, {"chat_ttft_p95_s", "p95"}},
+             "s"},
+            {"the batch: items per minute", {{"items_per_min", "items/min"}}, ""},
+            {"swaps (engine starts)", {{"swaps", "swaps"}}, ""}};
+        const char* colours[] = {"#4e79a7", "#f28e2b", "#59a14f"};
+        const int panel_w = 300, panel_h = 220, top = 50, bar_area = 150;
+        std::string svg = fmt::format(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
+            "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+            "<text x=\"10\" y=\"20\" font-size=\"15\">mixed-trace: trace {}, {:.0f} s x {} round(s) per "
+            "policy, "
+            "seed {}, on {}</text>\n",
+            panel_w * int(panels.size()) + 20, panel_h + top + 20, o_.trace, o_.seconds, o_.rounds, o_.seed,
+            o_.device);
+        for (std::size_t p = 0; p < panels.size(); ++p) {
+            const auto& panel = panels[p];
+            const int x0 = 10 + int(p) * panel_w;
+            double most = 1e-9;
+            for (const auto& policy : o_.policies)
+                for (const auto& [key, legend] : panel.bars)
+                    most = std::max(most, out[policy].value(key, 0.0));
+            svg += fmt::format("<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{}</text>\n", x0, top - 10,
+                               panel.title);
+            const int group_w = (panel_w - 30) / int(o_.policies.size());
+            const int bar_w = std::max(8, (group_w - 10) / int(panel.bars.size()));
+            for (std::size_t k = 0; k < o_.policies.size(); ++k) {
+                const auto& policy = o_.policies[k];
+                const int gx = x0 + int(k) * group_w;
+                for (std::size_t b = 0; b < panel.bars.size(); ++b) {
+                    const double v = out[policy].value(panel.bars[b].first, 0.0);
+                    const int h = int(bar_area * v / most);
+                    const int bx = gx + int(b) * bar_w;
+                    svg += fmt::format(
+                        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{} {}: "
+                        "{:.3g}{}</title></rect>\n<text x=\"{}\" y=\"{}\" font-size=\"10\">{:.3g}</text>\n",
+                        bx, top + bar_area - h, bar_w - 2, h, colours[b % 3], policy, panel.bars[b].second, v,
+                        panel.unit, bx, top + bar_area - h - 3, v);
+                }
+                svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\">{}</text>\n", gx,
+                                   top + bar_area + 14, policy);
+            }
+            if (panel.bars.size() > 1)
+                for (std::size_t b = 0; b < panel.bars.size(); ++b)
+                    svg += fmt::format(
+                        "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" "
+                        "y=\"{}\" font-size=\"10\">{}</text>\n",
+                        x0 + int(b) * 60, top + bar_area + 24, colours[b % 3], x0 + int(b) * 60 + 14,
+                        top + bar_area + 33, panel.bars[b].second);
+        }
+        return svg + "</svg>\n";
     }
 
     Options o_;
@@ -412,7 +576,12 @@ int main(int argc, char** argv) {
     app.add_option("--work", o.work, "working folder (models, states, logs)");
     app.add_option("--seconds", o.seconds, "trace length per policy and round");
     app.add_option("--rounds", o.rounds, "rounds (each runs every policy)");
+    app.add_option("--trace", o.trace,
+                   "mixed, two-people or image-burst (see the top of bench/mixed_trace.cpp)");
     app.add_option("--seed", o.seed, "the trace's seed");
+    app.add_option("--burst-every", o.burst_every_s, "image-burst: mean gap between bursts, s");
+    app.add_option("--burst-images", o.burst_images, "image-burst: images per burst");
+    app.add_option("--context-words", o.context_words, "image-burst: words of the conversation's opening");
     app.add_option("--chat-gap", o.chat_gap_s, "the person's mean gap between chats, s");
     app.add_option("--image-every", o.image_every_s, "mean gap between images, s");
     app.add_option("--workers", o.workers, "batch workers");
