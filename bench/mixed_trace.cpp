@@ -513,7 +513,7 @@ class Bench {
             {"the batch: items per minute", {{"items_per_min", "items/min"}}, ""},
             {"swaps (engine starts)", {{"swaps", "swaps"}}, ""}};
         const char* colours[] = {"#4e79a7", "#f28e2b", "#59a14f"};
-        const int panel_w = 300, panel_h = 220, top = 50, bar_area = 150;
+        const int panel_w = 300, panel_h = 220, top = 70, bar_area = 150;
         std::string svg = fmt::format(
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
             "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
@@ -529,7 +529,7 @@ class Bench {
             for (const auto& policy : o_.policies)
                 for (const auto& [key, legend] : panel.bars)
                     most = std::max(most, out[policy].value(key, 0.0));
-            svg += fmt::format("<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{}</text>\n", x0, top - 10,
+            svg += fmt::format("<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{}</text>\n", x0, top - 25,
                                panel.title);
             const int group_w = (panel_w - 30) / int(o_.policies.size());
             const int bar_w = std::max(8, (group_w - 10) / int(panel.bars.size()));
