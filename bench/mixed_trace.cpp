@@ -114,9 +114,6 @@ class Bench {
         if (o_.trace != "mixed" && o_.trace != "two-people" && o_.trace != "image-burst")
             return fail("--trace is mixed, two-people or image-burst, not '" + o_.trace + "'");
         const auto& names = models();
-        const auto has = [&](const char* m) {
-            return std::find(names.begin(), names.end(), m) != names.end();
-        };
         if (!synth("chat.gguf", words(o_.chat)) || (has("chat2") && !synth("chat2.gguf", words(o_.chat))) ||
             (has("captioner") && !synth("captioner.gguf", words(o_.captioner))) ||
             (has("image") && (!synth("flux.gguf", {"--diffusion", "flux-tiny"}) ||
@@ -202,6 +199,11 @@ class Bench {
         static const std::vector<std::string> mixed{"chat", "captioner", "image"},
             two_people{"chat", "chat2", "captioner"}, image_burst{"chat", "image"};
         return o_.trace == "two-people" ? two_people : o_.trace == "image-burst" ? image_burst : mixed;
+    }
+
+    bool has(const std::string& model) const {
+        const auto& names = models();
+        return std::find(names.begin(), names.end(), model) != names.end();
     }
 
     std::string config(const std::string& policy, std::uint64_t budget) const {
@@ -331,9 +333,7 @@ class Bench {
             every(o_.burst_every_s, "burst");
         }
         std::sort(arrivals.begin(), arrivals.end());
-        const auto& names = models();
-        const int batch_workers =
-            std::find(names.begin(), names.end(), "captioner") != names.end() ? o_.workers : 0;
+        const int batch_workers = has("captioner") ? o_.workers : 0;
 
         std::mutex mu;
         std::vector<Done> done;
