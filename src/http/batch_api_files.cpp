@@ -192,7 +192,7 @@ asio::awaitable<bool> BatchApi::receive_upload(beast::tcp_stream& stream, beast:
         co_await write_json(stream, v, keep, 200, answer);
     }
     rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    journal_.log(rec);
+    journal_.log(std::move(rec));
     co_return keep;
 }
 

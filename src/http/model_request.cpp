@@ -35,7 +35,7 @@ asio::awaitable<bool> ModelProxy::model_request(boost::beast::tcp_stream& stream
         call.conn = &conn;
         keep = co_await proxy(stream, req, std::move(call));
     }
-    journal_.finish(rec, started);
+    journal_.finish(std::move(rec), started);
     co_return keep;
 }
 

@@ -39,8 +39,8 @@ std::string RequestJournal::next_id() {
     return id;
 }
 
-void RequestJournal::log(const observe::RequestRecord& rec) {
-    if (!log_.write(rec) || flush_armed_) return;
+void RequestJournal::log(observe::RequestRecord rec) {
+    if (!log_.write(std::move(rec)) || flush_armed_) return;
     flush_armed_ = true;
     flush_timer_.expires_after(flush_after_);
     flush_timer_.async_wait([this, alive = std::weak_ptr<bool>(alive_)](boost::system::error_code) {
@@ -56,10 +56,10 @@ void RequestJournal::log_unread(const broker::Error& e) {
     rec.route = "-";
     rec.status = static_cast<unsigned>(status_of(e.kind()));
     rec.error_type = broker::to_string(e.kind());
-    log(rec);
+    log(std::move(rec));
 }
 
-void RequestJournal::finish(observe::RequestRecord& rec, std::chrono::steady_clock::time_point started) {
+void RequestJournal::finish(observe::RequestRecord rec, std::chrono::steady_clock::time_point started) {
     rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (rec.restore) {  // a saved conversation went back into a slot: did the answer reuse it?
         const bool answered = rec.status > 0 && rec.status < 300;
@@ -71,7 +71,7 @@ void RequestJournal::finish(observe::RequestRecord& rec, std::chrono::steady_clo
             rec.restore_failed = true;
     }
     metrics_.record(rec);
-    log(rec);
+    log(std::move(rec));
 }
 
 }  // namespace loch::http

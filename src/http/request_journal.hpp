@@ -36,11 +36,11 @@ class RequestJournal {
     std::uint64_t ids_given() const { return next_ - 1; }
 
     // One request's line.
-    void log(const observe::RequestRecord& rec);
+    void log(observe::RequestRecord rec);
     // A request that failed before it was read (its header never came whole): a line with its error.
     void log_unread(const broker::Error& e);
     // A model request's end: its duration, whether a restored conversation took, its metrics, its line.
-    void finish(observe::RequestRecord& rec, std::chrono::steady_clock::time_point started);
+    void finish(observe::RequestRecord rec, std::chrono::steady_clock::time_point started);
     // Everything pending goes to the file now (shutdown).
     void flush() { log_.flush(); }
 

@@ -379,7 +379,7 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req, Co
         rec.status = status;
         rec.error_type = error_type;
         rec.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        journal_.log(rec);
+        journal_.log(std::move(rec));
     }
     co_return keep;
 }

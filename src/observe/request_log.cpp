@@ -37,26 +37,19 @@ void RequestLog::open() {
     size_ = ::fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
 }
 
-bool RequestLog::write(const RequestRecord& r) {
-    const std::size_t before = pending_.size();
-    pending_ += to_json_line(r);
-    const std::string_view line(pending_.data() + before, pending_.size() - before);
-    // With the file, loch's own log keeps the requests that went wrong and leaves the rest to the file (at
-    // debug).
-    if (has_file_ && r.outcome() == "ok")
-        spdlog::debug("request {}", line);
-    else
-        spdlog::info("request {}", line);
-    if (!has_file_) {
-        pending_.clear();
-        return false;
-    }
-    pending_ += '\n';
+bool RequestLog::write(RequestRecord r) {
+    // Loch's own log keeps the requests that went wrong and, with the file, leaves the rest to it (debug).
+    const bool to_file = has_file_;
+    const auto level = to_file && r.outcome() == "ok" ? spdlog::level::debug : spdlog::level::info;
+    if (spdlog::should_log(level)) spdlog::log(level, "request {}", to_json_line(r));
+    if (!to_file) return false;
+    const bool first = pending_.empty();
+    pending_.push_back(std::move(r));
     if (pending_.size() >= flush_at_) {
         flush();
         return false;
     }
-    return before == 0;
+    return first;
 }
 
 void RequestLog::rotate_if_full(std::size_t adding) {
@@ -75,7 +68,7 @@ void RequestLog::rotate_if_full(std::size_t adding) {
 
 void RequestLog::flush() {
     if (pending_.empty() || !has_file_) return;
-    boost::asio::post(writer_, [this, lines = std::exchange(pending_, {})] { append(lines); });
+    boost::asio::post(writer_, [this, records = std::exchange(pending_, {})] { append(records); });
 }
 
 void RequestLog::wait_written() {
@@ -85,10 +78,14 @@ void RequestLog::wait_written() {
     written.wait();
 }
 
-void RequestLog::append(const std::string& lines) {
+void RequestLog::append(const std::vector<RequestRecord>& records) {
+    std::string lines;
+    for (const auto& r : records) lines.append(to_json_line(r)).push_back('\n');
     if (fd_ >= 0) rotate_if_full(lines.size());
-    if (fd_ < 0)
-        return;  // the file could not be opened again after rotating: the lines are in loch's own log
+    if (fd_ < 0) {  // the file could not be opened again after rotating: the lines go to loch's own log
+        for (const auto& r : records) spdlog::info("request {}", to_json_line(r));
+        return;
+    }
     std::string_view rest = lines;
     while (!rest.empty()) {
         const ssize_t n = ::write(fd_, rest.data(), rest.size());

@@ -143,9 +143,9 @@ TEST(RequestLog, LinesWaitInMemoryUntilAFlushAndWriteSaysWhenOneIsDue) {
     EXPECT_TRUE(log.write(full()));   // the first pending line: the owner must schedule a flush
     EXPECT_FALSE(log.write(full()));  // already due
     EXPECT_EQ(lines_of(file), 0u);    // nothing written on the request path
-    EXPECT_GT(log.pending_bytes(), 0u);
+    EXPECT_GT(log.pending(), 0u);
     log.flush();
-    EXPECT_EQ(log.pending_bytes(), 0u);
+    EXPECT_EQ(log.pending(), 0u);
     log.wait_written();
     EXPECT_EQ(lines_of(file), 2u);
     EXPECT_TRUE(log.write(full()));  // due again after a flush
@@ -157,13 +157,12 @@ TEST(RequestLog, LinesWaitInMemoryUntilAFlushAndWriteSaysWhenOneIsDue) {
 TEST(RequestLog, FlushesItselfWhenTheBufferIsFullAndWhenDestroyed) {
     loch::test::TempDir dir("loch-request-log");
     const auto file = dir.path() / "requests.jsonl";
-    const std::size_t one = to_json_line(full()).size() + 1;
     {
-        RequestLog log(file, 64ull << 20, /*flush_at=*/one * 3);
+        RequestLog log(file, 64ull << 20, /*flush_at=*/3);
         EXPECT_TRUE(log.write(full()));
         EXPECT_FALSE(log.write(full()));
-        EXPECT_FALSE(log.write(full()));  // the third fills the buffer: written now
-        EXPECT_EQ(log.pending_bytes(), 0u);
+        EXPECT_FALSE(log.write(full()));  // the third fills the batch: written now
+        EXPECT_EQ(log.pending(), 0u);
         log.wait_written();
         EXPECT_EQ(lines_of(file), 3u);
         EXPECT_TRUE(log.write(full()));
@@ -227,5 +226,5 @@ TEST(RequestLog, AFlushNeverWaitsForTheDisk) {
 TEST(RequestLog, WithoutAFileNothingIsPending) {
     RequestLog log;
     EXPECT_FALSE(log.write(full()));
-    EXPECT_EQ(log.pending_bytes(), 0u);
+    EXPECT_EQ(log.pending(), 0u);
 }
