@@ -302,6 +302,10 @@ const std::vector<DiffusionPreset>& diffusion_presets() {
     static const std::vector<DiffusionPreset> presets = {
         {"flux-tiny", "Flux.1-dev layout, 1+1 blocks, width 256 (2 heads): loads and draws on a CPU",
          DiffusionPart::flux, FluxShape{}},
+        {"flux-min",
+         "Flux.1-dev layout, 1 double block and no single one, width 128 (1 head): the cheapest Flux step "
+         "(a large image's decoder checked on a software driver)",
+         DiffusionPart::flux, FluxShape{1, 0, 128, 4096, true}},
         {"flux1-1block", "Flux.1-dev layout at its real width 3072 (24 heads), 1+1 blocks",
          DiffusionPart::flux, FluxShape{1, 1, 3072, 4096, true}},
         {"flux1-dev", "Flux.1-dev at its real size: 19 double + 38 single blocks, width 3072 (12 B params)",

@@ -38,6 +38,17 @@ TEST(Diffusion, TheTextEncoderAndTinyDecodersHaveSdCppsTensorCounts) {
     EXPECT_TRUE(has(taef1, "encoder.layers.14.weight"));
 }
 
+// flux-min (the lavapipe check's diffusion model): one double block, no single one, one head — what sd.cpp
+// reads as depth 1, depth_single_blocks 0, hidden 128.
+TEST(Diffusion, FluxMinHasOneDoubleBlockNoSingleOneAndOneHead) {
+    const auto m = build_diffusion(*find_diffusion_preset("flux-min"));
+    EXPECT_TRUE(has(m, "double_blocks.0.img_attn.qkv.weight"));
+    EXPECT_FALSE(has(m, "double_blocks.1.img_attn.qkv.weight"));
+    EXPECT_FALSE(has(m, "single_blocks.0.linear1.weight"));
+    for (const auto& t : m.tensors)
+        if (t.name == "img_in.weight") EXPECT_EQ(t.dims[1], 128u);
+}
+
 TEST(Diffusion, AFluxWidthThatIsNotAMultipleOf128IsRefused) {
     DiffusionPreset p = *find_diffusion_preset("flux-tiny");
     p.flux.hidden = 200;
