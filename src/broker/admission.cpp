@@ -88,6 +88,14 @@ struct EvictionPlan {
     bool fits_empty_device = false;  // chosen by the empty-device rule, not by the free figure
 };
 
+// An idle model of this request's importance (or more) that people use at least kHotterBy times as much as
+// the model asked for: a victim only after everything else (rule 2a).
+bool kept_for_people(const AdmissionInput& in, const EngineView& e) {
+    constexpr std::uint32_t kHotterBy = 2;
+    return e.priority >= in.priority && e.recent_uses > 0 &&
+           e.recent_uses >= kHotterBy * std::max<std::uint32_t>(in.recent_uses, 1);
+}
+
 // The smallest prefix of the best victims (by score) that makes `need` fit on its device. `chosen`: victims
 // already chosen for other parts of a split (what they free here counts; they are not chosen twice).
 std::optional<EvictionPlan> plan_eviction(const AdmissionInput& in, const Ledger& ledger, const Need& need,
@@ -104,8 +112,17 @@ std::optional<EvictionPlan> plan_eviction(const AdmissionInput& in, const Ledger
         else if (e.evictable && e.priority <= in.priority)
             candidates.push_back(&e);
     }
-    // Less important engines go first (batch work before a person's idle chat model), then the best victims.
-    std::stable_sort(candidates.begin(), candidates.end(), [](const EngineView* a, const EngineView* b) {
+    // In three classes, each by importance (batch work before a person's idle model), then the best victims:
+    // first what nobody is using, then batch engines between items (idle for less than a reload: the batch
+    // wants them back at once, and would take the room back from the engine started here — two swaps for
+    // one), last the idle models people use most (kept_for_people: a chat model beside an occasional
+    // picture).
+    const auto victim_class = [&](const EngineView& e) {
+        if (kept_for_people(in, e)) return 2;
+        return e.priority < in.priority && e.idle_s < e.load_s ? 1 : 0;
+    };
+    std::stable_sort(candidates.begin(), candidates.end(), [&](const EngineView* a, const EngineView* b) {
+        if (const int ca = victim_class(*a), cb = victim_class(*b); ca != cb) return ca < cb;
         if (a->priority != b->priority) return a->priority < b->priority;
         return victim_score(*a) > victim_score(*b);
     });
@@ -302,16 +319,19 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
         d.victims = plan.victims;
         d.freed_bytes = plan.freed;
     };
-    // 2a. People's work displaces batch work, not other people's idle engines: when the plan would stop an
-    // engine as important as this request while engines on that device that are busy with batch work only
-    // (which yields to this request now: broker/yielding.cpp), with the idle less important ones, hold
-    // enough, it waits for them instead.
+    // 2a. People's work displaces batch work, not the idle engines people use most: when the plan would stop
+    // an engine as important as this request that people use at least kHotterBy times as much as the model
+    // asked for (a chat model beside an occasional picture), while engines on that device that are busy with
+    // batch work only (which yields to this request now: broker/yielding.cpp), with the idle less important
+    // ones, hold enough, it waits for them instead. Between models people use alike (two people, a chat
+    // model each: issue 54's two-people trace) the idle one goes, as it would without batch work: waiting
+    // for the batch to drain would add its items' time to this request and a reload to the batch, and the
+    // other person's next request finds a cold model either way.
     if (best && !best->fits_empty_device && in.priority > 0) {
         const auto important_victim =
             std::any_of(best->victims.begin(), best->victims.end(), [&](const auto& v) {
-                return std::any_of(in.engines.begin(), in.engines.end(), [&](const EngineView& e) {
-                    return e.name == v && e.priority >= in.priority;
-                });
+                return std::any_of(in.engines.begin(), in.engines.end(),
+                                   [&](const EngineView& e) { return e.name == v && kept_for_people(in, e); });
             });
         std::uint64_t lower = 0;
         std::vector<std::string> yielding;

@@ -4,7 +4,9 @@
 // Rules (docs/broker.md explains why):
 //   1. fits on an allowed device now (and no other load is in flight there) → start there;
 //   2. fits after stopping idle, unpinned engines of equal or lower priority → stop them (cheapest to
-//      reload first: idle time ÷ (load time × weight)), then start;
+//      reload first: idle time ÷ (load time × weight)), then start; a person's idle model that people use
+//      at least twice as much as the one asked for now is kept, and the request waits for batch work
+//      that yields to it instead (2a);
 //      — unless engines already stopping there free enough with what is free: then wait for them (a
 //      second pass before an evicted GPU engine has exited must not stop another one);
 //   3. does not fit even on an empty allowed device → refuse now, with the numbers and what would help;
@@ -49,6 +51,8 @@ struct EngineView {
     // Stopping (evicted, idle past its keep-alive, reloaded): its memory is on its way back. A GPU engine
     // takes from a tenth of a second to seconds to exit and hand it back.
     bool stopping = false;
+    // Interactive requests granted on it in the last few minutes (Broker::Model::people_uses).
+    std::uint32_t recent_uses = 0;
 };
 
 // Higher = a better victim (idle long, cheap to reload, unimportant).
@@ -107,6 +111,7 @@ struct AdmissionInput {
     std::vector<EngineView> engines;           // every engine that holds a reservation
     std::vector<std::string> devices_loading;  // devices with a load in flight
     std::vector<SplitNeed> splits;             // fewest devices first; tried after every single device
+    std::uint32_t recent_uses = 0;             // the model's own, as EngineView::recent_uses
 };
 
 Decision decide(const AdmissionInput& in, const Ledger& ledger);

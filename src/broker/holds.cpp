@@ -251,6 +251,7 @@ std::vector<EngineView> Broker::holder_views(const Model* except_model, const Ho
                                                   : "idle";
         v.idle_s = std::chrono::duration<double>(now - o->last_used).count();
         v.load_s = o->load_s.value_or(1.0);
+        v.recent_uses = o->recent_people_uses(now);
         out.push_back(std::move(v));
         // Its running requests' own memory (an image's compute): theirs until they end.
         for (const auto& [holder, bytes] : o->transients) {

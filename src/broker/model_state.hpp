@@ -3,7 +3,9 @@
 // each includes it). Nothing outside src/broker includes it.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -33,6 +35,20 @@ struct Broker::Model {
     std::uint32_t active = 0;
     std::uint32_t active_interactive = 0;  // of `active`: interactive requests (batch ones yield to them)
     Clock::time_point last_used{};         // set when it is made (Broker::now())
+    // When its last interactive requests were granted (at most kRecentUses, none older than
+    // kRecentUseWindow): how much people use it now, against the model they ask for next (admission's
+    // rule 2a).
+    std::deque<Clock::time_point> people_uses;
+    static constexpr std::size_t kRecentUses = 256;
+    static constexpr auto kRecentUseWindow = std::chrono::minutes(5);
+    void note_person_use(Clock::time_point now) {
+        if (people_uses.size() == kRecentUses) people_uses.pop_front();
+        people_uses.push_back(now);
+    }
+    std::uint32_t recent_people_uses(Clock::time_point now) const {
+        const auto from = std::lower_bound(people_uses.begin(), people_uses.end(), now - kRecentUseWindow);
+        return static_cast<std::uint32_t>(people_uses.end() - from);
+    }
     std::optional<double> load_s;
     engines::ReadyFacts facts;  // this run's, from the kind's after_ready
     // Mutable: asking it whether a quarantine holds prunes old failures, also from the read-only views.

@@ -88,6 +88,7 @@ AdmissionInput Broker::admission_input(const Model& m, std::optional<config::Pri
     std::stable_partition(in.needs.begin(), in.needs.end(),
                           [&](const Need& n) { return !pinned_room.contains(n.device); });
     in.engines = holder_views(&m, nullptr);
+    in.recent_uses = m.recent_people_uses(now());
     in.devices_loading = devices_book_.loading();
     in.splits = split_candidates(m, in.needs);
     return in;

@@ -125,6 +125,7 @@ struct Broker::ServeExecutor {
         ++m.active;
         if (priority == config::Priority::interactive) {
             ++m.active_interactive;
+            m.note_person_use(b.now());
             b.note_interactive_arrival();
         } else {
             ++b.batch_active_;

@@ -232,17 +232,19 @@ TEST(Admission, ALoadInFlightIsNotCountedAsOthersUseForRefusal) {
 }
 
 // People's work displaces batch work (issue 33, found by bench/mixed-trace): an interactive request that
-// would otherwise stop a person's idle chat model waits for the batch work holding the device — which yields
-// to it, so its engine is idle within its current items — and then that engine goes first.
+// would otherwise stop the idle chat model people use most waits for the batch work holding the device —
+// which yields to it, so its engine is idle within its current items — and then that engine goes first.
 TEST(Admission, AnInteractiveRequestWaitsForYieldingBatchWorkRatherThanStoppingAnIdleChatModel) {
     Ledger l = ledger_with(10 * kGiB);
     l.reserve("gpu0", "chat", {3 * kGiB, Source::formula, ""});
     l.reserve("gpu0", "captioner", {6 * kGiB, Source::formula, ""});
     auto chat = engine("chat", 3 * kGiB, true, 60, 1);
+    chat.recent_uses = 12;  // a question every ~25 s
     auto captioner = engine("captioner", 6 * kGiB, false, 0, 1, 0);
     captioner.held_as = "busy";
     captioner.batch_only = true;
     AdmissionInput in{{need(4 * kGiB)}, 1, {chat, captioner}, {}};
+    in.recent_uses = 2;  // a picture now and then
     auto d = decide(in, l);
     EXPECT_EQ(d.kind, Decision::Kind::wait) << d.reason;
     EXPECT_NE(d.reason.find("captioner"), std::string::npos) << d.reason;
@@ -257,6 +259,52 @@ TEST(Admission, AnInteractiveRequestWaitsForYieldingBatchWorkRatherThanStoppingA
     in.engines[1].evictable = false;
     in.engines[1].held_as = "busy";
     in.engines[1].priority = 1;
+    d = decide(in, l);
+    ASSERT_EQ(d.kind, Decision::Kind::evict_then_start) << d.reason;
+    EXPECT_EQ(d.victims, std::vector<std::string>{"chat"});
+}
+
+// Issue 54's two-people trace: two people, a chat model each, and a batch on a third; two of the three fit.
+// Between models people use alike the idle one goes at once, as under Ollama's policy: waiting for the batch
+// to drain would add its items to this person's wait and a reload to the batch, and the other person's next
+// question finds a cold model either way. Only a model used at least twice as much as this one is kept.
+TEST(Admission, BetweenModelsPeopleUseAlikeTheIdleOneGoesRatherThanTheBatchWork) {
+    Ledger l = ledger_with(10 * kGiB);
+    l.reserve("gpu0", "chat", {3 * kGiB, Source::formula, ""});
+    l.reserve("gpu0", "captioner", {6 * kGiB, Source::formula, ""});
+    auto chat = engine("chat", 3 * kGiB, true, 5, 1);
+    chat.recent_uses = 9;
+    auto captioner = engine("captioner", 6 * kGiB, false, 0, 1, 0);
+    captioner.held_as = "busy";
+    captioner.batch_only = true;
+    AdmissionInput in{{need(3 * kGiB)}, 1, {chat, captioner}, {}};
+    in.recent_uses = 8;  // chat2: its person asks as often
+    auto d = decide(in, l);
+    ASSERT_EQ(d.kind, Decision::Kind::evict_then_start) << d.reason;
+    EXPECT_EQ(d.victims, std::vector<std::string>{"chat"});
+    // Twice as much: kept, and the request waits for the batch work.
+    in.engines[0].recent_uses = 16;
+    d = decide(in, l);
+    EXPECT_EQ(d.kind, Decision::Kind::wait) << d.reason;
+    // The batch engine between two items (idle for less than a reload) is not the first victim either: the
+    // batch would take its room back at once from the model started here, two swaps for one.
+    in.engines[0].recent_uses = 9;
+    in.engines[1].evictable = true;
+    in.engines[1].batch_only = false;
+    in.engines[1].held_as = "idle";
+    in.engines[1].idle_s = 0.05;
+    d = decide(in, l);
+    ASSERT_EQ(d.kind, Decision::Kind::evict_then_start) << d.reason;
+    EXPECT_EQ(d.victims, std::vector<std::string>{"chat"});
+    // Idle for longer than its reload, it is the batch's engine that goes (less important first).
+    in.engines[1].idle_s = 5;
+    d = decide(in, l);
+    ASSERT_EQ(d.kind, Decision::Kind::evict_then_start) << d.reason;
+    EXPECT_EQ(d.victims, std::vector<std::string>{"captioner"});
+    in.engines[1] = captioner;
+    // A model nobody has asked for lately is never kept that way, whatever the new one's count.
+    in.engines[0].recent_uses = 0;
+    in.recent_uses = 0;
     d = decide(in, l);
     ASSERT_EQ(d.kind, Decision::Kind::evict_then_start) << d.reason;
     EXPECT_EQ(d.victims, std::vector<std::string>{"chat"});

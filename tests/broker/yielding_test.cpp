@@ -134,6 +134,42 @@ TEST_F(BrokerTest, AnEngineThatDisplacedBatchWorkGivesTheRoomBackOnceIdle) {
     EXPECT_TRUE(fake->of("image")[0]->ended());
 }
 
+// Issue 54's two-people trace: a person's request for a model that does not fit beside a batch engine and
+// another person's idle model stops the idle model at once when people use the two alike (the batch keeps
+// its engine, and this person does not wait for its items), and waits for the batch work instead when the
+// idle model is used at least twice as much (a chat model beside an occasional picture: issue 33's rule).
+TEST_F(BrokerTest, APersonsIdleModelGoesForAnotherPersonsAlikeOneButTheOneUsedMostIsKept) {
+    add_model("chat2", 3 * kGiB);
+    add_model("captioner", 6 * kGiB, config::Priority::batch);
+    add_model("chat", 3 * kGiB);  // with chat2 and the captioner: over the device's 10 GiB
+    start(fast(30s));
+    const auto use = [&](const std::string& model, int times) {
+        for (int k = 0; k < times; ++k) {
+            auto r = acquire(model);
+            ASSERT_TRUE(settle(r));
+        }
+    };
+    use("chat2", 1);
+    auto b = acquire("captioner", batch_item());
+    ASSERT_TRUE(settle(b));
+    Lease item = b.get();
+    auto person = acquire("chat");  // asked for once, like chat2: chat2 goes, the batch item runs on
+    ASSERT_TRUE(settle(person, 1s)) << "the person waited for the batch item";
+    EXPECT_TRUE(fake->of("chat2")[0]->ended());
+    EXPECT_FALSE(fake->of("captioner")[0]->ended());
+    person.get().release();
+
+    use("chat", 3);  // chat: 4 uses now, chat2 1
+    auto other = acquire("chat2");
+    run_for(200ms);
+    EXPECT_NE(other.wait_for(0s), std::future_status::ready) << "the model people use most was stopped";
+    item.release();
+    ASSERT_TRUE(settle(other));
+    EXPECT_TRUE(fake->of("captioner")[0]->ended());
+    EXPECT_EQ(fake->of("chat").size(), 1u);
+    EXPECT_FALSE(fake->of("chat")[0]->ended());
+}
+
 // The anchors' policies, as bench/mixed-trace runs them (Policy): llama-swap's runs one model at a time and
 // serves the queue head first; neither knows priorities.
 TEST_F(BrokerTest, TheFifoLockPolicyRunsOneModelAtATimeAndServesTheQueueInArrivalOrder) {
