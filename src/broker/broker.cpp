@@ -372,6 +372,7 @@ void Broker::evict(const std::vector<std::string>& victims, const std::string& f
 }
 
 void Broker::pump() {
+    if (queue_.size() == 0) return;  // every release calls it: the usual case orders nothing
     const auto order = queue_.order(now());
     for (auto id : order) {
         if (Hold* h = holds_.queued(id)) {
