@@ -9,7 +9,8 @@
 #   restore70 the same with a 70B shape (q4_k_m) and a ~16k-token conversation;
 #   floor    bench/swap-floor.sh with the same model;
 #   readahead bench/read-ahead.sh with an 8B-shaped q8_0 model whose weights are written (not sparse);
-#   trace    mixed-trace --device nvidia:0 (a captioner and a chat model of 8B shape, Flux-tiny images).
+#   trace    mixed-trace --device nvidia:0 (a captioner and a chat model of 8B shape, Flux-tiny images;
+#            TRACE=two-people|image-burst for the other traces, SD=0 to build no sd-server for a trace without).
 #   bash bench/h200-mixed.sh [build|restore|restore70|floor|readahead|trace|all]      results in $OUT (default ./h200-mix-out)
 set -euo pipefail
 R=$(pwd)
@@ -31,7 +32,8 @@ OUT=${OUT:-$R/h200-mix-out}
 W=/tmp/h200-mix
 B=$W/bin
 mkdir -p "$OUT" "$B"
-if [ ! -x "$W/llama/build/bin/llama-server" ] || [ ! -x "$W/sd/build/bin/sd-server" ]; then
+# SD=0 builds llama-server alone (a trace without images: TRACE=two-people).
+if [ ! -x "$W/llama/build/bin/llama-server" ] || { [ "${SD:-1}" = 1 ] && [ ! -x "$W/sd/build/bin/sd-server" ]; }; then
   t0=$(date +%s)
   mkdir -p "$W/llama" "$W/sdsrc"
   tar -xJf "$C/llama.cpp-src.tar.xz" -C "$W/llama"
@@ -41,7 +43,7 @@ if [ ! -x "$W/llama/build/bin/llama-server" ] || [ ! -x "$W/sd/build/bin/sd-serv
      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >"$OUT/llama-build.log" 2>&1 &&
    cmake --build "$W/llama/build" -j 10 --target llama-server llama-fit-params >>"$OUT/llama-build.log" 2>&1) &
   SRC=$(echo "$W"/sdsrc/stable_diffusion_cpp_python-*/vendor/stable-diffusion.cpp)
-  (cmake -S "$SRC" -B "$W/sd/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  [ "${SD:-1}" = 1 ] && (cmake -S "$SRC" -B "$W/sd/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
      -DGGML_NATIVE=OFF -DSD_SERVER_BUILD_FRONTEND=OFF -DSD_WEBP=OFF -DSD_WEBM=OFF >"$OUT/sd-build.log" 2>&1 &&
    cmake --build "$W/sd/build" -j 8 --target sd-server >>"$OUT/sd-build.log" 2>&1) &
   wait
@@ -51,7 +53,8 @@ for b in loch loch-synth mixed-trace; do
   printf '#!/bin/sh\nexec "%s/lib/ld-linux-x86-64.so.2" --library-path "%s/lib" "%s/real/%s" "$@"\n' "$C" "$C" "$C" "$b" > "$B/$b"
   chmod +x "$B/$b"
 done
-ln -sf "$W/llama/build/bin/llama-server" "$W/llama/build/bin/llama-fit-params" "$W/sd/build/bin/sd-server" "$B/"
+ln -sf "$W/llama/build/bin/llama-server" "$W/llama/build/bin/llama-fit-params" "$B/"
+[ -x "$W/sd/build/bin/sd-server" ] && ln -sf "$W/sd/build/bin/sd-server" "$B/"
 export LD_LIBRARY_PATH=$W/llama/build/bin
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 "$B/loch" --version 2>&1 | head -1 | tee "$OUT/loch-version.txt" || true
@@ -79,7 +82,7 @@ if [ "$WHAT" = readahead ] || [ "$WHAT" = all ]; then
 fi
 if [ "$WHAT" = trace ] || [ "$WHAT" = all ]; then
   timeout 560 "$B/mixed-trace" --loch "$B/loch" --device nvidia:0 --work "$W/trace" --seconds "${SECONDS_PER:-60}" \
-    --rounds "${ROUNDS:-2}" --threads 8 --image-side 512 --chat-gap 3 \
+    --trace "${TRACE:-mixed}" --rounds "${ROUNDS:-2}" --threads 8 --image-side 512 --chat-gap 3 \
     --chat "--preset llama-3.1-8b --type q8_0 --weights zeros --ctx 8192" \
     --captioner "--preset qwen3-8b --type q8_0 --weights zeros --ctx 8192" \
     --json "$OUT/trace.json" 2>&1 | tee "$OUT/trace.txt" || true
