@@ -330,8 +330,9 @@ Decision decide(const AdmissionInput& in, const Ledger& ledger) {
     if (best && !best->fits_empty_device && in.priority > 0) {
         const auto important_victim =
             std::any_of(best->victims.begin(), best->victims.end(), [&](const auto& v) {
-                return std::any_of(in.engines.begin(), in.engines.end(),
-                                   [&](const EngineView& e) { return e.name == v && kept_for_people(in, e); });
+                return std::any_of(in.engines.begin(), in.engines.end(), [&](const EngineView& e) {
+                    return e.name == v && kept_for_people(in, e);
+                });
             });
         std::uint64_t lower = 0;
         std::vector<std::string> yielding;
