@@ -6,7 +6,9 @@
 //   2. fits after stopping idle, unpinned engines of equal or lower priority → stop them (cheapest to
 //      reload first: idle time ÷ (load time × weight)), then start; a person's idle model that people use
 //      at least twice as much as the one asked for now is kept, and the request waits for batch work
-//      that yields to it instead (2a);
+//      that yields to it instead (2a); a more important idle engine goes for a lower-priority request once
+//      it has been idle twice its reload time (2b: batch work waits for a person's idle model no longer than
+//      the person's swap is worth);
 //      — unless engines already stopping there free enough with what is free: then wait for them (a
 //      second pass before an evicted GPU engine has exited must not stop another one);
 //   3. does not fit even on an empty allowed device → refuse now, with the numbers and what would help;

@@ -1,7 +1,13 @@
-// broker/yielding — batch work yields to people (issue 29). A request runs at its model's priority unless it
-// lowers it (X-Loch-Priority: batch); a batch request is not granted while an interactive request runs or
-// waits on a device its model uses, so an engine busy with batch items drains and, once idle, is evicted for
-// the interactive request like any idle engine. Member functions of Broker (broker.hpp).
+// broker/yielding — batch work yields to people (issue 29), only what their requests need (issue 54). A
+// request runs at its model's priority unless it lowers it (X-Loch-Priority: batch); a batch request is not
+// granted while
+//   - an interactive request runs or waits on its own model (they share the engine's slots),
+//   - an interactive request runs on another engine on the CPU (they share its cores: a GPU's compute is
+//     time-sliced between engines, and there the batch goes on beside a person's request),
+//   - an interactive request waits for room on a device its model uses (its own model has no engine yet:
+//     an engine busy with batch items drains and, once idle, is evicted for it like any idle engine) —
+//     not one that waits for its own engine's load or slot, which the batch's room would not hasten.
+// Member functions of Broker (broker.hpp).
 #include <algorithm>
 #include <set>
 
@@ -53,11 +59,18 @@ std::optional<std::string> Broker::interactive_wants(const Model& m) const {
     };
     for (const auto& [name, o] : models_)
         if (o->active_interactive > 0)
-            if (const auto d = of(*o); !d.empty())
+            if (const auto d = of(*o); !d.empty() && (o.get() == &m || d == "cpu"))
                 return fmt::format("'{}' runs {} interactive request(s) on {}", name, o->active_interactive,
                                    d);
+    // A request that waits for its own engine — loading, or ready with every slot taken — gains nothing from
+    // the batch's room (an image's own compute memory aside: that is room).
+    const auto waits_for_room = [](const Model& x, const RequestNeeds& needs) {
+        return (x.state != ModelState::loading && x.state != ModelState::ready) ||
+               needs.transient.has_value();
+    };
     for (const auto& [id, w] : waiters_)
-        if (!w->granted && !w->error && priority_of(*w->model, w->needs) == config::Priority::interactive)
+        if (!w->granted && !w->error && priority_of(*w->model, w->needs) == config::Priority::interactive &&
+            (w->model == &m || waits_for_room(*w->model, w->needs)))
             if (const auto d = of(*w->model); !d.empty())
                 return fmt::format("an interactive request for '{}' waits for {}", w->model->name(), d);
     for (const auto& [id, h] : holds_.live())

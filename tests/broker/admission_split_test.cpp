@@ -119,11 +119,13 @@ TEST(AdmissionSplit, EvictsOnEveryDeviceOfTheSplitAndCountsASplitVictimOnBoth) {
     EXPECT_EQ(d.freed_bytes, 24 * kGiB);
 }
 
+// (Rule 2b's break-even aside: the more important engine was idle for less than twice its reload.)
 TEST(AdmissionSplit, NeverEvictsHigherPriorityForASplit) {
     Ledger l = gpus({{"gpu0", 24 * kGiB}, {"gpu1", 24 * kGiB}});
     l.reserve("gpu1", "chat", {20 * kGiB, Source::measured, ""});
     AdmissionInput in = thirty_gib_on_two_cards();
     in.engines = {engine("chat", "gpu1", 20 * kGiB, true, /*priority=*/2)};
+    in.engines[0].load_s = 60;
     const auto d = decide(in, l);
     EXPECT_EQ(d.kind, Decision::Kind::wait) << d.reason;
     EXPECT_NE(d.reason.find("split over gpu0 + gpu1"), std::string::npos) << d.reason;

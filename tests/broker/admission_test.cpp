@@ -75,11 +75,20 @@ TEST(Admission, EvictsTheCheapestToReloadIdleEngines) {
     EXPECT_EQ(d.freed_bytes, 3 * kGiB);
 }
 
-TEST(Admission, NeverEvictsHigherPriority) {
+// Rule 2b: a lower-priority request waits for a more important idle engine only until it has been idle twice
+// its reload time (then the person's swap costs less than the batch's wait), and the wait says when.
+TEST(Admission, EvictsHigherPriorityOnlyOnceIdleTwiceItsReload) {
     Ledger l = ledger_with(10 * kGiB);
     l.reserve("gpu0", "vip", {8 * kGiB, Source::measured, ""});
-    AdmissionInput in{{need(4 * kGiB)}, 0, {engine("vip", 8 * kGiB, true, 1000, 1, /*priority=*/1)}, {}};
-    EXPECT_EQ(decide(in, l).kind, Decision::Kind::wait);
+    AdmissionInput in{{need(4 * kGiB)}, 0, {engine("vip", 8 * kGiB, true, 7.9, 4, /*priority=*/1)}, {}};
+    const auto d = decide(in, l);
+    EXPECT_EQ(d.kind, Decision::Kind::wait);
+    EXPECT_NE(d.reason.find("vip 8.00 GiB (more important, idle 7.9 s: it goes for this at 8.0 s"),
+              std::string::npos)
+        << d.reason;
+    in.engines[0].idle_s = 8;
+    EXPECT_EQ(decide(in, l).kind, Decision::Kind::evict_then_start);
+    in.engines[0].idle_s = 0;
     in.priority = 1;
     EXPECT_EQ(decide(in, l).kind, Decision::Kind::evict_then_start);
 }
