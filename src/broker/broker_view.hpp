@@ -33,6 +33,9 @@ class BrokerView {
     // Everything /loch/status, the dashboard, `loch ps` and /metrics show: devices (the ledger), engines,
     // the queue with each waiter's reason, recent events (admissions, evictions, loads, exits).
     boost::asio::awaitable<nlohmann::json> status();
+    // The last hour for the dashboard's plots: memory by holder per device, the queue, evictions and
+    // refusals (broker/history.hpp).
+    boost::asio::awaitable<nlohmann::json> history();
     // The configured models whose engine kind answers `route` ("/sdapi/v1/txt2img": the image models).
     std::vector<const config::ModelConfig*> models_serving(std::string_view route) const;
     // How `model` would be served here now, for a load balancer (HAProxy's agent): resident, fits now,
@@ -54,8 +57,9 @@ class BrokerView {
     // and for unknown models.
     std::optional<engines::RequestCost> request_cost(const std::string& model,
                                                      const engines::RequestView& request);
-    // Batch work yields to people: true while an interactive request runs or waits on a device the model
-    // runs on (or would start on). Then no batch-priority request for it is granted (it waits, and an engine
+    // Batch work yields to people: true while an interactive request runs or waits on the model, runs on
+    // another engine on the CPU, or waits for room on a device the model runs on (or would start on)
+    // (broker/yielding.cpp). Then no batch-priority request for it is granted (it waits, and an engine
     // idle between batch items is evicted like any idle one), and the Batch API's runner preempts the
     // items it has running there where the engine can stop them (docs/batches.md).
     bool yields_to_interactive(const std::string& model) const;
