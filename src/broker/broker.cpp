@@ -71,6 +71,7 @@ asio::awaitable<void> Broker::tick_loop() {
         expire_holds();
         measure_files();
         pump();
+        sample_history();
     }
 }
 

@@ -38,6 +38,7 @@
 #include "broker/events.hpp"
 #include "broker/file_cache.hpp"
 #include "broker/footprint.hpp"
+#include "broker/history.hpp"
 #include "broker/hold_desk.hpp"
 #include "broker/holds.hpp"
 #include "broker/holds_book.hpp"
@@ -163,6 +164,7 @@ class Broker {
     // their own (they read the broker's members as its friends).
     boost::asio::awaitable<nlohmann::json> models();
     boost::asio::awaitable<nlohmann::json> status();
+    boost::asio::awaitable<nlohmann::json> history();
     boost::asio::awaitable<nlohmann::json> plan(std::string model);
     boost::asio::awaitable<nlohmann::json> create_hold(HoldSpec spec);
     std::optional<nlohmann::json> hold(const std::string& id, bool heartbeat = true);
@@ -342,6 +344,9 @@ class Broker {
     void note_event(std::string_view kind, nlohmann::json subject, std::string message, nlohmann::json extra,
                     bool warn);
     void note_quarantine(Model& m);  // after a failure was recorded: the event when it starts a quarantine
+    // The ledger's holders per device and the queue's length into history_ (a point only where they changed):
+    // after every event and on the tick.
+    void sample_history();
     // The model has stopped: a config entry waiting for that (reload) takes effect now.
     void apply_pending_config(Model& m);
 
@@ -370,6 +375,7 @@ class Broker {
     std::chrono::steady_clock::time_point files_measured_at_{};
     bool measuring_files_ = false;
     RecentEvents events_;          // what happened: log lines and the recent ones status shows
+    History history_;              // the last hour of memory by holder, the queue, evictions (dashboard)
     Conversations conversations_;  // saved slots and restores (after events_ and clock_: it notes and times)
     BrokerView view_{*this};
     HoldDesk hold_desk_{*this};

@@ -45,6 +45,10 @@ boost::asio::awaitable<nlohmann::json> BrokerView::models() {
 boost::asio::awaitable<nlohmann::json> BrokerView::status() {
     return broker_.status();
 }
+
+boost::asio::awaitable<nlohmann::json> BrokerView::history() {
+    return broker_.history();
+}
 boost::asio::awaitable<nlohmann::json> BrokerView::plan(std::string model) {
     return broker_.plan(std::move(model));
 }

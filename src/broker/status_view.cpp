@@ -20,12 +20,44 @@ using namespace std::chrono_literals;
 
 void Broker::note(std::string_view kind, const Model& m, std::string message, nlohmann::json extra,
                   bool warn) {
+    // Marks on the dashboard's memory plot: where a model lost its room or was refused.
+    if (kind == "evict" || kind == "refused" || kind == "queue_timeout" || kind == "oom_at_load") {
+        std::string device = m.device;  // "" (a refusal before any start): the mark is on every device
+        if (device.empty() && extra.is_object() && extra.contains("device") && extra["device"].is_string())
+            device = extra["device"].get<std::string>();
+        history_.mark(now(), std::string(kind), m.name(), device, message);
+    }
     events_.note(kind, {{"model", m.name()}}, std::move(message), std::move(extra), warn);
+    sample_history();
 }
 
 void Broker::note_event(std::string_view kind, nlohmann::json subject, std::string message,
                         nlohmann::json extra, bool warn) {
     events_.note(kind, subject, std::move(message), std::move(extra), warn);
+    sample_history();
+}
+
+void Broker::sample_history() {
+    const auto t = now();
+    for (const auto& device : ledger_.devices()) {
+        std::vector<HistoryHolder> holders;
+        if (const auto* rs = ledger_.reservations(device))
+            for (const auto& r : *rs)
+                holders.push_back({r.engine, r.figure.bytes, std::string(to_string(r.figure.source))});
+        holders.push_back({"outside", ledger_.outside(device), "measured"});
+        history_.memory(t, device, std::move(holders));
+    }
+    history_.queue(t, queue_.size());
+}
+
+asio::awaitable<nlohmann::json> Broker::history() {
+    co_return co_await asio::co_spawn(
+        ex_,
+        [this]() -> asio::awaitable<nlohmann::json> {
+            sample_history();
+            co_return history_.to_json(now());
+        },
+        asio::use_awaitable);
 }
 
 nlohmann::json Broker::model_status(const Model& m) const {

@@ -103,6 +103,11 @@ boost::asio::awaitable<Reply> AdminApi::answer(const Request& req, const Route& 
             body["upstream_connections"] = server_.upstream();
             co_return json_reply(std::move(body));
         }
+        case K::history: {
+            nlohmann::json body = co_await view.history();
+            body["ttft"] = metrics_.ttft_history();
+            co_return json_reply(std::move(body));
+        }
         case K::metrics: {
             auto status = co_await view.status();
             status["event_loop"] = server_.event_loop();

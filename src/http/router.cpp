@@ -99,6 +99,7 @@ Route route(std::string_view method, std::string_view target) {
         return check(method, "GET", r);
     }
     if (path == "/loch/status") return check(method, "GET", with(Route::Kind::status));
+    if (path == "/loch/history") return check(method, "GET", with(Route::Kind::history));
     if (path == "/loch/holds") {
         if (method == "POST") return with(Route::Kind::hold_create);
         return check(method, "GET", with(Route::Kind::holds_list));

@@ -17,6 +17,7 @@ struct Route {
         models,          // GET /v1/models
         openai,          // a model route (http/routes.hpp): POST /v1/chat/completions, /v1/completions, …
         status,          // GET /loch/status
+        history,         // GET /loch/history: the last hour for the dashboard's plots
         plan,            // POST /loch/plan
         engine_log,      // GET /loch/engines/{name}/log[?lines=N]
         model,           // GET /v1/models/{id}

@@ -368,8 +368,9 @@ asio::awaitable<bool> Server::handle(beast::tcp_stream& stream, Request& req, Co
                            : co_await dispatch(stream, req, r, status, error_type, conn);
     using K = Route::Kind;
     const bool model = r.kind == K::openai || r.kind == K::ollama_generation;
-    const bool monitoring = r.kind == K::health || r.kind == K::status || r.kind == K::metrics ||
-                            r.kind == K::dashboard || (r.kind == K::engine_log && r.follow);
+    const bool monitoring = r.kind == K::health || r.kind == K::status || r.kind == K::history ||
+                            r.kind == K::metrics || r.kind == K::dashboard ||
+                            (r.kind == K::engine_log && r.follow);
     if (!model && !monitoring) {
         observe::RequestRecord rec;
         rec.id = journal_.id_of(req);

@@ -303,6 +303,7 @@ void Metrics::record(const RequestRecord& r) {
     ++s.count;
     if (!r.error_type.empty()) ++s.errors;
     if (r.ttft_s) s.ttft_sum += *r.ttft_s, ++s.ttft_n;
+    if (r.ttft_s && r.priority != "batch") ttft_history_.record(std::chrono::steady_clock::now(), *r.ttft_s);
     if (auto tps = r.tokens_per_second()) s.tps_sum += *tps, ++s.tps_n, s.last_tps = *tps;
     // Image and speech engines have no tokens: their speed is seconds per step and the real-time factor.
     if (r.seconds_per_step) s.step_sum += *r.seconds_per_step, ++s.step_n;
@@ -329,6 +330,10 @@ nlohmann::json Metrics::summary() const {
         out[model] = std::move(j);
     }
     return out;
+}
+
+nlohmann::json Metrics::ttft_history() const {
+    return ttft_history_.to_json(std::chrono::steady_clock::now());
 }
 
 std::string Metrics::exposition(const nlohmann::json& status) const {

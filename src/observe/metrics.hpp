@@ -23,6 +23,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "observe/request_record.hpp"
+#include "observe/ttft_history.hpp"
 
 namespace loch::observe {
 
@@ -40,6 +41,8 @@ class Metrics {
     std::string exposition(const nlohmann::json& status) const;
     // Per model, for /loch/status and the dashboard: requests, errors, average TTFT and tokens/s.
     nlohmann::json summary() const;
+    // People's (interactive requests') time to first token per minute over the last hour, for the dashboard.
+    nlohmann::json ttft_history() const;
 
   private:
     struct Families;
@@ -53,6 +56,7 @@ class Metrics {
         double ttft_sum = 0, tps_sum = 0, last_tps = 0, step_sum = 0, rtf_sum = 0, duration_sum = 0;
     };
     std::map<std::string, Speed> speed_;
+    TtftHistory ttft_history_;
 };
 
 }  // namespace loch::observe
