@@ -20,7 +20,6 @@ struct HistoryHolder {
     std::string name;  // an engine or hold, or "outside" (programs loch did not start)
     std::uint64_t bytes = 0;
     std::string source;  // measured | engine-dry-run | formula | configured
-    bool operator==(const HistoryHolder&) const = default;
 };
 
 class History {

@@ -21,12 +21,9 @@ using namespace std::chrono_literals;
 void Broker::note(std::string_view kind, const Model& m, std::string message, nlohmann::json extra,
                   bool warn) {
     // Marks on the dashboard's memory plot: where a model lost its room or was refused.
-    if (kind == "evict" || kind == "refused" || kind == "queue_timeout" || kind == "oom_at_load") {
-        std::string device = m.device;  // "" (a refusal before any start): the mark is on every device
-        if (device.empty() && extra.is_object() && extra.contains("device") && extra["device"].is_string())
-            device = extra["device"].get<std::string>();
-        history_.mark(now(), std::string(kind), m.name(), device, message);
-    }
+    // A model never started has no device: its mark is on every device's plot.
+    if (kind == "evict" || kind == "refused" || kind == "queue_timeout" || kind == "oom_at_load")
+        history_.mark(now(), std::string(kind), m.name(), m.device, message);
     events_.note(kind, {{"model", m.name()}}, std::move(message), std::move(extra), warn);
     sample_history();
 }

@@ -142,24 +142,33 @@ using namespace std::chrono_literals;
 using test_fixture::BrokerTest;
 using test_fixture::fast;
 
+// A chat model (interactive) that reloads in `reload`, served once and idle now, and a batch request for the
+// captioner, which fits only in chat's room.
+class IdleChatTest : public BrokerTest {
+  protected:
+    std::future<Lease> batch_beside_idle_chat(std::chrono::milliseconds reload, std::chrono::seconds aging) {
+        add_model("chat", 6 * kGiB);
+        add_model("captioner", 6 * kGiB, config::Priority::batch);  // the device holds one of them
+        fake->configure = [reload](test::FakeRun& r) {
+            if (r.spec().model_name == "chat") r.ready_after = reload;
+        };
+        start(fast(aging));
+        {
+            auto c = acquire("chat");
+            EXPECT_TRUE(settle(c, reload + 2s));
+        }  // chat is idle now, and stays (no keep_alive)
+        RequestNeeds item;
+        item.priority = config::Priority::batch;
+        return acquire("captioner", item);
+    }
+};
+
 // Found by bench/mixed-trace: an idle chat model, resident for its keep_alive, kept a batch model's requests
 // waiting until max_wait — a batch request may not stop an interactive engine, and aging changed only its
 // place in the queue. Once aged it is admitted as interactive: the idle engine is evicted for it. (A chat
 // model that reloads in 10 s: its break-even, below, is later than this aging.)
-TEST_F(BrokerTest, AnAgedBatchRequestEvictsAnIdleInteractiveEngineRatherThanWaitingForever) {
-    add_model("chat", 6 * kGiB);
-    add_model("captioner", 6 * kGiB, config::Priority::batch);  // the device holds one of them
-    fake->configure = [](test::FakeRun& r) {
-        if (r.spec().model_name == "chat") r.ready_after = 10s;
-    };
-    start(fast(1s));
-    {
-        auto c = acquire("chat");
-        ASSERT_TRUE(settle(c));
-    }  // chat is idle now, and stays (no keep_alive)
-    RequestNeeds item;
-    item.priority = config::Priority::batch;
-    auto b = acquire("captioner", item);
+TEST_F(IdleChatTest, AnAgedBatchRequestEvictsAnIdleInteractiveEngineRatherThanWaitingForever) {
+    auto b = batch_beside_idle_chat(10s, 1s);
     run_for(500ms);
     EXPECT_NE(b.wait_for(0s), std::future_status::ready)
         << "a fresh batch request stopped an interactive engine";
@@ -170,20 +179,8 @@ TEST_F(BrokerTest, AnAgedBatchRequestEvictsAnIdleInteractiveEngineRatherThanWait
 // Issue 54 (the H100 two-people trace: the batch ran 0.22x as many items as under Ollama's policy): batch
 // work waits for a person's idle model only until that model has been idle twice its reload time — what a
 // swap would cost the person, counted double — not until aging.
-TEST_F(BrokerTest, ABatchRequestStopsAnIdleInteractiveEngineOnceIdleTwiceItsReloadWellBeforeAging) {
-    add_model("chat", 6 * kGiB);
-    add_model("captioner", 6 * kGiB, config::Priority::batch);  // the device holds one of them
-    fake->configure = [](test::FakeRun& r) {
-        if (r.spec().model_name == "chat") r.ready_after = 1s;
-    };
-    start(fast(30s));
-    {
-        auto c = acquire("chat");
-        ASSERT_TRUE(settle(c, 3s));
-    }  // chat is idle now: it reloads in 1 s
-    RequestNeeds item;
-    item.priority = config::Priority::batch;
-    auto b = acquire("captioner", item);
+TEST_F(IdleChatTest, ABatchRequestStopsAnIdleInteractiveEngineOnceIdleTwiceItsReloadWellBeforeAging) {
+    auto b = batch_beside_idle_chat(1s, 30s);
     run_for(1500ms);
     EXPECT_NE(b.wait_for(0s), std::future_status::ready) << "the batch stopped chat before its break-even";
     EXPECT_FALSE(fake->of("chat")[0]->ended());
