@@ -203,6 +203,7 @@ asio::awaitable<void> Broker::load(Model& m, std::shared_ptr<engines::EngineRun>
         co_return;
     }
     m.state = ModelState::ready;
+    m.unserved_load = true;
     m.load_s = std::chrono::duration<double>(res.took).count();
     m.last_used = now();
     // What the engine says it allocated raises the planned reservation, on each of its devices.
@@ -325,6 +326,7 @@ void Broker::begin_wake(Model& m) {
             const bool ok = co_await m.kind->wake(ex_, to, level);
             if (!*alive || m.engine != engine || m.state != ModelState::loading) co_return;
             m.state = ModelState::ready;
+            m.unserved_load = true;
             m.sleep_level = 0;
             m.last_used = now();
             if (!ok) co_return begin_stop(m, "it did not wake up");

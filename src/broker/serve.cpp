@@ -123,6 +123,7 @@ struct Broker::ServeExecutor {
 
     void operator()(const effect::Grant&) {
         ++m.active;
+        m.unserved_load = false;
         if (priority == config::Priority::interactive) {
             ++m.active_interactive;
             m.note_person_use(b.now());

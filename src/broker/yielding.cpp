@@ -6,7 +6,9 @@
 //     time-sliced between engines, and there the batch goes on beside a person's request),
 //   - an interactive request waits for room on a device its model uses (its own model has no engine yet:
 //     an engine busy with batch items drains and, once idle, is evicted for it like any idle engine) —
-//     not one that waits for its own engine's load or slot, which the batch's room would not hasten.
+//     not one that waits for its own engine's load or slot, which the batch's room would not hasten; and
+//     not while the batch's engine has just loaded and served nothing yet (Model::unserved_load: a load
+//     serves what it was started for before it is undone).
 // Member functions of Broker (broker.hpp).
 #include <algorithm>
 #include <set>
@@ -68,6 +70,7 @@ std::optional<std::string> Broker::interactive_wants(const Model& m) const {
         return (x.state != ModelState::loading && x.state != ModelState::ready) ||
                needs.transient.has_value();
     };
+    if (m.unserved_load && m.state == ModelState::ready) return std::nullopt;  // (the CPU's cores above)
     for (const auto& [id, w] : waiters_)
         if (!w->granted && !w->error && priority_of(*w->model, w->needs) == config::Priority::interactive &&
             (w->model == &m || waits_for_room(*w->model, w->needs)))

@@ -94,6 +94,40 @@ TEST_F(BrokerTest, OnAGpuBatchItemsGoOnBesideAPersonOnAnotherEngineAndWhileTheir
     ASSERT_TRUE(settle(b, 100ms)) << "a batch item waited while a person's request ran on another GPU engine";
 }
 
+// A load serves what it was started for before it is undone (Model::unserved_load). On the H100 image-burst
+// trace the image model, loaded for a batch's picture while the person's chat model was out, was evicted back
+// for the person's next turn the moment it was ready, its picture never drawn: 1 image in 60 s, the GPU idle
+// 92 % of the time.
+TEST_F(BrokerTest, AModelLoadedForABatchItemServesItBeforeAPersonWaitingForRoomEvictsIt) {
+    add_model("image", 6 * kGiB);
+    add_model("chat", 6 * kGiB);  // the device holds one of them
+    fake->configure = [](test::FakeRun& r) {
+        if (r.spec().model_name == "image") r.ready_after = 300ms;
+    };
+    start(fast());
+    {
+        auto p = acquire("chat");
+        ASSERT_TRUE(settle(p, 1s));
+    }
+    run_for(50ms);  // idle twice its (instant) reload: a batch request may stop it (rule 2b)
+    auto item = acquire("image", batch_item());
+    run_for(100ms);
+    ASSERT_EQ(fake->of("image").size(), 1u);
+    EXPECT_TRUE(fake->of("chat")[0]->ended()) << "the idle chat model was not stopped for the batch";
+    auto person = acquire("chat");  // the person's next turn, while the image model loads: it waits for room
+    auto next = acquire("image", batch_item());
+    ASSERT_TRUE(settle(item, 1s)) << "the image model was not kept for the item it was loaded for";
+    Lease drawing = item.get();
+    EXPECT_FALSE(fake->of("image")[0]->ended());
+    EXPECT_NE(person.wait_for(0s), std::future_status::ready);
+    // Served once, it yields as before: the next item waits, and the person gets the room when it ends.
+    run_for(100ms);
+    EXPECT_NE(next.wait_for(0s), std::future_status::ready) << "a second item went before the waiting person";
+    drawing.release();
+    ASSERT_TRUE(settle(person, 1s));
+    EXPECT_TRUE(fake->of("image")[0]->ended());
+}
+
 // On the CPU they share the cores: a person's request on another engine there still holds the batch back.
 TEST_F(BrokerTest, OnTheCpuABatchItemWaitsWhileAPersonsRequestRunsOnAnotherEngine) {
     add_model("captioner", 4 * kGiB);
