@@ -70,11 +70,11 @@ struct Broker::Model {
     // This run took its room from batch work (its start stopped a batch engine): idle, it counts as batch
     // work itself in admission, so the batch it displaced gets the room back (docs/broker.md).
     bool borrowed_from_batch = false;
-    // Ready since its load (or wake) and no request granted on it yet: what it was started for goes first —
-    // its waiters do not yield it for room, and it is not idle to admission while one waits (yielding.cpp).
-    // Else a batch model loaded beside a person's evicted one was evicted back for them before its first
-    // item: every load undone unserved, the batch starved (issue 54's image burst on the H100: 1 image in
-    // 60 s).
+    // Ready since its load (or wake) and no request granted on it yet: where its requests are short against
+    // the waiting person's reload, what it was started for goes first — its waiters do not yield it for room,
+    // and it is not idle to admission while one waits (yielding.cpp). Else a batch model loaded beside a
+    // person's evicted one was evicted back for them before its first item: every load undone unserved, the
+    // batch starved (issue 54's image burst on the H100: 1 image in 60 s).
     bool unserved_load = false;
     // Its files in the page cache (broker/file_cache.hpp): the last measured residency, and a read-ahead
     // in flight or finished at.

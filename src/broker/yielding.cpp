@@ -7,8 +7,12 @@
 //   - an interactive request waits for room on a device its model uses (its own model has no engine yet:
 //     an engine busy with batch items drains and, once idle, is evicted for it like any idle engine) —
 //     not one that waits for its own engine's load or slot, which the batch's room would not hasten; and
-//     not while the batch's engine has just loaded and served nothing yet (Model::unserved_load: a load
-//     serves what it was started for before it is undone).
+//     not while the batch's engine has just loaded, served nothing yet (Model::unserved_load) and its
+//     requests take no longer than the person's model takes to reload: the person waits for that reload
+//     anyway, so serving one first at most doubles their wait (rule 2b's bound), where undoing the load
+//     unserved can starve the batch outright (issue 54: the H100 image burst, 1 picture a minute). Where an
+//     item takes longer than the reload (a caption on 2 CPU cores beside a 0.1 s chat model), the load is
+//     undone for the person as before.
 // Member functions of Broker (broker.hpp).
 #include <algorithm>
 #include <set>
@@ -70,10 +74,13 @@ std::optional<std::string> Broker::interactive_wants(const Model& m) const {
         return (x.state != ModelState::loading && x.state != ModelState::ready) ||
                needs.transient.has_value();
     };
-    if (m.unserved_load && m.state == ModelState::ready) return std::nullopt;  // (the CPU's cores above)
+    const auto serves_first = [&](const Model& person) {
+        return m.unserved_load && m.state == ModelState::ready && &person != &m &&
+               m.avg_request_s <= person.load_s.value_or(1.0);
+    };
     for (const auto& [id, w] : waiters_)
         if (!w->granted && !w->error && priority_of(*w->model, w->needs) == config::Priority::interactive &&
-            (w->model == &m || waits_for_room(*w->model, w->needs)))
+            (w->model == &m || waits_for_room(*w->model, w->needs)) && !serves_first(*w->model))
             if (const auto d = of(*w->model); !d.empty())
                 return fmt::format("an interactive request for '{}' waits for {}", w->model->name(), d);
     for (const auto& [id, h] : holds_.live())

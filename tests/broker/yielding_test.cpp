@@ -94,38 +94,65 @@ TEST_F(BrokerTest, OnAGpuBatchItemsGoOnBesideAPersonOnAnotherEngineAndWhileTheir
     ASSERT_TRUE(settle(b, 100ms)) << "a batch item waited while a person's request ran on another GPU engine";
 }
 
-// A load serves what it was started for before it is undone (Model::unserved_load). On the H100 image-burst
-// trace the image model, loaded for a batch's picture while the person's chat model was out, was evicted back
-// for the person's next turn the moment it was ready, its picture never drawn: 1 image in 60 s, the GPU idle
-// 92 % of the time.
-TEST_F(BrokerTest, AModelLoadedForABatchItemServesItBeforeAPersonWaitingForRoomEvictsIt) {
-    add_model("image", 6 * kGiB);
-    add_model("chat", 6 * kGiB);  // the device holds one of them
-    fake->configure = [](test::FakeRun& r) {
-        if (r.spec().model_name == "image") r.ready_after = 300ms;
-    };
-    start(fast());
-    {
-        auto p = acquire("chat");
-        ASSERT_TRUE(settle(p, 1s));
+// A load serves what it was started for before it is undone (Model::unserved_load), where its requests are
+// short against the person's reload. On the H100 image-burst trace the image model, loaded for a batch's
+// picture while the person's chat model was out, was evicted back for the person's next turn the moment it
+// was ready, its picture never drawn: 1 image in 60 s, the GPU idle 92 % of the time.
+class FreshLoadTest : public BrokerTest {
+  protected:
+    // The image model loads in 300 ms and the chat model in `chat_load`; the device holds one of them. The
+    // image model has drawn `drawn` pictures (each instant) before the chat model is loaded and left idle
+    // long enough for a batch request to stop it (rule 2b).
+    void SetUp() override {
+        add_model("image", 6 * kGiB);
+        add_model("chat", 6 * kGiB);
     }
-    run_for(50ms);  // idle twice its (instant) reload: a batch request may stop it (rule 2b)
-    auto item = acquire("image", batch_item());
-    run_for(100ms);
-    ASSERT_EQ(fake->of("image").size(), 1u);
-    EXPECT_TRUE(fake->of("chat")[0]->ended()) << "the idle chat model was not stopped for the batch";
-    auto person = acquire("chat");  // the person's next turn, while the image model loads: it waits for room
-    auto next = acquire("image", batch_item());
+    void begin(std::chrono::milliseconds chat_load, int drawn) {
+        fake->configure = [chat_load](test::FakeRun& r) {
+            r.ready_after = r.spec().model_name == "image" ? 300ms : chat_load;
+        };
+        start(fast());
+        for (int i = 0; i < drawn; ++i) {
+            auto b = acquire("image", batch_item());
+            ASSERT_TRUE(settle(b, 1s));
+        }
+        {
+            auto p = acquire("chat");
+            ASSERT_TRUE(settle(p, 2s));
+        }
+        run_for(2 * chat_load + 50ms);
+        item = acquire("image", batch_item());
+        run_for(100ms);
+        ASSERT_TRUE(fake->of("chat").back()->ended()) << "the idle chat model was not stopped for the batch";
+        // The person's next turn, while the image model loads: it waits for room.
+        person = acquire("chat");
+        next = acquire("image", batch_item());
+    }
+    std::future<Lease> item, person, next;
+};
+
+TEST_F(FreshLoadTest, AModelLoadedForABatchItemServesItBeforeAPersonWaitingForRoomEvictsIt) {
+    begin(500ms, 1);  // pictures take no time, the chat model 0.5 s to load
     ASSERT_TRUE(settle(item, 1s)) << "the image model was not kept for the item it was loaded for";
     Lease drawing = item.get();
-    EXPECT_FALSE(fake->of("image")[0]->ended());
+    EXPECT_FALSE(fake->of("image").back()->ended());
     EXPECT_NE(person.wait_for(0s), std::future_status::ready);
     // Served once, it yields as before: the next item waits, and the person gets the room when it ends.
     run_for(100ms);
     EXPECT_NE(next.wait_for(0s), std::future_status::ready) << "a second item went before the waiting person";
     drawing.release();
-    ASSERT_TRUE(settle(person, 1s));
-    EXPECT_TRUE(fake->of("image")[0]->ended());
+    ASSERT_TRUE(settle(person, 2s));
+    EXPECT_TRUE(fake->of("image").back()->ended());
+}
+
+// Where the batch's requests take longer than the person's model takes to reload (a caption on two CPU cores
+// beside a chat model that loads in a tenth of a second), the person does not wait for one: the fresh load is
+// undone for them as before, and the item waits.
+TEST_F(FreshLoadTest, AFreshLoadWhoseItemsTakeLongerThanThePersonsReloadGoesForThePerson) {
+    begin(50ms, 0);  // nothing drawn yet: a picture is reckoned at 5 s, the chat model loads in 50 ms
+    ASSERT_TRUE(settle(person, 2s)) << "the person waited for a batch item longer than their reload";
+    EXPECT_TRUE(fake->of("image").back()->ended());
+    EXPECT_NE(item.wait_for(0s), std::future_status::ready);
 }
 
 // On the CPU they share the cores: a person's request on another engine there still holds the batch back.
