@@ -103,11 +103,9 @@ class FreshLoadTest : public BrokerTest {
     // The image model loads in 300 ms and the chat model in `chat_load`; the device holds one of them. The
     // image model has drawn `drawn` pictures (each instant) before the chat model is loaded and left idle
     // long enough for a batch request to stop it (rule 2b).
-    void SetUp() override {
+    void begin(std::chrono::milliseconds chat_load, int drawn) {
         add_model("image", 6 * kGiB);
         add_model("chat", 6 * kGiB);
-    }
-    void begin(std::chrono::milliseconds chat_load, int drawn) {
         fake->configure = [chat_load](test::FakeRun& r) {
             r.ready_after = r.spec().model_name == "image" ? 300ms : chat_load;
         };
