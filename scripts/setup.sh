@@ -13,25 +13,29 @@
 #      docs/toolchain.md); with --all also the test suites and benchmarks;
 #   5. a generated demo model (models/demo.gguf) for `loch serve`'s embedded default.
 # Without options it builds only what `loch serve` on its embedded default needs (the README's first command).
-#   bash scripts/setup.sh [--images] [--speech] [--all] [--backend cuda|vulkan|rocm|cpu]...
+# --fetch-only does steps 1-3 without compiling anything: packages, the engines' sources, the tests' tools (with
+# --all); scripts/test.sh uses it to run the pristine-container check before the builds here, so that they
+# can take what the container built (scripts/test-pristine.sh).
+#   bash scripts/setup.sh [--images] [--speech] [--all] [--backend cuda|vulkan|rocm|cpu]... [--fetch-only]
 # (--all = everything the test command needs, which includes the Vulkan engines for the lavapipe checks.)
 # Environment: LOCH_CUDA_ARCHS ("61;90") and LOCH_GPU_TARGETS ("gfx1151") override what the GPUs report.
 # Each step says what it does, how long it took, and skips what is already done.
 set -euo pipefail
 # (The whole script is read before it runs: a checkout updated while it runs does not change it midway.)
 {
-WITH_IMAGES=0 WITH_SPEECH=0 WITH_TESTS=0
+WITH_IMAGES=0 WITH_SPEECH=0 WITH_TESTS=0 FETCH_ONLY=0
 ASKED=()
 while (($#)); do
   case $1 in
     --images) WITH_IMAGES=1 ;;
     --speech) WITH_SPEECH=1 ;;
     --all) WITH_IMAGES=1 WITH_SPEECH=1 WITH_TESTS=1 ;;
+    --fetch-only) FETCH_ONLY=1 ;;
     --backend)
       case ${2:-} in cuda | vulkan | rocm | cpu) ASKED+=("$2") ;;
         *) echo "setup.sh: --backend takes cuda, vulkan, rocm or cpu (got '${2:-}')" >&2; exit 2 ;; esac
       shift ;;
-    *) echo "setup.sh: unknown option '$1' (use --images, --speech, --all, --backend B)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown option '$1' (use --images, --speech, --all, --backend B, --fetch-only)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -287,6 +291,11 @@ for backend in cpu "${BACKENDS[@]}"; do
       sd) version=${SD_PYPI#*==} ;;
       whisper) version=${WHISPER_PYPI#*==} ;;
     esac
+    if ((FETCH_ONLY)); then
+      engine_source "$engine"
+      skip "$engine ($backend): --fetch-only, its source is in $SRC_DIR"
+      continue
+    fi
     build_engine "$engine" "$version" "$backend"
     [[ -n $ENGINE_OUT ]] && BUILT[$backend]+="$engine:$version:$ENGINE_OUT "
   done
@@ -306,6 +315,12 @@ if ((WITH_TESTS)); then
   bash "$ROOT/scripts/setup-deploy.sh"
 else
   skip "not asked for (--all)"
+fi
+
+if ((FETCH_ONLY)); then
+  echo
+  echo "fetched in $((SECONDS - SETUP_START)) s; nothing compiled (--fetch-only): run it again without to build"
+  exit 0
 fi
 
 # ---------------------------------------------------------------- 4. loch

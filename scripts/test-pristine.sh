@@ -2,8 +2,12 @@
 # The README's first command, unchanged, on a pristine Debian 12: a container made from a bare debootstrap
 # base (deploy/container/debian-base.sh) with nothing in it but Debian 12 minbase and the project's tracked
 # files, as a clone has them. It passes when `loch serve` answers a chat; it prints the time of each setup
-# step (setup.sh's own) and the whole. Run by scripts/test.sh after scripts/setup.sh --all (podman, the
-# base's tools and the containers.conf this host needs come from there).
+# step (setup.sh's own) and the whole. Run by scripts/test.sh after scripts/setup.sh --all --fetch-only
+# (podman, the base's tools and the containers.conf this host needs come from there) and before the host's
+# own builds: what the container built from nothing, the host would build again, so it goes into the host's
+# caches — its engines into the engine cache (those not there yet), its compiler cache into the host's
+# ccache (the clone sits at the host's path in the container, so loch's own sources hash alike). On a cold
+# machine the host's setup then skips the CPU llama build and most of loch's compile (docs/ci.md).
 #
 # The registries: apt reaches Debian's mirror from inside the container, but npm inside it lacks this
 # machine's registry settings, so the one thing only npm provides — the pinned llama.cpp source bundle — is
@@ -34,7 +38,7 @@ cp "$CACHE/llama.cpp.bundle" "$work/cache/"
 cat >"$work/run.sh" <<'SH'
 set -e
 cp -r /seed /var/cache/loch
-cd /root/loch
+cd "$LOCH_CLONE"
 start=$(date +%s)
 # The README's first command, as written.
 ( bash scripts/setup.sh && build/bin/loch serve ) >/tmp/first.log 2>&1 &
@@ -50,12 +54,17 @@ end=$(date +%s)
 grep -E '^==>|built in|set up in|installing' /tmp/first.log
 echo "answer: $(tr -d "\n" </tmp/answer.json)"
 echo "FIRST_COMMAND_S=$((end - start))"
+echo "CCACHE_DIR_IN=$(ccache -k cache_dir 2>/dev/null || true)"
 SH
+# The shell's locale as this machine's (a user's shell has one): ccache keys its entries by it too, and the
+# builds here that take the container's must hash alike.
+locale_env=()
+for v in LANG LC_ALL LC_CTYPE LC_MESSAGES; do [[ -n ${!v:-} ]] && locale_env+=(-e "$v=${!v}"); done
 # curl is not in minbase: the container gets it the way a user's machine would have it, before the command.
 podman run --name "$name" --network host -v "$work/src:/src:ro" -v "$work/cache:/seed:ro" \
-  -v "$work/run.sh:/run.sh:ro" localhost/debian:bookworm bash -c \
+  -v "$work/run.sh:/run.sh:ro" -e LOCH_CLONE="$ROOT" "${locale_env[@]}" localhost/debian:bookworm bash -c \
   'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends curl ca-certificates git >/dev/null &&
-   cp -r /src /root/loch && bash /run.sh' | tee "$work/out.txt"
+   mkdir -p "$(dirname "$LOCH_CLONE")" && cp -r /src "$LOCH_CLONE" && bash /run.sh' | tee "$work/out.txt"
 secs=$(sed -n 's/^FIRST_COMMAND_S=//p' "$work/out.txt")
 [[ -n $secs ]] || fail "the README's first command did not answer a chat in a pristine container"
 python3 - "$work/out.txt" <<'PY'
@@ -66,3 +75,23 @@ assert a["choices"][0]["message"]["content"] is not None, a
 PY
 echo "    the README's first command answered a chat after $secs s on $(nproc) cores in a pristine Debian 12 container (goal $GOAL_S s)"
 ((secs <= GOAL_S)) || echo "    WARNING: over the $GOAL_S s goal"
+
+# What it built, for the host's builds that follow (see the top). Only what the host lacks: an engine already
+# cached stays as it is; ccache keeps the host's own entries (cp -n).
+out=$work/export
+mkdir -p "$out" "$CACHE/engines"
+if podman cp "$name:/var/cache/loch/engines" "$out/engines" 2>/dev/null; then
+  for e in "$out"/engines/*/; do
+    key=$(basename "$e")
+    [[ -d $CACHE/engines/$key ]] && continue
+    cp -a "${e%/}" "$CACHE/engines/$key"
+    echo "    engine $key: taken from the container into $CACHE/engines/"
+  done
+fi
+in_dir=$(sed -n 's/^CCACHE_DIR_IN=//p' "$work/out.txt")
+if [[ -n $in_dir ]] && command -v ccache >/dev/null && podman cp "$name:$in_dir" "$out/ccache" 2>/dev/null; then
+  host_dir=$(ccache -k cache_dir)
+  mkdir -p "$host_dir"
+  cp -rn "$out/ccache/." "$host_dir/"
+  echo "    compiler cache: $(du -sh "$out/ccache" | cut -f1) from the container added to $host_dir"
+fi

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Sets everything up (scripts/setup.sh), then runs the whole test suite:
-#   format check (clang-format), loch's idle cost against its bounds (bench/idle.sh), the deployment checks
-#   (systemd unit, Helm chart, the container image built and run with podman, its memory limit named:
-#   scripts/test-deploy.sh), the Vulkan engines on a real Vulkan driver (Mesa's lavapipe: scripts/test-vulkan.sh),
-#   the README's first command in a pristine Debian 12 container (scripts/test-pristine.sh), then a build with
+# Sets everything up (scripts/setup.sh), then runs the whole test suite: first the README's first command in a
+#   pristine Debian 12 container (scripts/test-pristine.sh: after the packages and sources, before this
+#   machine's own builds, which take what it built), then the format check (clang-format), loch's idle cost
+#   against its bounds (bench/idle.sh), the deployment checks (systemd unit, Helm chart, the container image
+#   built and run with podman, its memory limit named: scripts/test-deploy.sh), the Vulkan engines on a real
+#   Vulkan driver (Mesa's lavapipe: scripts/test-vulkan.sh), then a build with
 #   AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/): its fuzzers for a fixed time over their
 #   regression corpus, and every suite — unit and integration against the real engines — where any finding
 #   fails the run. Each stage prints its time.
@@ -19,7 +20,15 @@ stage() {
   printf '\n==> %s  [%d s into the run; the stage before took %d s]\n' "$*" $((SECONDS - START)) $((SECONDS - LAST))
   LAST=$SECONDS
 }
-stage "Setup (scripts/setup.sh --all)"
+stage "Setup: packages, sources, the tests' tools (scripts/setup.sh --all --fetch-only)"
+bash "$ROOT/scripts/setup.sh" --all --fetch-only
+
+stage "The README's first command in a pristine Debian 12 container (scripts/test-pristine.sh)"
+# First: it builds from nothing whatever the caches hold, and what it builds — the CPU llama engine and most
+# of loch — is then taken by the builds below instead of compiled twice (a cold run: ~8 minutes less).
+bash "$ROOT/scripts/test-pristine.sh"
+
+stage "Setup: the builds (scripts/setup.sh --all)"
 bash "$ROOT/scripts/setup.sh" --all
 export LOCH_TEST_PYTHON=${LOCH_CACHE_DIR:-/var/cache/loch}/py/bin/python3
 export LOCH_TEST_AGENTS=${LOCH_CACHE_DIR:-/var/cache/loch}/agents/node_modules/.bin
@@ -44,9 +53,6 @@ bash "$ROOT/scripts/test-deploy.sh"
 stage "Vulkan engines on a real Vulkan driver: Mesa's lavapipe (scripts/test-vulkan.sh)"
 bash "$ROOT/scripts/test-vulkan.sh"
 
-stage "The README's first command in a pristine Debian 12 container (scripts/test-pristine.sh)"
-bash "$ROOT/scripts/test-pristine.sh"
-
 stage "Sanitized build (clang++-19, ASan + UBSan, -O0)"
 export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
 # -O0: a Beast-heavy unity batch compiles in 23 s instead of 59 s at -O1 (the cold sanitized build was the
@@ -59,7 +65,9 @@ cmake -S "$ROOT" -B "$ASAN" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C
 cmake --build "$ASAN" -j "$(nproc)"
 
 stage "Fuzzers (the libFuzzer targets of the sanitized build, over their corpus)"
-bash "$ROOT/scripts/fuzz.sh" "$ASAN"
+# 15 s a target here, one per core, after its whole regression corpus: a guard against what a change breaks.
+# Longer runs are a developer's (LOCH_FUZZ_SECONDS=600 bash scripts/fuzz.sh).
+LOCH_FUZZ_SECONDS=${LOCH_FUZZ_SECONDS:-15} bash "$ROOT/scripts/fuzz.sh" "$ASAN"
 # The engines are not instrumented: the same pinned binaries the release build uses.
 cp -f "$BUILD/bin/llama-server" "$BUILD/bin/llama-fit-params" "$BUILD/bin/sd-server" "$BUILD/bin/whisper-server" \
   "$ASAN/bin/"

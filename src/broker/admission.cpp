@@ -259,6 +259,22 @@ std::string wait_reason(const AdmissionInput& in, const Ledger& ledger) {
 
 }  // namespace
 
+bool admitted_without(AdmissionInput in, const Ledger& ledger, const std::string& engine,
+                      const std::vector<std::string>& soon_idle) {
+    const std::string own_prefix = engine + "#";  // its running requests' holders (Broker::transients)
+    for (auto& e : in.engines) {
+        if (std::find(soon_idle.begin(), soon_idle.end(), e.name) != soon_idle.end()) e.evictable = true;
+        if (e.name == engine || e.name.starts_with(own_prefix)) {
+            e.evictable = false;
+            e.batch_only = false;
+        } else if (kept_for_people(in, e)) {
+            e.evictable = false;
+        }
+    }
+    const auto kind = decide(in, ledger).kind;
+    return kind == Decision::Kind::start || kind == Decision::Kind::evict_then_start;
+}
+
 Decision decide(const AdmissionInput& in, const Ledger& ledger) {
     Decision d;
     if (in.needs.empty()) {

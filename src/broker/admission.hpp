@@ -118,6 +118,13 @@ struct AdmissionInput {
 
 Decision decide(const AdmissionInput& in, const Ledger& ledger);
 
+// Whether `in`'s model would start now, or after stopping idle engines — `soon_idle` counted among them (busy
+// engines whose requests end no later than `engine`'s would drain) — with `engine` (and its running
+// requests' own memory) kept as it is, and the idle models people use most kept too (rule 2a's): batch work
+// yields for room only where the person's admission needs that room (issue 54, broker/yielding.cpp).
+bool admitted_without(AdmissionInput in, const Ledger& ledger, const std::string& engine,
+                      const std::vector<std::string>& soon_idle);
+
 // Concrete advice when a model cannot fit: context, slots, quantization, CPU layers.
 std::vector<std::string> what_would_help(const Need& need, std::uint64_t capacity);
 

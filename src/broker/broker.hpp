@@ -213,6 +213,16 @@ class Broker {
     void note_interactive_arrival();  // tells on_interactive_arrival's callback when batch work runs
     Listeners listeners_;
     std::uint32_t batch_active_ = 0;  // batch requests holding slots, over all models
+    // Set while interactive_wants asks admission whether a person finds room without a batch engine: the
+    // views that admission builds meanwhile ask interactive_wants again, which then does not probe.
+    mutable bool yield_probe_ = false;
+    struct YieldProbe {
+        explicit YieldProbe(bool& flag) : flag_(flag) { flag_ = true; }
+        ~YieldProbe() { flag_ = false; }
+        YieldProbe(const YieldProbe&) = delete;
+        YieldProbe& operator=(const YieldProbe&) = delete;
+        bool& flag_;
+    };
     void pump();
     void fail_waiters(const Model& m, const Error& e);
 

@@ -12,7 +12,8 @@
 //     anyway, so serving one first at most doubles their wait (rule 2b's bound), where undoing the load
 //     unserved can starve the batch outright (issue 54: the H100 image burst, 1 picture a minute). Where an
 //     item takes longer than the reload (a caption on 2 CPU cores beside a 0.1 s chat model), the load is
-//     undone for the person as before.
+//     undone for the person as before; nor while the person's admission finds the room without the batch's
+//     engine (other idle engines; never the idle models people use most, rule 2a) — it takes it there.
 // Member functions of Broker (broker.hpp).
 #include <algorithm>
 #include <set>
@@ -78,9 +79,30 @@ std::optional<std::string> Broker::interactive_wants(const Model& m) const {
         return m.unserved_load && m.state == ModelState::ready && &person != &m &&
                m.avg_request_s <= person.load_s.value_or(1.0);
     };
+    // A person whose model has no engine yet and whose admission finds the room elsewhere — other idle
+    // engines, or busy ones nobody else waits for whose requests end no later than this engine's would drain
+    // (the person waits no longer), but not the idle models people use most — takes it there: the batch goes
+    // on (Ollama's policy keeps a busy batch engine too; on issue 54's two-people trace stopping it idled the
+    // GPU 41 %). Decided by admission itself (admitted_without), so that the person's own admission agrees;
+    // the probe's own views of the engines do not probe again (yield_probe_).
+    const auto room_elsewhere = [&](const Model& person, const RequestNeeds& needs) {
+        if (yield_probe_ || &person == &m || person.state != ModelState::stopped || needs.transient)
+            return false;
+        std::vector<std::string> soon_idle;
+        for (const auto& [name, o] : models_)
+            if (o.get() != &m && o.get() != &person && o->state == ModelState::ready && o->active > 0 &&
+                !o->cfg->pinned && o->avg_request_s <= m.avg_request_s &&
+                std::none_of(waiters_.begin(), waiters_.end(),
+                             [&](const auto& w) { return w.second->model == o.get(); }))
+                soon_idle.push_back(name);
+        const YieldProbe probing(yield_probe_);
+        return admitted_without(admission_input(person, priority_of(person, needs)), ledger_, m.name(),
+                                soon_idle);
+    };
     for (const auto& [id, w] : waiters_)
         if (!w->granted && !w->error && priority_of(*w->model, w->needs) == config::Priority::interactive &&
-            (w->model == &m || waits_for_room(*w->model, w->needs)) && !serves_first(*w->model))
+            (w->model == &m || waits_for_room(*w->model, w->needs)) && !serves_first(*w->model) &&
+            !room_elsewhere(*w->model, w->needs))
             if (const auto d = of(*w->model); !d.empty())
                 return fmt::format("an interactive request for '{}' waits for {}", w->model->name(), d);
     for (const auto& [id, h] : holds_.live())

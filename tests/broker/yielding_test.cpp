@@ -306,6 +306,66 @@ TEST_F(BrokerTest, APersonsIdleModelGoesForAnotherPersonsAlikeOneButTheOneUsedMo
     EXPECT_FALSE(fake->of("chat")[0]->ended());
 }
 
+// Issue 54's two-people trace on a GPU: a person whose model fits once another person's request ends waits
+// for that request — when such requests end no later than the batch's items would drain — rather than for the
+// batch to drain: the batch goes on, and the other person's model goes once idle. (Yielding, the captioner
+// drained and was evicted, and the H100 stood idle 41 % of the time.) Where the other person's requests take
+// longer than the batch's items, waiting for the batch is the shorter wait, and it yields as before.
+class TwoPeopleTest : public BrokerTest {
+  protected:
+    // chat2's requests have taken `chat2_ms`, the captioner's items 400 ms. Then the captioner runs an item,
+    // person 2's request runs on chat2, and person 1 asks for chat, which fits only without one of them.
+    void begin(std::chrono::milliseconds chat2_ms) {
+        add_model("chat2", 3 * kGiB);
+        add_model("captioner", 6 * kGiB, config::Priority::batch);
+        cfg.models.back().concurrency = 2;
+        add_model("chat", 3 * kGiB);  // with chat2 and the captioner: over the device's 10 GiB
+        start(fast(30s));
+        const auto timed = [&](const std::string& model, RequestNeeds needs, std::chrono::milliseconds d) {
+            auto r = acquire(model, needs);
+            ASSERT_TRUE(settle(r));
+            Lease l = r.get();
+            run_for(d);
+        };
+        timed("captioner", batch_item(), 400ms);
+        timed("chat2", batch_item(), chat2_ms);  // (as a batch item: no person's use, which rule 2a counts)
+        auto b = acquire("captioner", batch_item());
+        ASSERT_TRUE(settle(b));
+        item = b.get();
+        auto p2 = acquire("chat2");
+        ASSERT_TRUE(settle(p2));
+        other_person = p2.get();
+        person = acquire("chat");
+        run_for(50ms);
+        ASSERT_NE(person.wait_for(0s), std::future_status::ready) << "(chat should wait: nothing is idle)";
+    }
+    Lease item, other_person;
+    std::future<Lease> person;
+};
+
+TEST_F(TwoPeopleTest, APersonWaitsForAnotherPersonsShortRequestAndTheBatchGoesOn) {
+    begin(100ms);
+    EXPECT_FALSE(broker->view().yields_to_interactive("captioner"));
+    auto next = acquire("captioner", batch_item());
+    ASSERT_TRUE(settle(next, 100ms)) << "the batch yielded although the person waits for chat2's request";
+    other_person.release();
+    ASSERT_TRUE(settle(person, 1s)) << "the person did not get chat2's room when its request ended";
+    EXPECT_TRUE(fake->of("chat2")[0]->ended());
+    EXPECT_FALSE(fake->of("captioner")[0]->ended()) << "the batch engine was stopped";
+}
+
+TEST_F(TwoPeopleTest, WhereTheOtherPersonsRequestsTakeLongerThanTheBatchsItemsTheBatchYields) {
+    begin(1000ms);
+    EXPECT_TRUE(broker->view().yields_to_interactive("captioner"));
+    auto next = acquire("captioner", batch_item());
+    run_for(100ms);
+    EXPECT_NE(next.wait_for(0s), std::future_status::ready) << "a batch item started while the person waits";
+    item.release();
+    ASSERT_TRUE(settle(person, 1s)) << "the person did not get the drained batch engine's room";
+    EXPECT_TRUE(fake->of("captioner")[0]->ended());
+    EXPECT_FALSE(fake->of("chat2")[0]->ended());
+}
+
 // The anchors' policies, as bench/mixed-trace runs them (Policy): llama-swap's runs one model at a time and
 // serves the queue head first; neither knows priorities.
 TEST_F(BrokerTest, TheFifoLockPolicyRunsOneModelAtATimeAndServesTheQueueInArrivalOrder) {
