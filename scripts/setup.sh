@@ -204,7 +204,9 @@ vulkan_sdk() {
   printf '#!/bin/sh\nexec "%s/ld-linux-x86-64.so.2" --library-path "%s" "%s/usr/bin/glslc" "$@"\n' "$lib" "$lib" \
     "$VULKAN_SDK" >"$VULKAN_SDK/bin/glslc"
   chmod +x "$VULKAN_SDK/bin/glslc"
-  "$VULKAN_SDK/bin/glslc" --version | head -1 | sed 's/^/    Vulkan toolchain from Debian 13: /'
+  # (sed reads every line: `| head -1` could end the pipe while glslc still writes, and pipefail would end
+  # the script on its SIGPIPE — which a cold run here did.)
+  "$VULKAN_SDK/bin/glslc" --version | sed -n '1s/^/    Vulkan toolchain from Debian 13: /p'
 }
 VULKAN_SDK=""
 [[ " ${BACKENDS[*]} " == *" vulkan "* ]] && vulkan_sdk
