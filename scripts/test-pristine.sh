@@ -37,7 +37,9 @@ cp "$CACHE/llama.cpp.bundle" "$work/cache/"
 
 cat >"$work/run.sh" <<'SH'
 set -e
-cp -r /seed /var/cache/loch
+cache=${LOCH_CACHE_DIR:-/var/cache/loch}
+mkdir -p "$(dirname "$cache")"
+cp -r /seed "$cache"
 cd "$LOCH_CLONE"
 start=$(date +%s)
 # The README's first command, as written.
@@ -57,12 +59,13 @@ echo "FIRST_COMMAND_S=$((end - start))"
 echo "CCACHE_DIR_IN=$(ccache -k cache_dir 2>/dev/null || true)"
 SH
 # The shell's locale as this machine's (a user's shell has one): ccache keys its entries by it too, and the
-# builds here that take the container's must hash alike.
-locale_env=()
-for v in LANG LC_ALL LC_CTYPE LC_MESSAGES; do [[ -n ${!v:-} ]] && locale_env+=(-e "$v=${!v}"); done
+# builds here that take the container's must hash alike. Likewise the engine cache's path where this machine
+# sets one (LOCH_CACHE_DIR): the engines' objects are hashed with their absolute paths under it.
+same_env=()
+for v in LANG LC_ALL LC_CTYPE LC_MESSAGES LOCH_CACHE_DIR; do [[ -n ${!v:-} ]] && same_env+=(-e "$v=${!v}"); done
 # curl is not in minbase: the container gets it the way a user's machine would have it, before the command.
 podman run --name "$name" --network host -v "$work/src:/src:ro" -v "$work/cache:/seed:ro" \
-  -v "$work/run.sh:/run.sh:ro" -e LOCH_CLONE="$ROOT" "${locale_env[@]}" localhost/debian:bookworm bash -c \
+  -v "$work/run.sh:/run.sh:ro" -e LOCH_CLONE="$ROOT" "${same_env[@]}" localhost/debian:bookworm bash -c \
   'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends curl ca-certificates git >/dev/null &&
    mkdir -p "$(dirname "$LOCH_CLONE")" && cp -r /src "$LOCH_CLONE" && bash /run.sh' | tee "$work/out.txt"
 secs=$(sed -n 's/^FIRST_COMMAND_S=//p' "$work/out.txt")
@@ -80,7 +83,7 @@ echo "    the README's first command answered a chat after $secs s on $(nproc) c
 # cached stays as it is; ccache keeps the host's own entries (cp -n).
 out=$work/export
 mkdir -p "$out" "$CACHE/engines"
-if podman cp "$name:/var/cache/loch/engines" "$out/engines" 2>/dev/null; then
+if podman cp "$name:$CACHE/engines" "$out/engines" 2>/dev/null; then
   for e in "$out"/engines/*/; do
     key=$(basename "$e")
     [[ -d $CACHE/engines/$key ]] && continue
